@@ -1,0 +1,32 @@
+"""kgeval: exact, fast, comparable rank-based evaluation of link prediction on knowledge graphs.
+
+The flow: triples -> filter index -> streaming evaluator -> :class:`RankTable` -> metrics ->
+:class:`Results`. Heavy submodules are imported lazily so ``import kgeval`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .errors import InvalidInputError, KGEvalError, NoClosedFormError, UnknownNameError
+from .ranks import RankTable
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Results": ("kgeval.results", "Results"),
+    "evaluate": ("kgeval.evaluation", "evaluate"),
+    "pipeline": ("kgeval.pipeline", "pipeline"),
+    "hpo_pipeline": ("kgeval.hpo", "hpo_pipeline"),
+    "metrics": ("kgeval.metrics", None),
+}
+
+__all__ = ["RankTable", "KGEvalError", "InvalidInputError", "UnknownNameError", "NoClosedFormError", "__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        mod = importlib.import_module(module)
+        return mod if attr is None else getattr(mod, attr)
+    raise AttributeError(f"module 'kgeval' has no attribute {name!r}")
