@@ -1,0 +1,123 @@
+"""Datasets: labeled triples with label <-> id maps.
+
+>>> from kgeval.data import get_dataset
+>>> ds = get_dataset("nations")
+>>> ds.num_entities, ds.num_relations, len(ds.training)
+(14, 55, 1592)
+
+Nations, Kinships and UMLS ship with the package. FB15k-237, WN18RR, WN18, CoDEx-S and
+CoDEx-M are read from a data directory (``KGEVAL_DATA``, else ``~/.kgeval/datasets``)
+laid out as ``<dir>/<Name>/{train,valid,test}.txt`` and checked against their published
+sizes and sha256 hashes. Any other directory of ``train``/``valid``/``test`` files loads
+by path.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+from pathlib import Path
+
+from ..errors import InvalidInputError, unknown_name
+from . import io
+from .dataset import SPLITS, Dataset, map_triples
+from .registry import DATASETS, ENV_VAR, DatasetInfo, data_dirs, dataset_names, locate, lookup, normalize_name
+
+__all__ = [
+    "Dataset",
+    "DatasetInfo",
+    "DATASETS",
+    "get_dataset",
+    "dataset_names",
+    "dataset_available",
+    "map_triples",
+    "data_dirs",
+]
+
+
+def _builtin_dir(info: DatasetInfo):
+    return importlib.resources.files("kgeval.data").joinpath("builtin", info.builtin)
+
+
+def _load_registered(info: DatasetInfo, data_dir, drop_unseen: bool) -> Dataset:
+    labels, hashes = {}, {}
+    if info.builtin:
+        root = _builtin_dir(info)
+        source = f"kgeval builtin {info.name}"
+        for split in SPLITS:
+            data = root.joinpath(f"{io.SPLIT_STEMS[split][0]}.txt").read_bytes()
+            hashes[split] = io.sha256_of(data)
+            labels[split] = io.parse_triples(data, source=f"{info.name}/{io.SPLIT_STEMS[split][0]}.txt")
+    else:
+        dirs = data_dirs(data_dir)
+        directory = locate(info, dirs)
+        files = {split: io.find_split_file(directory, split) if directory else None for split in SPLITS}
+        missing = [io.SPLIT_STEMS[s][0] + ".txt" for s, f in files.items() if f is None]
+        if missing:
+            where = directory if directory else dirs[0] / info.name
+            raise InvalidInputError(
+                f"dataset {info.name} not found: place {', '.join(missing)} (tab-separated head, relation, tail; "
+                f"from {info.source}) in {where}/. Searched: {', '.join(str(d) for d in dirs)}. "
+                f"Set the {ENV_VAR} environment variable (a {os.pathsep}-separated list of directories) "
+                f"or pass data_dir= to look elsewhere."
+            )
+        source = str(directory)
+        for split, f in files.items():
+            data = io.read_bytes(f)
+            hashes[split] = io.sha256_of(data)
+            if hashes[split] != info.sha256[split]:
+                raise InvalidInputError(
+                    f"dataset {info.name}: {f} has sha256 {hashes[split]}, expected {info.sha256[split]} "
+                    f"(the canonical file from {info.source}); replace it with the canonical file"
+                )
+            labels[split] = io.parse_triples(data, source=str(f))
+    # the hash already pins the content; the size check guards the registry itself and the parser
+    for split, expected in info.sizes.items():
+        if len(labels[split]) != expected:
+            raise InvalidInputError(f"dataset {info.name}: {split} has {len(labels[split])} triples, expected {expected}")
+    ds = Dataset.from_labeled_arrays(
+        labels["training"], labels["validation"], labels["testing"],
+        name=info.name, drop_unseen=drop_unseen, hashes=hashes, source=source,
+    )
+    if not drop_unseen and (ds.num_entities, ds.num_relations) != (info.num_entities, info.num_relations):
+        raise InvalidInputError(
+            f"dataset {info.name}: {ds.num_entities} entities / {ds.num_relations} relations, "
+            f"expected {info.num_entities} / {info.num_relations}"
+        )
+    return ds
+
+
+def get_dataset(name_or_path, *, data_dir=None, drop_unseen: bool = False) -> Dataset:
+    """Load a dataset by name (``nations``, ``fb15k-237``, ...; any case, ``-``/``_`` ignored) or directory path.
+
+    A :class:`Dataset` passes through unchanged (``drop_unseen`` must then be False).
+    Unknown names raise :class:`~kgeval.errors.UnknownNameError` suggesting the closest;
+    missing or corrupt files raise :class:`~kgeval.errors.InvalidInputError`.
+    """
+    if isinstance(name_or_path, Dataset):
+        if drop_unseen:
+            raise InvalidInputError("drop_unseen=True needs a dataset name or path, not a Dataset object")
+        return name_or_path
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise InvalidInputError(f"dataset must be a name, a directory path or a Dataset, got {type(name_or_path).__name__}")
+    info = lookup(str(name_or_path))
+    if info is not None:
+        return _load_registered(info, data_dir, drop_unseen)
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return Dataset.from_directory(path, drop_unseen=drop_unseen)
+    text = str(name_or_path)
+    if os.sep in text or (os.altsep and os.altsep in text) or text.startswith("."):
+        raise InvalidInputError(f"dataset directory {path} does not exist")
+    raise unknown_name("dataset", text, dataset_names())
+
+
+def dataset_available(name: str, *, data_dir=None) -> bool:
+    """Whether a registered dataset can be loaded (packaged, or all split files present in a data directory)."""
+    info = lookup(name)
+    if info is None:
+        return False
+    if info.builtin:
+        return True
+    directory = locate(info, data_dirs(data_dir))
+    return directory is not None and all(io.find_split_file(directory, s) for s in SPLITS)

@@ -1,0 +1,312 @@
+"""The :class:`Dataset`: three splits of id triples plus the label <-> id maps.
+
+Ids are positions in the sorted label lists (entities and relations separately), so
+the same files always give the same ids, whatever order the triples come in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from . import io
+
+SPLITS = ("training", "validation", "testing")
+
+
+def _as_label_array(name: str, triples: Any) -> np.ndarray:
+    """Coerce labeled triples (array, list of tuples, DataFrame) to an ``(n, 3)`` object array of ``str``."""
+    if triples is None:
+        return np.empty((0, 3), dtype=object)
+    if hasattr(triples, "columns") and hasattr(triples, "iloc"):  # pandas DataFrame
+        cols = [c for c in ("head", "relation", "tail") if c in triples.columns]
+        frame = triples[cols] if len(cols) == 3 else triples.iloc[:, :3]
+        if frame.shape[1] != 3:
+            raise InvalidInputError(f"{name}: a DataFrame of triples needs 3 columns, got {triples.shape[1]}")
+        if frame.isna().to_numpy().any():
+            bad = int(np.flatnonzero(frame.isna().to_numpy().any(axis=1))[0])
+            raise InvalidInputError(f"{name}: row {bad} has a missing label")
+        # astype(str) keeps string labels verbatim; numeric columns have already lost any leading zeros
+        triples = frame.astype(str).to_numpy(dtype=object)
+    arr = np.asarray(triples, dtype=object)
+    if arr.size == 0:
+        return np.empty((0, 3), dtype=object)
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise InvalidInputError(f"{name}: labeled triples must have shape (n, 3), got {arr.shape}")
+    if not all(type(v) is str for v in arr.ravel()):  # noqa: E721 - exact str, as parse_triples gives
+        arr = np.vectorize(lambda v: v if v is None else str(v), otypes=[object])(arr)
+    empty = np.fromiter((v is None or not v.strip() for v in arr.ravel()), dtype=bool, count=arr.size)
+    if empty.any():
+        i = int(np.flatnonzero(empty)[0]) // 3
+        raise InvalidInputError(f"{name}: triple {i} has an empty or missing label: {list(arr[i])!r}")
+    return arr
+
+
+def _ids(mapping: dict[str, int], column: np.ndarray) -> np.ndarray:
+    return np.fromiter((mapping[x] for x in column), dtype=np.int64, count=len(column))
+
+
+class Dataset:
+    """A link-prediction dataset: training / validation / testing id triples and label maps.
+
+    Build one with :func:`kgeval.data.get_dataset` or the ``from_*`` constructors.
+    Triples are int64 arrays of shape ``(n, 3)`` holding ``(head, relation, tail)`` ids.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        training: np.ndarray,
+        validation: np.ndarray,
+        testing: np.ndarray,
+        entity_labels: Sequence[str],
+        relation_labels: Sequence[str],
+        hashes: Mapping[str, str] | None = None,
+        source: str | None = None,
+        dropped: Mapping[str, Mapping[str, int]] | None = None,
+    ):
+        self.name = name
+        self.entity_labels: list[str] = list(entity_labels)
+        self.relation_labels: list[str] = list(relation_labels)
+        self.entity_to_id: dict[str, int] = {label: i for i, label in enumerate(self.entity_labels)}
+        self.relation_to_id: dict[str, int] = {label: i for i, label in enumerate(self.relation_labels)}
+        self.training = self._check_ids("training", training)
+        self.validation = self._check_ids("validation", validation)
+        self.testing = self._check_ids("testing", testing)
+        self._hashes = dict(hashes) if hashes else None
+        self.source = source
+        self.dropped = {k: dict(v) for k, v in (dropped or {}).items()}
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def num_entities(self) -> int:
+        return len(self.entity_labels)
+
+    @property
+    def num_relations(self) -> int:
+        return len(self.relation_labels)
+
+    def _check_ids(self, split: str, triples) -> np.ndarray:
+        arr = np.asarray(triples)
+        if arr.size == 0:
+            return np.empty((0, 3), dtype=np.int64)
+        if arr.ndim != 2 or arr.shape[1] != 3 or arr.dtype.kind not in "iu":
+            raise InvalidInputError(f"{split}: id triples must be an integer array of shape (n, 3), got {arr.dtype} {arr.shape}")
+        arr = arr.astype(np.int64)
+        for col, bound, kind in ((0, self.num_entities, "entity"), (1, self.num_relations, "relation"), (2, self.num_entities, "entity")):
+            bad = np.flatnonzero((arr[:, col] < 0) | (arr[:, col] >= bound))
+            if bad.size:
+                raise InvalidInputError(
+                    f"{split}: triple {int(bad[0])} has {kind} id {int(arr[bad[0], col])} outside [0, {bound})"
+                )
+        return arr
+
+    def split(self, name: str) -> np.ndarray:
+        """The id triples of ``train``/``valid``/``test`` (or ``training``/``validation``/``testing``)."""
+        return getattr(self, io.normalize_split(name))
+
+    def hashes(self) -> dict[str, str]:
+        """sha256 per split: of the source file's (decompressed) bytes, or of the canonical TSV for in-memory data."""
+        if self._hashes is None:
+            self._hashes = {
+                split: io.sha256_of(io.serialize_triples(self.to_labels(getattr(self, split)))) for split in SPLITS
+            }
+        return dict(self._hashes)
+
+    def to_labels(self, triples: np.ndarray) -> np.ndarray:
+        """Map id triples back to an ``(n, 3)`` array of labels."""
+        triples = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
+        ent = np.asarray(self.entity_labels, dtype=object)
+        rel = np.asarray(self.relation_labels, dtype=object)
+        if triples.size == 0:
+            return np.empty((0, 3), dtype=object)
+        return np.stack([ent[triples[:, 0]], rel[triples[:, 1]], ent[triples[:, 2]]], axis=1)
+
+    def summary(self) -> dict[str, Any]:
+        """Statistics: sizes, and per evaluation split how many triples/entities/relations are unseen in training."""
+        seen_e = np.zeros(self.num_entities, dtype=bool)
+        seen_r = np.zeros(self.num_relations, dtype=bool)
+        if len(self.training):
+            seen_e[self.training[:, [0, 2]].ravel()] = True
+            seen_r[self.training[:, 1]] = True
+        out: dict[str, Any] = {
+            "name": self.name,
+            "num_entities": self.num_entities,
+            "num_relations": self.num_relations,
+            "num_training": int(len(self.training)),
+            "num_validation": int(len(self.validation)),
+            "num_testing": int(len(self.testing)),
+            "num_entities_in_training": int(seen_e.sum()),
+        }
+        for split in ("validation", "testing"):
+            tr = getattr(self, split)
+            if len(tr):
+                unseen_ent = ~seen_e[tr[:, 0]] | ~seen_e[tr[:, 2]]
+                unseen_rel = ~seen_r[tr[:, 1]]
+                ents = np.setdiff1d(tr[:, [0, 2]].ravel(), np.flatnonzero(seen_e))
+                out[f"unseen_{split}"] = {
+                    "triples": int((unseen_ent | unseen_rel).sum()),
+                    "entities": int(ents.size),
+                    "relations": int(np.setdiff1d(tr[:, 1], np.flatnonzero(seen_r)).size),
+                }
+            else:
+                out[f"unseen_{split}"] = {"triples": 0, "entities": 0, "relations": 0}
+        if self.dropped:
+            out["dropped_unseen"] = {k: dict(v) for k, v in self.dropped.items()}
+        if self.source:
+            out["source"] = self.source
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"Dataset({self.name!r}, entities={self.num_entities}, relations={self.num_relations}, "
+            f"train={len(self.training)}, valid={len(self.validation)}, test={len(self.testing)})"
+        )
+
+    # ------------------------------------------------------------ constructors
+    @classmethod
+    def from_labeled_arrays(
+        cls,
+        training,
+        validation=None,
+        testing=None,
+        *,
+        name: str = "custom",
+        drop_unseen: bool = False,
+        hashes: Mapping[str, str] | None = None,
+        source: str | None = None,
+    ) -> Dataset:
+        """Build from ``(n, 3)`` arrays (or lists of tuples) of string labels.
+
+        The entity/relation vocabularies are those of all splits, sorted; with
+        ``drop_unseen=True`` they come from training only, and evaluation triples with
+        an entity or relation not seen in training are dropped (PyKEEN's behaviour;
+        the counts are reported in :meth:`summary` under ``dropped_unseen``).
+        """
+        labels = {
+            "training": _as_label_array("training", training),
+            "validation": _as_label_array("validation", validation),
+            "testing": _as_label_array("testing", testing),
+        }
+        dropped: dict[str, dict[str, int]] = {}
+        tr = labels["training"]
+        if drop_unseen:
+            # PyKEEN's behaviour: vocabularies from training; evaluation triples outside them are dropped
+            ent_set = set(tr[:, 0]) | set(tr[:, 2])
+            rel_set = set(tr[:, 1])
+            for split in ("validation", "testing"):
+                arr = labels[split]
+                keep = np.fromiter(
+                    (h in ent_set and r in rel_set and t in ent_set for h, r, t in arr), dtype=bool, count=len(arr)
+                )
+                dropped[split] = {
+                    "triples": int((~keep).sum()),
+                    "entities": len((set(arr[:, 0]) | set(arr[:, 2])) - ent_set),
+                    "relations": len(set(arr[:, 1]) - rel_set),
+                }
+                labels[split] = arr[keep]
+        else:
+            ent_set, rel_set = set(), set()
+            for arr in labels.values():
+                ent_set.update(arr[:, 0], arr[:, 2])
+                rel_set.update(arr[:, 1])
+        entity_labels, relation_labels = sorted(ent_set), sorted(rel_set)
+        e2i = {label: i for i, label in enumerate(entity_labels)}
+        r2i = {label: i for i, label in enumerate(relation_labels)}
+
+        def to_ids(arr: np.ndarray) -> np.ndarray:
+            if not len(arr):
+                return np.empty((0, 3), dtype=np.int64)
+            return np.stack([_ids(e2i, arr[:, 0]), _ids(r2i, arr[:, 1]), _ids(e2i, arr[:, 2])], axis=1)
+
+        return cls(
+            name=name,
+            training=to_ids(labels["training"]),
+            validation=to_ids(labels["validation"]),
+            testing=to_ids(labels["testing"]),
+            entity_labels=entity_labels,
+            relation_labels=relation_labels,
+            hashes=hashes,
+            source=source,
+            dropped=dropped if drop_unseen else None,
+        )
+
+    @classmethod
+    def from_dataframes(cls, training, validation=None, testing=None, *, name: str = "custom", drop_unseen: bool = False) -> Dataset:
+        """Build from pandas DataFrames with columns ``head, relation, tail`` (else the first three columns).
+
+        Read files with ``dtype=str`` (``pd.read_csv(..., sep="\\t", header=None, dtype=str)``):
+        a numeric column has already lost any leading zeros of its labels.
+        """
+        return cls.from_labeled_arrays(training, validation, testing, name=name, drop_unseen=drop_unseen)
+
+    @classmethod
+    def from_id_arrays(
+        cls,
+        training,
+        validation=None,
+        testing=None,
+        *,
+        num_entities: int | None = None,
+        num_relations: int | None = None,
+        name: str = "custom",
+    ) -> Dataset:
+        """Build from integer id triples; labels are the ids as strings."""
+        arrs = [np.asarray(a if a is not None else np.empty((0, 3)), dtype=np.int64).reshape(-1, 3) for a in (training, validation, testing)]
+        allt = np.concatenate(arrs)
+        ne = num_entities if num_entities is not None else (int(allt[:, [0, 2]].max()) + 1 if len(allt) else 0)
+        nr = num_relations if num_relations is not None else (int(allt[:, 1].max()) + 1 if len(allt) else 0)
+        return cls(
+            name=name,
+            training=arrs[0],
+            validation=arrs[1],
+            testing=arrs[2],
+            entity_labels=[str(i) for i in range(ne)],
+            relation_labels=[str(i) for i in range(nr)],
+        )
+
+    @classmethod
+    def from_directory(cls, path: str | os.PathLike, *, name: str | None = None, drop_unseen: bool = False) -> Dataset:
+        """Load ``train``/``valid``/``test`` files (``.txt`` or ``.tsv``, optionally ``.gz``) from a directory."""
+        directory = Path(path).expanduser()
+        if not directory.is_dir():
+            raise InvalidInputError(f"dataset directory {directory} does not exist")
+        files = {split: io.find_split_file(directory, split) for split in SPLITS}
+        missing = [split for split, f in files.items() if f is None]
+        if missing:
+            wanted = ", ".join(f"{io.SPLIT_STEMS[s][0]}.txt" for s in missing)
+            raise InvalidInputError(
+                f"dataset directory {directory} lacks the {', '.join(missing)} split: expected {wanted} "
+                f"(tab-separated head, relation, tail; .tsv and .gz also accepted)"
+            )
+        labels, hashes = {}, {}
+        for split, f in files.items():
+            labels[split], hashes[split] = io.read_triples(f)
+        return cls.from_labeled_arrays(
+            labels["training"], labels["validation"], labels["testing"],
+            name=name or directory.name, drop_unseen=drop_unseen, hashes=hashes, source=str(directory),
+        )
+
+
+def map_triples(dataset: Dataset, label_triples, *, name: str = "triples") -> np.ndarray:
+    """Map ``(n, 3)`` labeled triples to ids with ``dataset``'s maps; unknown labels raise InvalidInputError."""
+    arr = _as_label_array(name, label_triples)
+    out = np.empty(arr.shape, dtype=np.int64)
+    maps = (dataset.entity_to_id, dataset.relation_to_id, dataset.entity_to_id)
+    kinds = ("entity", "relation", "entity")
+    for col in range(3):
+        mapping = maps[col]
+        for i, label in enumerate(arr[:, col]):
+            try:
+                out[i, col] = mapping[label]
+            except KeyError:
+                raise InvalidInputError(
+                    f"{name}: row {i} has {kinds[col]} {label!r}, unknown in dataset {dataset.name!r}"
+                ) from None
+    return out
