@@ -1,0 +1,719 @@
+"""The streaming, filtered link-prediction evaluator.
+
+For every evaluation triple ``(h, r, t)`` and side, the true answer's score ``s`` is compared with
+every candidate's score in one score row:
+
+    better = #{c : score(c) > s},   tied = #{c : score(c) == s} - 1   (the answer itself)
+    optimistic = 1 + better,        pessimistic = optimistic + tied
+
+(with ``tie_tolerance = tol > 0``: ``better = #{score > s + tol}``, ``tied`` counts
+``|score - s| <= tol``). Filtering subtracts the contributions of the other known answers of
+the query, gathered from the score matrix through the CSR :class:`FilterIndex`; so
+``num_candidates = #allowed entities - #other known answers among them`` (the true answer counts).
+
+Work streams over batches of unique queries (one score row per query, shared by all tasks of
+that query), head tasks through ``score_heads`` and tail tasks through ``score_tails``. The
+batch size follows a memory budget, and halves on out-of-memory errors, resuming at the failed
+batch. Rows are always scored whole (all allowed entities at once); entity chunking is not
+implemented, so one row (``num_entities`` floats) must fit in memory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..errors import InvalidInputError
+from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL, RankTable, side_code
+from .filter_index import FilterIndex, answer_column, query_keys
+from .query_metrics import QueryMetricAccumulator, expected_hits
+from .sampling import sample_negatives
+from .scorers import accepts_entities, as_scorer
+
+_DEFAULT_BUDGET_CAP = 1 << 30  # 1 GiB
+
+
+# ---------------------------------------------------------------------------- input checks
+def _as_triples(name: str, value, *, allow_empty: bool) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex():
+            raise InvalidInputError(f"{name} must hold integer ids, got dtype {value.dtype}")
+        arr = value.detach().cpu().numpy()
+    else:
+        try:
+            arr = np.asarray(value)
+        except Exception as exc:
+            raise InvalidInputError(f"{name}: cannot be converted to an array ({exc})") from None
+    if arr.size == 0 and allow_empty:
+        return np.zeros((0, 3), dtype=np.int64)
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "b" or arr.dtype.kind == "f" or arr.dtype.kind in "OUS":
+            raise InvalidInputError(f"{name} must hold integer ids, got dtype {arr.dtype}")
+        raise InvalidInputError(f"{name} must hold integer ids, got dtype {arr.dtype}")
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise InvalidInputError(f"{name} must have shape (n, 3) of (head, relation, tail) ids, got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise InvalidInputError(f"{name} is empty: at least one (head, relation, tail) triple is needed")
+    return arr.astype(np.int64, copy=False)
+
+
+def _check_ids(name: str, arr: np.ndarray, num_entities: int, num_relations: int | None):
+    for col, what, limit in ((0, "head", num_entities), (2, "tail", num_entities), (1, "relation", num_relations)):
+        ids = arr[:, col]
+        bad = ids < 0 if limit is None else (ids < 0) | (ids >= limit)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            rng = f"[0, {limit})" if limit is not None else ">= 0"
+            raise InvalidInputError(
+                f"{name}: {what} id {int(ids[i])} of triple {i} {tuple(int(x) for x in arr[i])} is out of range {rng}"
+            )
+
+
+def _as_id_set(name: str, value, limit: int, what: str) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, (set, frozenset)):
+        value = sorted(value)
+    arr = np.asarray(list(value) if not isinstance(value, np.ndarray) else value)
+    if arr.size == 0:
+        raise InvalidInputError(f"{name} is empty: restricting to no {what} leaves nothing to evaluate")
+    if arr.dtype.kind not in "iu":
+        raise InvalidInputError(f"{name} must hold integer {what} ids, got dtype {arr.dtype}")
+    arr = np.unique(arr.reshape(-1).astype(np.int64))
+    if arr[0] < 0 or arr[-1] >= limit:
+        bad = arr[0] if arr[0] < 0 else arr[-1]
+        raise InvalidInputError(f"{name}: {what} id {int(bad)} is out of range [0, {limit})")
+    return arr
+
+
+def _filter_sets(filter_triples) -> list[tuple[str, object]]:
+    if filter_triples is None:
+        return []
+    if isinstance(filter_triples, Mapping):
+        return [(str(k), v) for k, v in filter_triples.items()]
+    if isinstance(filter_triples, (np.ndarray, torch.Tensor)):
+        return [("filter_triples", filter_triples)]
+    items = list(filter_triples)
+    if not items:
+        return []
+    # a single list of 3 ints per row also counts as one array
+    if all(isinstance(x, (list, tuple)) and len(x) == 3 and all(isinstance(v, (int, np.integer)) for v in x) for x in items):
+        return [("filter_triples", np.asarray(items))]
+    return [(f"filter_triples[{i}]", x) for i, x in enumerate(items)]
+
+
+def _parse_sides(sides) -> list[int]:
+    if isinstance(sides, str):
+        sides = ("head", "tail") if sides.strip().lower() == "both" else (sides,)
+    codes = []
+    for s in sides:
+        c = side_code(s)
+        if c not in (SIDE_HEAD, SIDE_TAIL):
+            raise InvalidInputError(f"unknown side {s!r}; expected 'head' or 'tail'")
+        if c not in codes:
+            codes.append(c)
+    if not codes:
+        raise InvalidInputError("sides is empty: request 'head', 'tail' or both")
+    return sorted(codes)
+
+
+def available_memory_bytes(device: torch.device | None = None) -> int | None:
+    """Free memory on ``device``: CUDA free memory, else MemAvailable (psutil or /proc/meminfo)."""
+    if device is not None and device.type == "cuda":
+        try:
+            return int(torch.cuda.mem_get_info(device)[0])
+        except Exception:
+            return None
+    try:
+        import psutil  # optional
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        pass
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def default_memory_budget(device: torch.device | None = None) -> int:
+    """``min(1 GiB, available / 4)``: a safe share for the score matrix and its temporaries."""
+    avail = available_memory_bytes(device)
+    if avail is None:
+        return _DEFAULT_BUDGET_CAP // 2
+    return int(max(16 << 20, min(_DEFAULT_BUDGET_CAP, avail // 4)))
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    oom = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom is not None and isinstance(exc, oom):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+# ---------------------------------------------------------------------------- output
+@dataclass
+class EvaluationOutput:
+    """What :func:`evaluate_ranks` computes: the rank table, the protocol and extra metrics."""
+
+    rank_table: RankTable
+    protocol: dict
+    extra: dict[str, float] = field(default_factory=dict)
+    sampled_negatives: dict[str, np.ndarray] | None = None
+
+
+@dataclass
+class _SideResult:
+    triple_index: list = field(default_factory=list)
+    better: list = field(default_factory=list)
+    tied: list = field(default_factory=list)
+    ncand: list = field(default_factory=list)
+
+
+class _Context:
+    """Per-evaluation state shared by the batch routines."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+        self.checked = 0
+        self.mismatches = 0
+        self.shape_checked = set()
+
+
+# ---------------------------------------------------------------------------- main entry
+def evaluate_ranks(
+    scorer,
+    triples,
+    *,
+    filter_triples=(),
+    sides=("head", "tail"),
+    restrict_entities=None,
+    restrict_relations=None,
+    batch_size: int | None = None,
+    device=None,
+    progress: bool = True,
+    filtered: bool = True,
+    macro: bool = False,
+    num_negatives: int | None = None,
+    seed: int = 42,
+    tie_tolerance: float = 0.0,
+    nan_policy: str = "raise",
+    check_consistency: bool = True,
+    memory_budget: int | None = None,
+    query_metrics_k=(1, 3, 5, 10),
+    num_relations: int | None = None,
+) -> EvaluationOutput:
+    """Rank every evaluation task; see :func:`kgeval.evaluation.evaluate` for the arguments."""
+    scorer = as_scorer(scorer)
+    # ---- validate everything before any work starts
+    num_entities = getattr(scorer, "num_entities", None)
+    if not isinstance(num_entities, (int, np.integer)) or isinstance(num_entities, bool) or num_entities <= 0:
+        raise InvalidInputError(f"the scorer must have a positive integer num_entities, got {num_entities!r}")
+    num_entities = int(num_entities)
+    side_codes = _parse_sides(sides)
+    for c in side_codes:
+        meth = "score_heads" if c == SIDE_HEAD else "score_tails"
+        if not callable(getattr(scorer, meth, None)):
+            raise InvalidInputError(f"the scorer has no {meth}() method, needed for {SIDE_NAMES[c]} prediction")
+    if nan_policy not in ("raise", "worst"):
+        raise InvalidInputError(f"nan_policy must be 'raise' or 'worst', got {nan_policy!r}")
+    try:
+        tol = float(tie_tolerance)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"tie_tolerance must be a number, got {tie_tolerance!r}") from None
+    if not math.isfinite(tol) or tol < 0:
+        raise InvalidInputError(f"tie_tolerance must be finite and >= 0, got {tie_tolerance!r}")
+    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
+        raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if memory_budget is not None and (not isinstance(memory_budget, (int, float)) or memory_budget <= 0):
+        raise InvalidInputError(f"memory_budget must be a positive number of bytes, got {memory_budget!r}")
+    if num_negatives is not None and (
+        not isinstance(num_negatives, (int, np.integer)) or isinstance(num_negatives, bool) or num_negatives < 1
+    ):
+        raise InvalidInputError(f"num_negatives must be a positive integer or None, got {num_negatives!r}")
+    ks = tuple(query_metrics_k or ())
+    if any(not isinstance(k, (int, np.integer)) or k < 1 for k in ks):
+        raise InvalidInputError(f"query_metrics_k must hold positive integers, got {query_metrics_k!r}")
+    ks = tuple(sorted({int(k) for k in ks}))
+
+    tri = _as_triples("triples", triples, allow_empty=False)
+    fsets = [(name, _as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
+    if num_relations is None:
+        num_relations = getattr(scorer, "num_relations", None)
+    rel_limit = int(num_relations) if num_relations is not None else None
+    _check_ids("triples", tri, num_entities, rel_limit)
+    for name, arr in fsets:
+        _check_ids(name, arr, num_entities, rel_limit)
+    if rel_limit is None:
+        rel_limit = int(max([int(tri[:, 1].max())] + [int(a[:, 1].max()) for _, a in fsets if a.shape[0]])) + 1
+
+    keep = np.ones(tri.shape[0], dtype=bool)
+    ent_allowed = rel_allowed = None
+    if restrict_entities is not None:
+        ent_allowed = _as_id_set("restrict_entities", restrict_entities, num_entities, "entity")
+        keep &= np.isin(tri[:, 0], ent_allowed) & np.isin(tri[:, 2], ent_allowed)
+    if restrict_relations is not None:
+        rel_allowed = _as_id_set("restrict_relations", restrict_relations, rel_limit, "relation")
+        keep &= np.isin(tri[:, 1], rel_allowed)
+    if not keep.any():
+        raise InvalidInputError(
+            "the restriction excludes every evaluation triple "
+            f"({tri.shape[0]} triples, restrict_entities={None if ent_allowed is None else ent_allowed.size} ids, "
+            f"restrict_relations={None if rel_allowed is None else rel_allowed.size} ids)"
+        )
+    if ent_allowed is not None and ent_allowed.size == num_entities:
+        ent_allowed = None  # restricting to everything is no restriction
+
+    if device is None:
+        device = getattr(scorer, "device", None)
+    device = torch.device(device) if device is not None else torch.device("cpu")
+
+    known = np.concatenate([tri] + [a for _, a in fsets], axis=0)
+    universe = ent_allowed if ent_allowed is not None else np.arange(num_entities, dtype=np.int64)
+    ctx = _Context(
+        scorer=scorer,
+        num_entities=num_entities,
+        num_relations=rel_limit,
+        device=device,
+        tol=tol,
+        nan_policy=nan_policy,
+        check_consistency=check_consistency,
+        allowed=None if ent_allowed is None else torch.as_tensor(ent_allowed, device=device),
+        pos_map=None,
+        num_columns=int(universe.shape[0]),
+    )
+    if ent_allowed is not None:
+        pos_map = torch.full((num_entities,), -1, dtype=torch.long, device=device)
+        pos_map[ctx.allowed] = torch.arange(ent_allowed.shape[0], device=device)
+        ctx.pos_map = pos_map
+
+    budget = int(memory_budget) if memory_budget is not None else default_memory_budget(device)
+    qacc = QueryMetricAccumulator(ks) if (ks and num_negatives is None) else None
+    eval_idx = np.flatnonzero(keep)
+    total_tasks = eval_idx.shape[0] * len(side_codes)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total_tasks, unit="task", desc="Evaluating", disable=not progress, leave=False)
+    tables, sampled = [], {}
+    capped_tasks = 0
+    used_candidates_method = False
+    try:
+        with torch.inference_mode():
+            for side in side_codes:
+                index = FilterIndex(known, side=side, num_entities=num_entities, num_relations=rel_limit, device=device) if filtered else None
+                sub = tri[eval_idx]
+                keys = query_keys(sub, side, rel_limit)
+                answers = answer_column(sub, side).astype(np.int64)
+                if num_negatives is None:
+                    res = _rank_full(ctx, side, sub, eval_idx, keys, answers, index, batch_size, budget, bar, qacc)
+                else:
+                    negs, counts = sample_negatives(
+                        keys, answers, num_negatives=int(num_negatives), seed=seed, side=side, universe=universe,
+                        index=index if filtered else None,
+                    )
+                    capped_tasks += int((counts < num_negatives).sum())
+                    sampled[SIDE_NAMES[side]] = negs
+                    res, used_candidates_method = _rank_sampled(ctx, side, sub, eval_idx, negs, batch_size, budget, bar)
+                ti = np.concatenate(res.triple_index)
+                order = np.argsort(ti, kind="stable")
+                weights = None
+                if macro:
+                    _, inv, cnt = np.unique(keys, return_inverse=True, return_counts=True)
+                    weights = 1.0 / cnt[inv]
+                    # keys are in eval_idx order; the table rows are sorted by triple index as well
+                tables.append(
+                    RankTable.from_counts(
+                        np.concatenate(res.better)[order],
+                        np.concatenate(res.tied)[order],
+                        np.concatenate(res.ncand)[order],
+                        side=side,
+                        triple_index=ti[order],
+                        relation=tri[ti[order], 1],
+                        weights=weights,
+                    )
+                )
+    finally:
+        bar.close()
+    if capped_tasks:
+        warnings.warn(
+            f"{capped_tasks} task(s) have fewer than num_negatives={num_negatives} available negatives; "
+            "they use all available ones (num_candidates = 1 + available)",
+            stacklevel=3,
+        )
+    if ctx.mismatches:
+        warnings.warn(ctx.first_mismatch + f" ({ctx.mismatches} of {ctx.checked} checked tasks differ)", stacklevel=3)
+
+    table = RankTable.concat(tables)
+    num_known = int(np.unique(known[:, 0] * (rel_limit * num_entities) + known[:, 1] * num_entities + known[:, 2]).shape[0])
+    protocol = {
+        "sides": [SIDE_NAMES[c] for c in side_codes],
+        "rank_types": ["optimistic", "realistic", "pessimistic"],
+        "realistic_rank": "mean of optimistic and pessimistic (expected rank under random tie-breaking)",
+        "filtered": bool(filtered),
+        "filter": {
+            "sets": [{"name": "evaluation", "num_triples": int(tri.shape[0])}]
+            + [{"name": name, "num_triples": int(a.shape[0])} for name, a in fsets],
+            "num_known_triples": num_known,
+        }
+        if filtered
+        else None,
+        "num_triples": int(tri.shape[0]),
+        "num_evaluated_triples": int(eval_idx.shape[0]),
+        "num_tasks": len(table),
+        "num_entities": num_entities,
+        "num_relations": rel_limit,
+        "restriction": {
+            "entities": None if ent_allowed is None else int(ent_allowed.size),
+            "relations": None if rel_allowed is None else int(rel_allowed.size),
+            "num_triples_dropped": int((~keep).sum()),
+        },
+        "sampling": None
+        if num_negatives is None
+        else {
+            "num_negatives": int(num_negatives),
+            "seed": int(seed),
+            "replacement": False,
+            "excludes": "known true answers" if filtered else "the true answer",
+            "capped_tasks": capped_tasks,
+            "scoring": "candidates method" if used_candidates_method else "full rows, gathered",
+        },
+        "averaging": "macro" if macro else "micro",
+        "macro_weights": "1 / #evaluation tasks sharing the query" if macro else None,
+        "tie_tolerance": tol,
+        "ties": "exact float comparison" if tol == 0 else f"|score - true score| <= {tol} counts as a tie",
+        "nan_policy": nan_policy,
+        "candidates": (
+            "1 + sampled negatives"
+            if num_negatives is not None
+            else "allowed entities"
+            + (" minus the other known true answers of the query" if filtered else "")
+            + "; the true answer counted"
+        ),
+        "query_metrics": None
+        if qacc is None
+        else {
+            "k": list(ks),
+            "relevant": "evaluation answers of the query",
+            "excluded": "answers known only from filter_triples" if filtered else "none",
+            "ties": "expected hits under random tie-breaking (hypergeometric mean on the tie block)",
+            "averaging": "mean over unique queries",
+        },
+        "consistency_check": {"checked": ctx.checked, "mismatches": ctx.mismatches} if check_consistency else None,
+        "device": str(device),
+    }
+    extra = qacc.to_flat_dict() if qacc is not None else {}
+    return EvaluationOutput(table, protocol, extra, sampled or None)
+
+
+# ---------------------------------------------------------------------------- scoring helpers
+def _score_rows(ctx: _Context, side: int, ent: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+    """Scores of all allowed entities for each query ``(ent, rel)``: ``(b, num_columns)``."""
+    s = ctx.scorer
+    meth = s.score_heads if side == SIDE_HEAD else s.score_tails
+    args = (rel, ent) if side == SIDE_HEAD else (ent, rel)
+    if ctx.allowed is not None and accepts_entities(meth):
+        out = meth(*args, entities=ctx.allowed)
+        expected_cols = ctx.num_columns
+    else:
+        out = meth(*args)
+        expected_cols = ctx.num_entities
+    key = (side, "rows")
+    if key not in ctx.shape_checked:
+        _check_output(out, (ent.shape[0], expected_cols), meth.__name__)
+        ctx.shape_checked.add(key)
+    if ctx.allowed is not None and expected_cols == ctx.num_entities:
+        out = out.index_select(1, ctx.allowed)
+    return out
+
+
+def _check_output(out, shape, name: str):
+    if not isinstance(out, torch.Tensor):
+        raise InvalidInputError(f"scorer.{name} must return a torch.Tensor, got {type(out).__name__}")
+    if not out.is_floating_point():
+        raise InvalidInputError(f"scorer.{name} must return floating-point scores, got dtype {out.dtype}")
+    if tuple(out.shape) != tuple(shape):
+        raise InvalidInputError(f"scorer.{name} returned shape {tuple(out.shape)}, expected {tuple(shape)}")
+
+
+def _score_alone(ctx: _Context, side: int, h: int, r: int, t: int) -> float:
+    """The score of one triple computed on its own (for the consistency check)."""
+    s = ctx.scorer
+    dev = ctx.device
+    hh, rr, tt = (torch.tensor([x], device=dev) for x in (h, r, t))
+    if callable(getattr(s, "score_triples", None)):
+        return float(s.score_triples(hh, rr, tt).reshape(-1)[0])
+    if side == SIDE_TAIL:
+        row = s.score_tails(hh, rr)
+        return float(row.reshape(-1)[t])
+    row = s.score_heads(rr, tt)
+    return float(row.reshape(-1)[h])
+
+
+def _consistency(ctx: _Context, side: int, sub_rows: np.ndarray, true: torch.Tensor, picks):
+    for j in picks:
+        h, r, t = (int(x) for x in sub_rows[j])
+        alone = _score_alone(ctx, side, h, r, t)
+        inbatch = float(true[j])
+        ctx.checked += 1
+        same = (math.isnan(alone) and math.isnan(inbatch)) or alone == inbatch or math.isclose(
+            alone, inbatch, rel_tol=1e-5, abs_tol=1e-6
+        )
+        if not same:
+            ctx.mismatches += 1
+            if ctx.mismatches == 1:
+                ctx.first_mismatch = (
+                    f"consistency check failed: triple ({h}, {r}, {t}) scores {inbatch!r} inside a batch "
+                    f"({SIDE_NAMES[side]} prediction) but {alone!r} alone; scores depend on the batch "
+                    "(dropout or batch norm in training mode?)"
+                )
+
+
+def _count(scores: torch.Tensor, true: torch.Tensor, tol: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(#scores > true, #scores tied with true)`` per row, ``true`` of shape ``(b, 1)`` or ``(n,)`` paired."""
+    if tol == 0:
+        return (scores > true).sum(-1), (scores == true).sum(-1)
+    return (scores > true + tol).sum(-1), ((scores >= true - tol) & (scores <= true + tol)).sum(-1)
+
+
+def _nan_check(ctx, side, scores, true, rows_triples, task_q):
+    """Raise on NaN (policy 'raise'), naming the first offending triple and side."""
+    if ctx.nan_policy != "raise":
+        return
+    suspicious = torch.isnan(scores.sum(1))  # a NaN anywhere makes the row sum NaN (or inf - inf)
+    if not bool(suspicious.any()) and not bool(torch.isnan(true).any()):
+        return
+    bad_rows = torch.isnan(scores).any(1)
+    bad_tasks = bad_rows[task_q] | torch.isnan(true)
+    if bool(bad_tasks.any()):
+        j = int(bad_tasks.nonzero()[0])
+        h, r, t = (int(x) for x in rows_triples[j])
+        raise InvalidInputError(
+            f"NaN scores for triple {j} of the batch ({h}, {r}, {t}), {SIDE_NAMES[side]} prediction; "
+            "pass nan_policy='worst' to rank NaN scores last"
+        )
+
+
+def _auto_batch(budget: int, columns: int, n_tasks: int, itemsize: int = 4) -> int:
+    # score matrix + a gathered/restricted copy + boolean temporaries, per task row
+    per_row = columns * (2 * itemsize + 2) + 256
+    return int(max(1, min(n_tasks, budget // per_row)))
+
+
+def _run_batches(n: int, bs: int, step, bar):
+    """Call ``step(start, stop)`` over ``[0, n)``, halving the batch on out-of-memory errors and
+    resuming at the failed batch (finished batches are never redone)."""
+    start = 0
+    while start < n:
+        stop = min(n, start + bs)
+        try:
+            done = step(start, stop)
+        except Exception as exc:  # noqa: BLE001 - re-raised unless it is an OOM
+            if not _is_oom(exc) or bs == 1:
+                raise
+            bs = max(1, bs // 2)
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            warnings.warn(f"out of memory: retrying with batch size {bs}", stacklevel=2)
+            continue
+        bar.update(done)
+        start = stop
+    return bs
+
+
+# ---------------------------------------------------------------------------- full ranking
+def _rank_full(ctx, side, sub, eval_idx, keys, answers, index, batch_size, budget, bar, qacc) -> _SideResult:
+    dev = ctx.device
+    # group tasks by query: one score row per unique query
+    order = np.argsort(keys, kind="stable")
+    skeys = keys[order]
+    uq, qstart, qcount = np.unique(skeys, return_index=True, return_counts=True)
+    task_end = np.cumsum(qcount)  # tasks of queries [0, i] end at task_end[i]
+    q_ent = (uq // ctx.num_relations).astype(np.int64)
+    q_rel = (uq % ctx.num_relations).astype(np.int64)
+    s_ans = answers[order]
+    s_tri = sub[order]
+    s_idx = eval_idx[order]
+    n_tasks = order.shape[0]
+    bs = batch_size or _auto_batch(budget, ctx.num_entities, n_tasks)
+    res = _SideResult()
+    t_q_ent = torch.as_tensor(q_ent, device=dev)
+    t_q_rel = torch.as_tensor(q_rel, device=dev)
+    t_keys = torch.as_tensor(uq, device=dev)
+    t_ans = torch.as_tensor(s_ans, device=dev)
+    state = {"q": 0}
+
+    def step(t0, t1):
+        # the batch covers whole queries: from the query holding task t0 up to the last query
+        # that ends at or before t1 (at least one query)
+        q0 = state["q"]
+        q1 = int(np.searchsorted(task_end, t1, side="right"))
+        q1 = max(q1, q0 + 1)
+        t_stop = int(task_end[q1 - 1])
+        a0 = int(task_end[q0 - 1]) if q0 > 0 else 0
+        _rank_query_batch(ctx, side, q0, q1, a0, t_stop, qstart, t_q_ent, t_q_rel, t_keys, t_ans, s_tri, index, res, qacc)
+        res.triple_index.append(s_idx[a0:t_stop])
+        state["q"] = q1
+        state["t"] = t_stop
+        return t_stop - a0
+
+    # step() may consume more tasks than asked (whole queries); drive it by query progress
+    a = 0
+    while a < n_tasks:
+        q0 = state["q"]
+        try:
+            done = step(a, min(n_tasks, a + bs))
+        except Exception as exc:  # noqa: BLE001
+            if not _is_oom(exc) or bs == 1:
+                raise
+            state["q"] = q0
+            bs = max(1, bs // 2)
+            warnings.warn(f"out of memory: retrying with batch size {bs}", stacklevel=2)
+            continue
+        bar.update(done)
+        a += done
+    return res
+
+
+def _rank_query_batch(ctx, side, q0, q1, a0, a1, qstart, q_ent, q_rel, keys, ans_all, s_tri, index, res, qacc):
+    dev = ctx.device
+    scores = _score_rows(ctx, side, q_ent[q0:q1], q_rel[q0:q1])
+    nq, ncols = scores.shape
+    ans = ans_all[a0:a1]
+    nt = a1 - a0
+    # local query row of each task
+    task_q = torch.as_tensor(np.searchsorted(qstart[q0:q1], np.arange(a0, a1), side="right") - 1, device=dev)
+    col = ans if ctx.pos_map is None else ctx.pos_map[ans]
+    true = scores[task_q, col]
+    _nan_check(ctx, side, scores, true, s_tri[a0:a1], task_q)
+    one_per_query = nt == nq
+    mat = scores if one_per_query else scores.index_select(0, task_q)
+    better, tied = _count(mat, true[:, None], ctx.tol)
+    del mat
+    tied = tied - 1
+    if index is not None:
+        t_keys = keys[q0:q1][task_q]
+        rows, ents = index.pairs(t_keys)
+        fcol = ents if ctx.pos_map is None else ctx.pos_map[ents]
+        ok = (ents != ans[rows]) & (fcol >= 0)
+        rows, fcol = rows[ok], fcol[ok]
+        fv = scores[task_q[rows], fcol]
+        fb, ft = _count(fv[:, None], true[rows][:, None], ctx.tol)
+        zero = torch.zeros(nt, dtype=torch.long, device=dev)
+        better = better - zero.index_add(0, rows, fb)
+        tied = tied - zero.index_add(0, rows, ft)
+        ncand = ncols - zero.index_add(0, rows, torch.ones_like(rows))
+    else:
+        ncand = torch.full((nt,), ncols, dtype=torch.long, device=dev)
+    if ctx.nan_policy == "worst":
+        bad = torch.isnan(true)
+        if bool(bad.any()):  # a NaN true score ranks last
+            better = torch.where(bad, ncand - 1, better)
+            tied = torch.where(bad, torch.zeros_like(tied), tied)
+    if ctx.check_consistency:
+        picks = sorted({0, nt - 1})
+        _consistency(ctx, side, s_tri[a0:a1], true, picks)
+    if qacc is not None:  # last: it may overwrite filtered entries of ``scores``
+        _query_metrics(ctx, side, scores, task_q, col, keys[q0:q1], index, qacc)
+    res.better.append(better.cpu().numpy())
+    res.tied.append(tied.cpu().numpy())
+    res.ncand.append(ncand.cpu().numpy())
+
+
+def _query_metrics(ctx, side, scores, task_q, col, qkeys, index, qacc):
+    dev = scores.device
+    nq, ncols = scores.shape
+    if scores._is_view():
+        scores = scores.clone()
+    if ctx.nan_policy == "worst" and bool(torch.isnan(scores).any()):
+        scores = torch.nan_to_num(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+    # relevant = unique (query, answer column) pairs of the evaluation tasks
+    code = torch.unique(task_q * ncols + col)
+    rel_rows, rel_cols = code // ncols, code % ncols
+    num_rel = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rel_rows, torch.ones_like(rel_rows))
+    n_excl = torch.zeros(nq, dtype=torch.long, device=dev)
+    if index is not None:
+        rows, ents = index.pairs(qkeys)
+        fcol = ents if ctx.pos_map is None else ctx.pos_map[ents]
+        ok = fcol >= 0
+        rows, fcol = rows[ok], fcol[ok]
+        excl = ~torch.isin(rows * ncols + fcol, code)
+        rows, fcol = rows[excl], fcol[excl]
+        scores[rows, fcol] = float("-inf")
+        n_excl.index_add_(0, rows, torch.ones_like(rows))
+    hits = expected_hits(scores, rel_rows, rel_cols, num_rel, n_excl, qacc.ks)
+    qacc.add(SIDE_NAMES[side], hits, num_rel, ncols - n_excl)
+
+
+# ---------------------------------------------------------------------------- sampled ranking
+def _rank_sampled(ctx, side, sub, eval_idx, negs, batch_size, budget, bar) -> tuple[_SideResult, bool]:
+    dev = ctx.device
+    s = ctx.scorer
+    cand_meth = getattr(s, "score_head_candidates" if side == SIDE_HEAD else "score_tail_candidates", None)
+    use_cand = callable(cand_meth)
+    n = sub.shape[0]
+    k = negs.shape[1]
+    cols = (k + 1) if use_cand else ctx.num_entities
+    bs = batch_size or _auto_batch(budget, cols, n)
+    res = _SideResult()
+    t_sub = torch.as_tensor(sub, device=dev)
+    t_negs = torch.as_tensor(negs, device=dev)
+
+    def step(a0, a1):
+        h, r, t = t_sub[a0:a1, 0], t_sub[a0:a1, 1], t_sub[a0:a1, 2]
+        ans = t if side == SIDE_TAIL else h
+        ent = h if side == SIDE_TAIL else t
+        ng = t_negs[a0:a1]
+        valid = ng >= 0
+        cand = torch.cat([ans[:, None], torch.where(valid, ng, ans[:, None])], dim=1)
+        if use_cand:
+            sc = cand_meth(ent, r, cand) if side == SIDE_TAIL else cand_meth(r, ent, cand)
+            key = (side, "cand")
+            if key not in ctx.shape_checked:
+                _check_output(sc, tuple(cand.shape), cand_meth.__name__)
+                ctx.shape_checked.add(key)
+        else:  # generic fallback: score whole rows (all entities), then gather the candidates
+            meth = s.score_tails if side == SIDE_TAIL else s.score_heads
+            full = meth(ent, r) if side == SIDE_TAIL else meth(r, ent)
+            key = (side, "rows")
+            if key not in ctx.shape_checked:
+                _check_output(full, (a1 - a0, ctx.num_entities), meth.__name__)
+                ctx.shape_checked.add(key)
+            sc = full.gather(1, cand)
+        true = sc[:, 0]
+        _nan_check(ctx, side, sc, true, sub[a0:a1], torch.arange(a1 - a0, device=dev))
+        neg = sc[:, 1:]
+        if ctx.tol == 0:
+            gt, eq = neg > true[:, None], neg == true[:, None]
+        else:
+            gt = neg > true[:, None] + ctx.tol
+            eq = (neg >= true[:, None] - ctx.tol) & (neg <= true[:, None] + ctx.tol)
+        better = (gt & valid).sum(1)
+        tied = (eq & valid).sum(1)
+        ncand = 1 + valid.sum(1)
+        if ctx.nan_policy == "worst":
+            bad = torch.isnan(true)
+            better = torch.where(bad, ncand - 1, better)
+            tied = torch.where(bad, torch.zeros_like(tied), tied)
+        if ctx.check_consistency:
+            _consistency(ctx, side, sub[a0:a1], true, sorted({0, a1 - a0 - 1}))
+        res.better.append(better.cpu().numpy())
+        res.tied.append(tied.cpu().numpy())
+        res.ncand.append(ncand.cpu().numpy())
+        res.triple_index.append(eval_idx[a0:a1])
+        return a1 - a0
+
+    _run_batches(n, bs, step, bar)
+    return res, use_cand

@@ -1,0 +1,85 @@
+"""CSR index of known true answers, for the filtered setting.
+
+For tail prediction the key of a query ``(h, r, ?)`` is ``h * R + r``; for head prediction the
+key of ``(?, r, t)`` is ``t * R + r`` (``R`` = number of relations). The index holds
+
+- ``keys``: sorted unique int64 query keys,
+- ``indptr``: ``answers[indptr[i]:indptr[i + 1]]`` are the known answers of ``keys[i]``,
+- ``answers``: the answer entity ids, sorted and unique within each query.
+
+It is built once with vectorised numpy (``np.unique`` on ``key * E + answer``), so duplicate
+triples anywhere are harmless, and lives as torch tensors on the scoring device. A batch lookup
+(:meth:`FilterIndex.pairs`) returns flat ``(row, entity)`` pairs built with ``repeat_interleave``;
+its size is the number of known answers of the batch's queries, never ``batch x |filter triples|``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..ranks import SIDE_HEAD, SIDE_TAIL
+
+
+def query_keys(triples: np.ndarray, side: int, num_relations: int) -> np.ndarray:
+    """int64 query key of each triple for ``side``: ``h*R + r`` (tail side) or ``t*R + r`` (head side)."""
+    ent = triples[:, 0] if side == SIDE_TAIL else triples[:, 2]
+    return ent.astype(np.int64) * num_relations + triples[:, 1].astype(np.int64)
+
+
+def answer_column(triples: np.ndarray, side: int) -> np.ndarray:
+    """The entity being predicted: the tail for tail prediction, the head for head prediction."""
+    return triples[:, 2] if side == SIDE_TAIL else triples[:, 0]
+
+
+class FilterIndex:
+    """Known answers of every query of one side, as CSR arrays (see the module docstring)."""
+
+    def __init__(self, triples: np.ndarray, *, side: int, num_entities: int, num_relations: int, device=None):
+        if side not in (SIDE_HEAD, SIDE_TAIL):
+            raise ValueError(f"side must be {SIDE_HEAD} (head) or {SIDE_TAIL} (tail), got {side}")
+        self.side = side
+        self.num_entities = int(num_entities)
+        self.num_relations = int(num_relations)
+        keys = query_keys(triples, side, num_relations)
+        ans = answer_column(triples, side).astype(np.int64)
+        # one sort of the combined (key, answer) code removes duplicates and orders both levels
+        combined = np.unique(keys * self.num_entities + ans)
+        keys_all = combined // self.num_entities
+        answers = combined - keys_all * self.num_entities
+        uniq, starts = np.unique(keys_all, return_index=True)
+        indptr = np.append(starts, combined.shape[0]).astype(np.int64)
+        self.num_pairs = int(combined.shape[0])
+        self.keys = torch.as_tensor(uniq, dtype=torch.int64, device=device)
+        self.indptr = torch.as_tensor(indptr, dtype=torch.int64, device=device)
+        self.answers = torch.as_tensor(answers, dtype=torch.int64, device=device)
+
+    def __repr__(self) -> str:
+        return f"FilterIndex(side={self.side}, queries={self.keys.numel()}, answers={self.num_pairs})"
+
+    def ranges(self, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(start, count)`` of each query key's answer list (count 0 for unknown keys)."""
+        if self.keys.numel() == 0:
+            zero = torch.zeros_like(keys)
+            return zero, zero
+        pos = torch.searchsorted(self.keys, keys).clamp_(max=self.keys.numel() - 1)
+        found = self.keys[pos] == keys
+        start = self.indptr[pos]
+        count = torch.where(found, self.indptr[pos + 1] - start, torch.zeros_like(start))
+        return start, count
+
+    def pairs(self, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Flat ``(row, entity)`` pairs: every known answer of ``keys[row]``, for all rows."""
+        start, count = self.ranges(keys)
+        total = int(count.sum())
+        rows = torch.repeat_interleave(torch.arange(keys.numel(), device=keys.device), count, output_size=total)
+        # position inside each row's range: global arange minus the row's offset in the flat list
+        offsets = torch.cumsum(count, 0) - count
+        within = torch.arange(total, device=keys.device) - offsets[rows]
+        return rows, self.answers[start[rows] + within]
+
+    def answers_of(self, key: int) -> np.ndarray:
+        """Known answers of one query key (numpy, for sampling and tests)."""
+        start, count = self.ranges(torch.tensor([key], device=self.keys.device))
+        s, c = int(start[0]), int(count[0])
+        return self.answers[s : s + c].cpu().numpy()

@@ -1,0 +1,106 @@
+"""Query-level precision@k and recall@k (set retrieval per query, not per task).
+
+For each unique query, e.g. ``(h, r, ?)``, the *relevant* set is its answers in the evaluation
+set (``m`` of them); answers known only from ``filter_triples`` are removed from the candidates
+entirely, leaving ``N`` candidates (relevant ones included). With ``hits@k`` the number of
+relevant candidates among the top ``k``:
+
+    P@k = hits@k / k,        R@k = hits@k / m.
+
+Ties: ``hits@k`` is its *expectation under random tie-breaking*, which is exact: let ``v`` be
+the k-th largest candidate score, ``n_gt`` / ``n_eq`` the numbers of candidates scoring above /
+equal to ``v`` and ``rel_gt`` / ``rel_eq`` the same counts among relevant candidates. The top
+``k`` take all ``n_gt`` items above ``v`` and ``k - n_gt`` of the ``n_eq`` tied ones uniformly at
+random, so (hypergeometric mean) ``E[hits@k] = rel_gt + (k - n_gt) * rel_eq / n_eq``. When
+``k >= N`` every candidate is in the top k and ``hits@k = m``.
+
+Null model (uniformly random ranking of the ``N`` candidates): ``E[hits@k] = min(k, N) * m / N``,
+so ``E[P@k] = min(k, N) * m / (N * k)`` and ``E[R@k] = min(k, N) / N``.
+
+Reported values are arithmetic means over queries (per side, and over both sides' queries).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def expected_hits(
+    scores: torch.Tensor,
+    rel_rows: torch.Tensor,
+    rel_cols: torch.Tensor,
+    num_relevant: torch.Tensor,
+    num_excluded: torch.Tensor,
+    ks,
+) -> dict[int, torch.Tensor]:
+    """``E[hits@k]`` per query row for each ``k`` in ``ks``.
+
+    ``scores``: ``(q, C)`` with excluded candidates already set to ``-inf`` (and no NaN);
+    ``rel_rows``/``rel_cols``: positions of the relevant candidates; ``num_excluded``: the number
+    of ``-inf`` entries per row that are not candidates.
+    """
+    q, c = scores.shape
+    kmax = min(max(ks) + 1, c)
+    vals = scores.topk(kmax, dim=1).values  # descending
+    rel_scores = scores[rel_rows, rel_cols]
+    n_cand = c - num_excluded
+    m = num_relevant.to(torch.float64)
+    out = {}
+    for k in ks:
+        kk = min(k, kmax)
+        v = vals[:, kk - 1]
+        # everything scoring above the k-th largest value sits in the first k-1 positions
+        n_gt = (vals[:, : kk - 1] > v[:, None]).sum(1)
+        n_eq = (vals == v[:, None]).sum(1)
+        # the tie block may run past the top-k list: count it on the full row
+        full = (vals[:, kmax - 1] == v) & (kmax < c)
+        if bool(full.any()):
+            rows = full.nonzero().view(-1)
+            n_eq[rows] = (scores[rows] == v[rows, None]).sum(1)
+        n_eq = n_eq - torch.where(v == float("-inf"), num_excluded, torch.zeros_like(num_excluded))
+        rv = v[rel_rows]
+        rel_gt = torch.zeros(q, dtype=torch.float64, device=scores.device).index_add_(
+            0, rel_rows, (rel_scores > rv).to(torch.float64)
+        )
+        rel_eq = torch.zeros(q, dtype=torch.float64, device=scores.device).index_add_(
+            0, rel_rows, (rel_scores == rv).to(torch.float64)
+        )
+        hits = rel_gt + (k - n_gt).to(torch.float64) * rel_eq / n_eq.clamp(min=1).to(torch.float64)
+        out[k] = torch.where(n_cand <= k, m, hits)
+    return out
+
+
+class QueryMetricAccumulator:
+    """Collects per-query ``E[hits@k]``, ``m`` and ``N`` and reports the mean P@k / R@k."""
+
+    def __init__(self, ks):
+        self.ks = tuple(int(k) for k in ks)
+        self.parts: dict[str, list[dict[str, np.ndarray]]] = {}
+
+    def add(self, side: str, hits: dict[int, torch.Tensor], num_relevant: torch.Tensor, num_candidates: torch.Tensor):
+        part = {f"hits{k}": hits[k].cpu().numpy() for k in self.ks}
+        part["m"] = num_relevant.cpu().numpy().astype(np.float64)
+        part["n"] = num_candidates.cpu().numpy().astype(np.float64)
+        self.parts.setdefault(side, []).append(part)
+
+    def num_queries(self, side: str) -> int:
+        return int(sum(p["m"].shape[0] for p in self.parts.get(side, [])))
+
+    def to_flat_dict(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        cols = {}
+        for side, parts in self.parts.items():
+            cols[side] = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        if len(cols) > 1:
+            cols["both"] = {name: np.concatenate([c[name] for c in cols.values()]) for name in next(iter(cols.values()))}
+        for side, c in cols.items():
+            m, n = c["m"], c["n"]
+            for k in self.ks:
+                hits = c[f"hits{k}"]
+                null_hits = np.minimum(k, n) * m / n
+                out[f"{side}.precision_at_{k}"] = float(np.mean(hits / k))
+                out[f"{side}.expected_precision_at_{k}"] = float(np.mean(null_hits / k))
+                out[f"{side}.recall_at_{k}"] = float(np.mean(hits / m))
+                out[f"{side}.expected_recall_at_{k}"] = float(np.mean(np.minimum(k, n) / n))
+        return out

@@ -1,0 +1,175 @@
+"""The scorer protocol and adapters.
+
+A *scorer* is any object with
+
+- ``num_entities: int``;
+- ``score_tails(heads, relations) -> Tensor (batch, num_entities)``: score of ``(h_i, r_i, e)``
+  for every entity ``e``; larger = more plausible;
+- ``score_heads(relations, tails) -> Tensor (batch, num_entities)``: score of ``(e, r_i, t_i)``.
+
+Optional extras, used by the evaluator when present:
+
+- an ``entities`` keyword on ``score_tails`` / ``score_heads``: ``entities`` is a 1-d int64
+  tensor of entity ids (or a ``slice``) and the result has one column per listed entity, in
+  that order. Used to score only the entities of a restriction instead of masking full rows.
+- ``score_tail_candidates(heads, relations, candidates)`` /
+  ``score_head_candidates(relations, tails, candidates)``: ``candidates`` is a ``(batch, m)``
+  int64 tensor, the result ``(batch, m)`` holds the score of each listed candidate. Used by
+  sampled evaluation, so only the sampled candidates are scored.
+- ``score_triples(heads, relations, tails) -> Tensor (batch,)``: used by the consistency check.
+- ``num_relations: int``: enables the relation-id range check.
+
+The evaluator may overwrite entries of a returned score tensor (for query-level metrics), so
+return a fresh tensor (views are detected and copied first).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    num_entities: int
+
+    def score_tails(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor: ...
+
+    def score_heads(self, relations: torch.Tensor, tails: torch.Tensor) -> torch.Tensor: ...
+
+
+def accepts_entities(method) -> bool:
+    """Whether a scoring method takes an ``entities=`` keyword (entity-subset scoring)."""
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return "entities" in params
+
+
+def _entity_ids(entities, num_entities: int, device) -> torch.Tensor:
+    if entities is None:
+        return torch.arange(num_entities, device=device)
+    if isinstance(entities, slice):
+        return torch.arange(num_entities, device=device)[entities]
+    return torch.as_tensor(entities, dtype=torch.long, device=device)
+
+
+class FunctionScorer:
+    """Adapter for a plain function ``fn(h, r, t) -> scores`` over broadcast id tensors.
+
+    ``score_tails(h, r)`` calls ``fn(h[:, None], r[:, None], entities[None, :])`` and expects a
+    ``(batch, num_entities)`` result; likewise for heads, candidates and single triples.
+    """
+
+    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor], num_entities: int,
+                 num_relations: int | None = None, device=None):
+        self.fn = fn
+        self.num_entities = int(num_entities)
+        if num_relations is not None:
+            self.num_relations = int(num_relations)
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+
+    def score_tails(self, heads, relations, entities=None):
+        ent = _entity_ids(entities, self.num_entities, heads.device)
+        return self.fn(heads[:, None], relations[:, None], ent[None, :])
+
+    def score_heads(self, relations, tails, entities=None):
+        ent = _entity_ids(entities, self.num_entities, tails.device)
+        return self.fn(ent[None, :], relations[:, None], tails[:, None])
+
+    def score_tail_candidates(self, heads, relations, candidates):
+        return self.fn(heads[:, None], relations[:, None], candidates)
+
+    def score_head_candidates(self, relations, tails, candidates):
+        return self.fn(candidates, relations[:, None], tails[:, None])
+
+    def score_triples(self, heads, relations, tails):
+        return self.fn(heads, relations, tails)
+
+
+class DistMultScorer:
+    """Reference DistMult scorer: ``score(h, r, t) = sum_i e_h[i] * w_r[i] * e_t[i]``.
+
+    All-entity scoring is one matrix product ``(e_h * w_r) @ E^T``; used by the tests (with
+    integer embeddings, so every score is exact) and the benchmark.
+    """
+
+    def __init__(self, entity_embeddings, relation_embeddings):
+        self.entity = torch.as_tensor(entity_embeddings)
+        self.relation = torch.as_tensor(relation_embeddings, dtype=self.entity.dtype, device=self.entity.device)
+        self.num_entities = int(self.entity.shape[0])
+        self.num_relations = int(self.relation.shape[0])
+        self.device = self.entity.device
+
+    def _targets(self, entities):
+        if entities is None:
+            return self.entity
+        if isinstance(entities, slice):
+            return self.entity[entities]
+        return self.entity.index_select(0, entities)
+
+    def score_tails(self, heads, relations, entities=None):
+        return (self.entity[heads] * self.relation[relations]) @ self._targets(entities).T
+
+    def score_heads(self, relations, tails, entities=None):
+        return (self.entity[tails] * self.relation[relations]) @ self._targets(entities).T
+
+    def score_tail_candidates(self, heads, relations, candidates):
+        q = self.entity[heads] * self.relation[relations]
+        return torch.einsum("bd,bmd->bm", q, self.entity[candidates])
+
+    def score_head_candidates(self, relations, tails, candidates):
+        q = self.entity[tails] * self.relation[relations]
+        return torch.einsum("bd,bmd->bm", q, self.entity[candidates])
+
+    def score_triples(self, heads, relations, tails):
+        return (self.entity[heads] * self.relation[relations] * self.entity[tails]).sum(-1)
+
+
+class PyKEENScorer:
+    """Adapter for a PyKEEN model (pykeen is never imported here; the model is duck-typed).
+
+    Uses ``model.score_t(hr_batch)`` / ``model.score_h(rt_batch)`` (with ``tails=`` /
+    ``heads=`` for entity subsets) and ``model.score_hrt`` for single triples. The model is put
+    in eval mode, so dropout or batch norm do not make scores batch-dependent.
+    """
+
+    def __init__(self, model):
+        if not hasattr(model, "score_t") or not hasattr(model, "score_h"):
+            raise TypeError("PyKEENScorer needs a PyKEEN model with score_t and score_h methods")
+        self.model = model
+        model.eval()
+        self.num_entities = int(model.num_entities)
+        self.num_relations = int(model.num_relations)
+        try:
+            self.device = next(model.parameters()).device
+        except (StopIteration, AttributeError):
+            self.device = torch.device("cpu")
+
+    def score_tails(self, heads, relations, entities=None):
+        hr = torch.stack([heads, relations], dim=1)
+        if entities is None:
+            return self.model.score_t(hr_batch=hr)
+        return self.model.score_t(hr_batch=hr, tails=_entity_ids(entities, self.num_entities, heads.device))
+
+    def score_heads(self, relations, tails, entities=None):
+        rt = torch.stack([relations, tails], dim=1)
+        if entities is None:
+            return self.model.score_h(rt_batch=rt)
+        return self.model.score_h(rt_batch=rt, heads=_entity_ids(entities, self.num_entities, tails.device))
+
+    def score_triples(self, heads, relations, tails):
+        return self.model.score_hrt(torch.stack([heads, relations, tails], dim=1)).view(-1)
+
+
+def as_scorer(obj):
+    """Return ``obj`` as a scorer: scorers pass through, PyKEEN models are wrapped."""
+    if hasattr(obj, "score_tails") or hasattr(obj, "score_heads"):
+        return obj
+    if hasattr(obj, "score_t") and hasattr(obj, "score_h") and hasattr(obj, "num_entities"):
+        return PyKEENScorer(obj)
+    return obj
