@@ -1,0 +1,339 @@
+"""Power-mean metrics: ``M = g(M_p(f(r₁), …, f(rₙ)))`` (seed 004, Tables 2 and 3).
+
+Arithmetic-mean family (``M = g(Σ wᵢ f(rᵢ))``, weights normalised):
+
+==============================  ==========  =========  =========================
+metric                          f(r)        g(x)       E / Var under the null
+==============================  ==========  =========  =========================
+hits@k                          I[r ≤ k]    x          closed (Bernoulli pᵢ = min(k,Cᵢ)/Cᵢ)
+arithmetic mean rank (MR)       r           x          closed ((C+1)/2, (C²−1)/12)
+inverse harmonic mean (MRR)     1/r         x          closed (H(C)/C, (C·H₂(C) − H(C)²)/C²)
+inverse arithmetic mean (IAMR)  r           1/x        delta method
+harmonic mean rank (HMR)        1/r         1/x        delta method
+power mean rank (p ≠ 0)         r^p         x^(1/p)    delta method (exact for p = 1)
+==============================  ==========  =========  =========================
+
+Geometric-mean family (``p → 0``): ``GMR = Π rᵢ^{aᵢ}`` with ``aᵢ = wᵢ/W`` (or 1/n) and
+``IGMR = 1/GMR = Π rᵢ^{−aᵢ}``. Independence makes their moments products of per-task
+power moments, so both have closed forms:
+
+    E[GMR^s]   = Π E[rᵢ^{s·aᵢ}],   Var = E[GMR²] − E[GMR]²  (s = ±1)
+
+computed in log space with prefix sums (see :mod:`.moments`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from .base import Metric, ValueRange, wmean, wsum_sq
+from .moments import log_power_moment, power_prefix, prefix_sum, uniform_range_mean
+
+INF = math.inf
+
+
+def _fmt_p(p: float) -> str:
+    s = f"{p:g}".replace("-", "neg").replace(".", "_")
+    return s
+
+
+class TransformedMean(Metric):
+    """``M = g(Σ wᵢ f(rᵢ))``. Subclasses set :meth:`f` and its prefix sums; a non-identity
+    ``g`` gets second-order delta-method moments: E[g(X)] ≈ g(μ) + ½g''(μ)σ², Var ≈ g'(μ)²σ²."""
+
+    needs_candidates = False
+    closed_expectation = True
+    closed_variance = True
+    supports_expected_rank = True
+    #: whether g is the identity (then moments and tie-expectation are exact)
+    identity_post = True
+
+    def f(self, r: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def prefix(self, max_n: int) -> np.ndarray:
+        """Σ_{j≤n} f(j) for n = 0..max_n."""
+        raise NotImplementedError
+
+    def prefix_sq(self, max_n: int) -> np.ndarray:
+        """Σ_{j≤n} f(j)² for n = 0..max_n."""
+        raise NotImplementedError
+
+    def task_mean(self, c: np.ndarray) -> np.ndarray:
+        return self.prefix(int(c.max()))[c] / c
+
+    def task_var(self, c: np.ndarray) -> np.ndarray:
+        m = self.task_mean(c)
+        return np.maximum(self.prefix_sq(int(c.max()))[c] / c - m * m, 0.0)
+
+    # g and its derivatives (identity by default)
+    def g(self, x):
+        return x
+
+    def dg(self, x):
+        return 1.0
+
+    def d2g(self, x):
+        return 0.0
+
+    def compute(self, ranks, num_candidates, weights) -> float:
+        return float(self.g(wmean(self.f(ranks), weights)))
+
+    def _expectation(self, c, w) -> float:
+        mu = wmean(self.task_mean(c), w)
+        if self.identity_post:
+            return mu
+        return float(self.g(mu) + 0.5 * self.d2g(mu) * wsum_sq(self.task_var(c), w))
+
+    def _variance(self, c, w) -> float:
+        var = wsum_sq(self.task_var(c), w)
+        if self.identity_post:
+            return var
+        mu = wmean(self.task_mean(c), w)
+        return float(self.dg(mu) ** 2 * var)
+
+    def _expected_under_ties(self, lo, hi, c, w) -> float:
+        if not self.identity_post:
+            return super()._expected_under_ties(lo, hi, c, w)
+        return wmean(uniform_range_mean(self.prefix(int(hi.max())), lo, hi), w)
+
+
+class _Reciprocal:
+    """g(x) = 1/x and its derivatives."""
+
+    identity_post = False
+    closed_expectation = False
+    closed_variance = False
+    approximate_expectation = True
+    approximate_variance = True
+    supports_expected_rank = False
+
+    def g(self, x):
+        return 1.0 / x
+
+    def dg(self, x):
+        return -1.0 / x**2
+
+    def d2g(self, x):
+        return 2.0 / x**3
+
+
+class _Identity:
+    def f(self, r):
+        return r
+
+    def prefix(self, max_n):
+        return power_prefix(1.0, max_n)
+
+    def prefix_sq(self, max_n):
+        return power_prefix(2.0, max_n)
+
+    def task_mean(self, c):
+        return (c + 1) / 2.0
+
+    def task_var(self, c):
+        c = c.astype(np.float64)
+        return (c * c - 1) / 12.0
+
+
+class _Inverse:
+    def f(self, r):
+        return 1.0 / r
+
+    def prefix(self, max_n):
+        return power_prefix(-1.0, max_n)
+
+    def prefix_sq(self, max_n):
+        return power_prefix(-2.0, max_n)
+
+
+class ArithmeticMeanRank(_Identity, TransformedMean):
+    key = "arithmetic_mean_rank"
+    name = "Mean Rank (MR)"
+    synonyms = ("mean_rank", "mr", "amr")
+    increasing = False
+    value_range = ValueRange(1, INF, True, False)
+    optimum = 1.0
+    description = "MR = Σ wᵢ rᵢ / Σ wᵢ; E = Σ wᵢ(Cᵢ+1)/2 / W; Var = Σ wᵢ²(Cᵢ²−1)/12 / W²"
+
+
+class InverseArithmeticMeanRank(_Reciprocal, _Identity, TransformedMean):
+    key = "inverse_arithmetic_mean_rank"
+    name = "Inverse Arithmetic Mean Rank (IAMR)"
+    synonyms = ("iamr", "imr", "inverse_mean_rank")
+    increasing = True
+    value_range = ValueRange(0, 1, False, True)
+    optimum = 1.0
+    description = "IAMR = 1/MR; null moments by the delta method"
+
+
+class InverseHarmonicMeanRank(_Inverse, TransformedMean):
+    key = "inverse_harmonic_mean_rank"
+    name = "Mean Reciprocal Rank (MRR)"
+    synonyms = ("mean_reciprocal_rank", "mrr", "ihmr")
+    increasing = True
+    value_range = ValueRange(0, 1, False, True)
+    optimum = 1.0
+    description = "MRR = Σ wᵢ/rᵢ / W; E = Σ wᵢ H(Cᵢ)/Cᵢ / W; Var = Σ wᵢ²(Cᵢ H₂(Cᵢ) − H(Cᵢ)²)/Cᵢ² / W²"
+
+
+class HarmonicMeanRank(_Reciprocal, _Inverse, TransformedMean):
+    key = "harmonic_mean_rank"
+    name = "Harmonic Mean Rank (HMR)"
+    synonyms = ("hmr",)
+    increasing = False
+    value_range = ValueRange(1, INF, True, False)
+    optimum = 1.0
+    description = "HMR = 1/MRR; null moments by the delta method"
+
+
+class HitsAtK(TransformedMean):
+    """hits@k = Σ wᵢ I[rᵢ ≤ k] / W; pᵢ = min(k, Cᵢ)/Cᵢ, E = Σ wᵢ pᵢ / W, Var = Σ wᵢ² pᵢ(1−pᵢ) / W²."""
+
+    name = "Hits @ K"
+    increasing = True
+    value_range = ValueRange(0, 1, True, True)
+    optimum = 1.0
+
+    def __init__(self, k: int = 10):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise InvalidInputError(f"hits@k needs a whole number k >= 1, got {k!r}")
+        self.k = int(k)
+        self.key = f"hits_at_{self.k}"
+        self.name = f"Hits @ {self.k}"
+        self.synonyms = (f"hits@{self.k}", f"h@{self.k}")
+        self.description = HitsAtK.__doc__
+
+    def f(self, r):
+        return (r <= self.k).astype(np.float64)
+
+    def prefix(self, max_n):
+        return np.minimum(np.arange(max_n + 1, dtype=np.float64), self.k)
+
+    prefix_sq = prefix
+
+    def task_mean(self, c):
+        return np.minimum(c, self.k) / c
+
+    def task_var(self, c):
+        p = self.task_mean(c)
+        return p * (1 - p)
+
+
+class PowerMeanRank(TransformedMean):
+    """Generalised (power / Hölder) mean rank M_p = (Σ wᵢ rᵢ^p / W)^(1/p) (seed 004, Table 3).
+
+    p = 1 is MR, p = −1 is HMR, p → 0 the GMR (use :class:`GeometricMeanRank`).
+    """
+
+    synonyms = ()
+    increasing = False
+    value_range = ValueRange(1, INF, True, False)
+    optimum = 1.0
+
+    def __init__(self, p: float = 2.0):
+        try:
+            p = float(p)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"power mean needs a numeric p, got {p!r}") from None
+        if not math.isfinite(p) or p == 0:
+            raise InvalidInputError(f"power mean needs a finite p != 0 (use geometric_mean_rank for p = 0), got {p}")
+        self.p = p
+        self.key = f"power_mean_rank_p{_fmt_p(p)}"
+        self.name = f"Power Mean Rank (p={p:g})"
+        self.synonyms = (f"pmr_{_fmt_p(p)}",)
+        self.identity_post = p == 1.0
+        exact = self.identity_post
+        self.closed_expectation = self.closed_variance = exact
+        self.approximate_expectation = self.approximate_variance = not exact
+        self.supports_expected_rank = exact
+        self.description = PowerMeanRank.__doc__
+
+    def f(self, r):
+        return r**self.p
+
+    def prefix(self, max_n):
+        return power_prefix(self.p, max_n)
+
+    def prefix_sq(self, max_n):
+        return power_prefix(2 * self.p, max_n)
+
+    def g(self, x):
+        return x ** (1.0 / self.p)
+
+    def dg(self, x):
+        q = 1.0 / self.p
+        return q * x ** (q - 1)
+
+    def d2g(self, x):
+        q = 1.0 / self.p
+        return q * (q - 1) * x ** (q - 2)
+
+
+class _GeometricBase(Metric):
+    """GMR^s with s = +1 (GMR) or −1 (IGMR); exact moments as products of power moments."""
+
+    sign = 1.0
+    closed_expectation = True
+    closed_variance = True
+    supports_expected_rank = True
+
+    @staticmethod
+    def _exponents(n: int, w):
+        return 1.0 / n if w is None else w
+
+    def compute(self, ranks, num_candidates, weights) -> float:
+        return float(math.exp(self.sign * wmean(np.log(ranks), weights)))
+
+    def _expectation(self, c, w) -> float:
+        a = self._exponents(c.size, w)
+        return float(np.exp(np.sum(log_power_moment(c, self.sign * np.asarray(a)))))
+
+    def _variance(self, c, w) -> float:
+        a = np.asarray(self._exponents(c.size, w))
+        log1 = np.sum(log_power_moment(c, self.sign * a))
+        log2 = np.sum(log_power_moment(c, 2 * self.sign * a))
+        # Var = E[M²] − E[M]² = E[M]² · (exp(log2 − 2·log1) − 1), with expm1 to keep digits
+        return float(np.exp(2 * log1) * np.expm1(log2 - 2 * log1))
+
+    def _expected_under_ties(self, lo, hi, c, w) -> float:
+        a = np.asarray(self._exponents(lo.size, w))
+        return float(np.exp(np.sum(log_power_moment(hi, self.sign * a, low=lo))))
+
+
+class GeometricMeanRank(_GeometricBase):
+    key = "geometric_mean_rank"
+    name = "Geometric Mean Rank (GMR)"
+    synonyms = ("gmr",)
+    increasing = False
+    value_range = ValueRange(1, INF, True, False)
+    optimum = 1.0
+    description = "GMR = Π rᵢ^(wᵢ/W); E = Π E[rᵢ^(wᵢ/W)] with E[r^a] = H_{−a}(C)/C"
+
+
+class InverseGeometricMeanRank(_GeometricBase):
+    key = "inverse_geometric_mean_rank"
+    name = "Inverse Geometric Mean Rank (IGMR)"
+    synonyms = ("igmr",)
+    increasing = True
+    value_range = ValueRange(0, 1, False, True)
+    optimum = 1.0
+    sign = -1.0
+    description = "IGMR = 1/GMR = Π rᵢ^(−wᵢ/W); E = Π E[rᵢ^(−wᵢ/W)], Var = Π E[rᵢ^(−2wᵢ/W)] − E²"
+
+
+__all__ = [
+    "TransformedMean",
+    "ArithmeticMeanRank",
+    "InverseArithmeticMeanRank",
+    "InverseHarmonicMeanRank",
+    "HarmonicMeanRank",
+    "HitsAtK",
+    "PowerMeanRank",
+    "GeometricMeanRank",
+    "InverseGeometricMeanRank",
+    "prefix_sum",
+]

@@ -1,0 +1,198 @@
+"""Order-statistic and dispersion metrics: median, inverse median, standard deviation,
+variance, median absolute deviation, count.
+
+Median expectation under the null. With Sₓ = #{i : rᵢ ≤ x} (a sum of independent
+Bernoulli(pᵢ(x) = min(x, Cᵢ)/Cᵢ)), the k-th order statistic satisfies
+P(X₍ₖ₎ > x) = P(Sₓ ≤ k − 1), hence
+
+    E[X₍ₖ₎] = Σ_{x=0}^{max C − 1} P(Sₓ ≤ k − 1).
+
+The median is X₍₍ₙ₊₁₎/₂₎ for odd n and the mean of X₍ₙ/₂₎ and X₍ₙ/₂₊₁₎ for even n (PyKEEN's
+closed form uses the upper median for even n, which is wrong). P(Sₓ ≤ m) is computed
+
+- exactly with the binomial CDF when all Cᵢ are equal (O(max C));
+- exactly with a Poisson-binomial dynamic programme over all x at once when
+  n · max C · (n/2) is small (≤ 3·10⁷ operations);
+- otherwise with the refined normal approximation (skewness-corrected,
+  G(t) = Φ(t) + γ(1 − t²)φ(t)/6, t = (m + ½ − μ)/σ), whose μ, σ², κ₃ are suffix sums over
+  the sorted Cᵢ: O(n + max C), never PyKEEN's Θ(max C · n²). Its error is measured in the
+  tests (relative error below 10⁻³ from n ≈ 100 on).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import NoClosedFormError
+from .base import Metric, ValueRange, wmean
+
+INF = math.inf
+_DP_BUDGET = 3e7
+MAD_SCALE = 1.482602218505602  # 1/Φ⁻¹(3/4): makes the MAD a consistent estimator of σ (scipy's scale="normal")
+
+
+def weighted_median(x: np.ndarray, w: np.ndarray | None) -> float:
+    """Median; weighted: the value where cumulative weight crosses ½ (midpoint of the two
+    neighbours when it hits ½ exactly, so unit weights give the ordinary median)."""
+    if w is None:
+        return float(np.median(x))
+    order = np.argsort(x, kind="stable")
+    xs, cw = x[order], np.cumsum(w[order])
+    total = cw[-1]
+    i = int(np.searchsorted(cw, 0.5 * total - 1e-12 * total))
+    if abs(cw[i] - 0.5 * total) <= 1e-12 * total and i + 1 < xs.size:
+        return float(0.5 * (xs[i] + xs[i + 1]))
+    return float(xs[i])
+
+
+def _order_stat_survival(c: np.ndarray, k: int) -> tuple[np.ndarray, bool]:
+    """P(X₍ₖ₎ > x) for x = 0..max C − 1, and whether it is exact."""
+    n, max_c = c.size, int(c.max())
+    x = np.arange(max_c, dtype=np.float64)
+    if np.all(c == c[0]):
+        from scipy.stats import binom
+
+        return binom.cdf(k - 1, n, x / c[0]), True
+    if n * max_c * k <= _DP_BUDGET:
+        # pmf[x, j] = P(Sₓ = j) for j < k; mass beyond k − 1 is dropped (not needed)
+        pmf = np.zeros((max_c, k), dtype=np.float64)
+        pmf[:, 0] = 1.0
+        for ci in c:
+            p = np.minimum(x / ci, 1.0)[:, None]
+            shifted = np.concatenate([np.zeros((max_c, 1)), pmf[:, :-1]], axis=1)
+            pmf = pmf * (1 - p) + shifted * p
+        return pmf.sum(axis=1), True
+    # refined normal approximation from suffix sums Tₖ(x) = Σ_{Cᵢ > x} Cᵢ^(−k)
+    cnt = np.bincount(c, minlength=max_c + 1).astype(np.float64)
+    cv = np.arange(max_c + 1, dtype=np.float64)
+    cv[0] = 1.0
+    sums = []
+    for p in (1, 2, 3):
+        col = cnt / cv**p
+        col[0] = 0.0
+        suffix = np.cumsum(col[::-1])[::-1]  # Σ_{c' ≥ c}
+        sums.append(np.append(suffix[1:], 0.0)[: max_c])  # Σ_{c' > x} for x = 0..max_c−1
+    t1, t2, t3 = sums
+    n_le = np.cumsum(cnt)[:max_c]  # #{Cᵢ ≤ x}
+    mu = n_le + x * t1
+    var = np.maximum(x * t1 - x * x * t2, 0.0)
+    k3 = x * t1 - 3 * x * x * t2 + 2 * x**3 * t3
+    from scipy.stats import norm
+
+    out = np.empty(max_c, dtype=np.float64)
+    det = var <= 1e-300
+    out[det] = (mu[det] <= k - 1 + 1e-9).astype(np.float64)
+    s = np.sqrt(var[~det])
+    t = (k - 1 + 0.5 - mu[~det]) / s
+    gamma = k3[~det] / s**3
+    out[~det] = np.clip(norm.cdf(t) + gamma * (1 - t * t) * norm.pdf(t) / 6.0, 0.0, 1.0)
+    return out, False
+
+
+def median_expectation(c: np.ndarray) -> tuple[float, bool]:
+    """E[median] under rᵢ ~ U{1..Cᵢ}; returns (value, exact)."""
+    n = c.size
+    if n % 2 == 1:
+        surv, exact = _order_stat_survival(c, (n + 1) // 2)
+        return float(surv.sum()), exact
+    lo, e1 = _order_stat_survival(c, n // 2)
+    hi, e2 = _order_stat_survival(c, n // 2 + 1)
+    return float(0.5 * (lo.sum() + hi.sum())), e1 and e2
+
+
+class MedianRank(Metric):
+    key = "median_rank"
+    name = "Median Rank"
+    synonyms = ("mdr", "median")
+    increasing = False
+    value_range = ValueRange(1, INF, True, False)
+    optimum = 1.0
+    approximate_expectation = True  # exact in the tractable cases, see median_expectation
+    description = "median of the ranks (mean of the two middle ones for even n)"
+
+    def compute(self, ranks, num_candidates, weights) -> float:
+        return weighted_median(ranks, weights)
+
+    def has_expectation(self, weighted: bool = False) -> bool:
+        return not weighted
+
+    def _expectation(self, c, w) -> float:
+        if w is not None:
+            raise NoClosedFormError("median_rank: no analytic expectation for the weighted median; pass num_samples=")
+        return median_expectation(c)[0]
+
+    def expectation_is_exact(self, num_candidates) -> bool:
+        return median_expectation(np.asarray(num_candidates, dtype=np.int64))[1]
+
+
+class InverseMedianRank(Metric):
+    key = "inverse_median_rank"
+    name = "Inverse Median Rank"
+    synonyms = ("imdr",)
+    increasing = True
+    value_range = ValueRange(0, 1, False, True)
+    optimum = 1.0
+    description = "1 / median rank"
+
+    def compute(self, ranks, num_candidates, weights) -> float:
+        return 1.0 / weighted_median(ranks, weights)
+
+
+class StandardDeviation(Metric):
+    key = "standard_deviation"
+    name = "Standard Deviation of the Ranks"
+    synonyms = ("rank_std", "std")
+    value_range = ValueRange(0, INF, True, False)
+    description = "population standard deviation √(Σ wᵢ (rᵢ − MR)² / W)"
+
+    def compute(self, ranks, num_candidates, weights) -> float:
+        return math.sqrt(Variance().compute(ranks, num_candidates, weights))
+
+
+class Variance(Metric):
+    key = "variance"
+    name = "Variance of the Ranks"
+    synonyms = ("rank_var", "var")
+    value_range = ValueRange(0, INF, True, False)
+    description = "population variance Σ wᵢ (rᵢ − MR)² / W"
+
+    def compute(self, ranks, num_candidates, weights) -> float:
+        m = wmean(ranks, weights)
+        return max(wmean((ranks - m) ** 2, weights), 0.0)
+
+
+class MedianAbsoluteDeviation(Metric):
+    key = "median_absolute_deviation"
+    name = "Median Absolute Deviation (MAD)"
+    synonyms = ("rank_mad", "mad")
+    value_range = ValueRange(0, INF, True, False)
+    description = "1.4826 · median |rᵢ − median(r)| (normal-consistent scale, as PyKEEN/scipy)"
+
+    def compute(self, ranks, num_candidates, weights) -> float:
+        med = weighted_median(ranks, weights)
+        return MAD_SCALE * weighted_median(np.abs(ranks - med), weights)
+
+
+class Count(Metric):
+    key = "count"
+    name = "Count"
+    synonyms = ("n", "num_tasks")
+    value_range = ValueRange(0, INF, True, False)
+    supports_expected_rank = True
+    closed_expectation = True
+    closed_variance = True
+    description = "number of ranking tasks (weights do not change it)"
+
+    def compute(self, ranks, num_candidates, weights) -> float:
+        return float(ranks.size)
+
+    def _expectation(self, c, w) -> float:
+        return float(c.size)
+
+    def _variance(self, c, w) -> float:
+        return 0.0
+
+    def _expected_under_ties(self, lo, hi, c, w) -> float:
+        return float(lo.size)
