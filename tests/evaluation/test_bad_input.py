@@ -1,0 +1,149 @@
+"""Every bad input raises InvalidInputError with a message naming the problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval import InvalidInputError
+from kgeval.evaluation import FunctionScorer, evaluate_ranks
+
+E, R = 6, 2
+TABLE = torch.arange(E * R * E, dtype=torch.float32).reshape(E, R, E) % 5
+GOOD = np.array([[0, 0, 1], [2, 1, 3]])
+
+
+def scorer(**kw):
+    return FunctionScorer(lambda h, r, t: TABLE[h, r, t], E, **kw)
+
+
+def run(triples=GOOD, s=None, **kw):
+    kw.setdefault("progress", False)
+    return evaluate_ranks(s if s is not None else scorer(num_relations=R), triples, **kw)
+
+
+@pytest.mark.parametrize(
+    "triples, match",
+    [
+        (GOOD.astype(float), "integer ids"),
+        (torch.tensor(GOOD, dtype=torch.float32), "integer ids"),
+        (GOOD[:, :2], r"shape \(n, 3\)"),
+        (GOOD.reshape(-1), r"shape \(n, 3\)"),
+        (np.zeros((0, 3), dtype=np.int64), "empty"),
+        (np.array([[0, 0, E]]), r"tail id 6 .* out of range \[0, 6\)"),
+        (np.array([[-1, 0, 1]]), "head id -1"),
+        (np.array([[0, R, 1]]), r"relation id 2 .* out of range \[0, 2\)"),
+        (np.array([["a", "b", "c"]]), "integer ids"),
+    ],
+)
+def test_bad_triples(triples, match):
+    with pytest.raises(InvalidInputError, match=match):
+        run(triples)
+
+
+def test_bad_filter_triples():
+    with pytest.raises(InvalidInputError, match=r"filter_triples.*shape"):
+        run(filter_triples=np.zeros((4, 2), dtype=np.int64))
+    with pytest.raises(InvalidInputError, match=r"train: tail id 9"):
+        run(filter_triples={"train": np.array([[0, 0, 9]])})
+    with pytest.raises(InvalidInputError, match=r"filter_triples\[1\].*integer ids"):
+        run(filter_triples=[GOOD, GOOD.astype(float)])
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"restrict_entities": []}, "restrict_entities is empty"),
+        ({"restrict_entities": set()}, "restrict_entities is empty"),
+        ({"restrict_entities": torch.tensor([], dtype=torch.long)}, "restrict_entities is empty"),
+        ({"restrict_relations": np.array([], dtype=np.int64)}, "restrict_relations is empty"),
+        ({"restrict_entities": [4, 5]}, "excludes every evaluation triple"),
+        ({"restrict_relations": {1}, "restrict_entities": [0, 1]}, "excludes every evaluation triple"),
+        ({"restrict_entities": [0, 99]}, r"entity id 99 is out of range"),
+        ({"restrict_relations": [-1]}, r"relation id -1 is out of range"),
+        ({"restrict_entities": [0.5, 1.0]}, "integer entity ids"),
+        ({"nan_policy": "ignore"}, "nan_policy"),
+        ({"sides": ("middle",)}, "unknown side"),
+        ({"sides": ()}, "sides is empty"),
+        ({"tie_tolerance": -1.0}, "tie_tolerance"),
+        ({"tie_tolerance": float("nan")}, "tie_tolerance"),
+        ({"num_negatives": 0}, "num_negatives"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"memory_budget": -5}, "memory_budget"),
+        ({"query_metrics_k": (0,)}, "query_metrics_k"),
+    ],
+)
+def test_bad_options(kw, match):
+    with pytest.raises(InvalidInputError, match=match):
+        run(**kw)
+
+
+def test_scorer_without_num_entities_or_methods():
+    class NoCount:
+        def score_tails(self, h, r):
+            return TABLE[h, r]
+
+    with pytest.raises(InvalidInputError, match="num_entities"):
+        run(s=NoCount())
+
+    class TailsOnly:
+        num_entities = E
+
+        def score_tails(self, h, r):
+            return TABLE[h, r]
+
+    with pytest.raises(InvalidInputError, match=r"no score_heads\(\) method"):
+        run(s=TailsOnly())
+    run(s=TailsOnly(), sides="tail")  # fine for tail prediction only
+
+
+@pytest.mark.parametrize(
+    "fn, match",
+    [
+        (lambda h, r: TABLE[h, r][:, :-1], r"returned shape \(2, 5\), expected \(2, 6\)"),
+        (lambda h, r: TABLE[h, r].long(), "floating-point"),
+        (lambda h, r: TABLE[h, r].numpy(), "torch.Tensor"),
+        (lambda h, r: TABLE[h, r][:1], r"returned shape \(1, 6\)"),
+    ],
+)
+def test_scorer_output_checked_on_first_batch(fn, match):
+    class Bad:
+        num_entities = E
+
+        def score_tails(self, h, r):
+            return fn(h, r)
+
+        def score_heads(self, r, t):
+            return TABLE[:, r, t].T
+
+    with pytest.raises(InvalidInputError, match=match):
+        run(s=Bad(), sides="tail")
+
+
+def test_sampled_candidate_output_checked():
+    s = scorer()
+    s.score_tail_candidates = lambda h, r, c: TABLE[h, r][:, :2]
+    with pytest.raises(InvalidInputError, match="score_tail_candidates|returned shape"):
+        run(s=s, sides="tail", num_negatives=3)
+
+
+def test_nan_scores_raise_naming_triple_and_side():
+    table = TABLE.clone()
+    table[2, 1, 4] = float("nan")  # row of query (2, 1, ?), not the true answer
+    s = FunctionScorer(lambda h, r, t: table[h, r, t], E)
+    with pytest.raises(InvalidInputError, match=r"NaN scores .*\(2, 1, 3\), tail prediction"):
+        evaluate_ranks(s, GOOD, progress=False)
+    table2 = TABLE.clone()
+    table2[0, 0, 1] = float("nan")  # the true answer of (0, 0, 1): hit on the head side first
+    s2 = FunctionScorer(lambda h, r, t: table2[h, r, t], E)
+    with pytest.raises(InvalidInputError, match=r"\(0, 0, 1\), head prediction"):
+        evaluate_ranks(s2, GOOD, progress=False)
+    # sampled protocol too
+    with pytest.raises(InvalidInputError, match=r"NaN scores .*\(0, 0, 1\)"):
+        evaluate_ranks(s2, GOOD, progress=False, num_negatives=2, sides="tail")
+
+
+def test_invalid_input_error_is_a_value_error():
+    with pytest.raises(ValueError):
+        run(np.array([[0.0, 0.0, 1.0]]))

@@ -1,0 +1,272 @@
+"""Evaluator vs. a plain-Python computation over sets, on small random graphs with
+integer-valued scores (so ties are frequent and every score is exact)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval.evaluation import FunctionScorer, evaluate_ranks, sample_negatives
+from kgeval.evaluation.filter_index import FilterIndex, query_keys
+from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
+
+E, R = 17, 3
+
+
+def make_graph(seed: int):
+    rng = np.random.default_rng(seed)
+    table = torch.as_tensor(rng.integers(0, 4, size=(E, R, E)), dtype=torch.float32)
+    allt = rng.integers(0, [E, R, E], size=(160, 3))
+    train, test = allt[:120], allt[120:]
+    test = np.concatenate([test, test[:3], train[:2]])  # duplicates and overlap are harmless
+    return table, train, test
+
+
+def table_scorer(table):
+    return FunctionScorer(lambda h, r, t: table[h, r, t], E, num_relations=R)
+
+
+def brute(table, test, known, *, filtered=True, ents=None, rels=None):
+    """Per (side, triple index): (optimistic, pessimistic, num_candidates, weight-count)."""
+    known = {tuple(map(int, x)) for x in known}
+    ents = set(range(E)) if ents is None else set(ents)
+    kept = [
+        i
+        for i, (h, r, t) in enumerate(test)
+        if h in ents and t in ents and (rels is None or r in rels)
+    ]
+    out = {}
+    for side in (SIDE_HEAD, SIDE_TAIL):
+        queries = {}
+        for i in kept:
+            h, r, t = map(int, test[i])
+            q = (h, r) if side == SIDE_TAIL else (r, t)
+            queries[q] = queries.get(q, 0) + 1
+        for i in kept:
+            h, r, t = map(int, test[i])
+            ans = t if side == SIDE_TAIL else h
+            trip = (lambda e: (h, r, e)) if side == SIDE_TAIL else (lambda e: (e, r, t))
+            true = float(table[trip(ans)])
+            cands = [e for e in sorted(ents) if e != ans and not (filtered and trip(e) in known)]
+            better = sum(float(table[trip(e)]) > true for e in cands)
+            tied = sum(float(table[trip(e)]) == true for e in cands)
+            q = (h, r) if side == SIDE_TAIL else (r, t)
+            out[side, i] = (1 + better, 1 + better + tied, 1 + len(cands), queries[q])
+    return out
+
+
+def table_rows(tab):
+    return {
+        (int(s), int(i)): (int(o), int(p), int(n))
+        for s, i, o, p, n in zip(tab.side, tab.triple_index, tab.optimistic, tab.pessimistic, tab.num_candidates)
+    }
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("filtered", [True, False])
+@pytest.mark.parametrize("batch_size", [None, 1, 5])
+def test_full_ranking_matches_brute_force(seed, filtered, batch_size):
+    table, train, test = make_graph(seed)
+    out = evaluate_ranks(table_scorer(table), test, filter_triples=[train], filtered=filtered,
+                         batch_size=batch_size, progress=False)
+    expected = brute(table, test, np.concatenate([train, test]), filtered=filtered)
+    got = table_rows(out.rank_table)
+    assert got == {k: v[:3] for k, v in expected.items()}
+    assert out.rank_table.weight is None
+    assert out.protocol["filtered"] is filtered
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+@pytest.mark.parametrize("with_entities_arg", [True, False])
+def test_restriction_matches_brute_force(seed, with_entities_arg):
+    table, train, test = make_graph(seed)
+    ents = set(np.random.default_rng(seed).choice(E, size=11, replace=False).tolist())
+    rels = [0, 2]
+    scorer = table_scorer(table)
+    if not with_entities_arg:  # a scorer without the entities= keyword: rows are masked instead
+        fs = scorer
+
+        class Plain:
+            num_entities = E
+            num_relations = R
+
+            def score_tails(self, h, r):
+                return fs.score_tails(h, r)
+
+            def score_heads(self, r, t):
+                return fs.score_heads(r, t)
+
+        scorer = Plain()
+    restrict = torch.tensor(sorted(ents)) if with_entities_arg else ents
+    out = evaluate_ranks(scorer, test, filter_triples=train, restrict_entities=restrict,
+                         restrict_relations=np.array(rels), progress=False, batch_size=4)
+    expected = brute(table, test, np.concatenate([train, test]), ents=ents, rels=set(rels))
+    assert table_rows(out.rank_table) == {k: v[:3] for k, v in expected.items()}
+    assert out.protocol["restriction"]["entities"] == len(ents)
+    assert out.protocol["restriction"]["relations"] == 2
+
+
+def test_macro_weights_match_brute_force():
+    table, train, test = make_graph(5)
+    out = evaluate_ranks(table_scorer(table), test, filter_triples=train, macro=True, progress=False, batch_size=3)
+    expected = brute(table, test, np.concatenate([train, test]))
+    tab = out.rank_table
+    for s, i, w in zip(tab.side, tab.triple_index, tab.weight):
+        assert w == pytest.approx(1.0 / expected[int(s), int(i)][3])
+    assert out.protocol["averaging"] == "macro"
+
+
+def test_batch_size_and_query_grouping_do_not_change_ranks():
+    table, train, test = make_graph(6)
+    ref = table_rows(evaluate_ranks(table_scorer(table), test, filter_triples=train, batch_size=1, progress=False).rank_table)
+    for bs in (2, 3, 1000):
+        assert table_rows(evaluate_ranks(table_scorer(table), test, filter_triples=train, batch_size=bs,
+                                         progress=False).rank_table) == ref
+
+
+@pytest.mark.parametrize("use_candidates", [True, False])
+@pytest.mark.parametrize("filtered", [True, False])
+def test_sampled_matches_brute_force_on_the_sampled_sets(use_candidates, filtered):
+    table, train, test = make_graph(7)
+    k = 6
+    scorer = table_scorer(table)
+    if not use_candidates:
+        scorer.score_tail_candidates = None  # not callable: forces the full-row fallback
+        scorer.score_head_candidates = None
+    ents = list(range(1, E))  # restricted universe: entity 0 must never be sampled
+    out = evaluate_ranks(scorer, test, filter_triples=train, num_negatives=k, seed=11, filtered=filtered,
+                         restrict_entities=ents, progress=False, batch_size=4)
+    known = {tuple(map(int, x)) for x in np.concatenate([train, test])}
+    full = brute(table, test, np.concatenate([train, test]), filtered=filtered, ents=set(ents))
+    tab = out.rank_table
+    for side_name, negs in out.sampled_negatives.items():
+        side = SIDE_TAIL if side_name == "tail" else SIDE_HEAD
+        rows = np.flatnonzero(tab.side == side)
+        kept = [i for i, (h, r, t) in enumerate(test) if h in ents and t in ents]
+        assert negs.shape == (len(kept), k)
+        for j, i in enumerate(kept):  # negatives are in task (= triple) order
+            h, r, t = map(int, test[i])
+            ans = t if side == SIDE_TAIL else h
+            trip = (lambda e: (h, r, e)) if side == SIDE_TAIL else (lambda e: (e, r, t))
+            ng = [int(x) for x in negs[j] if x >= 0]
+            assert len(set(ng)) == len(ng), "sampled with replacement"
+            assert 0 not in ng and ans not in ng
+            if filtered:
+                assert not any(trip(e) in known for e in ng), "a known true answer was sampled"
+            true = float(table[trip(ans)])
+            better = sum(float(table[trip(e)]) > true for e in ng)
+            tied = sum(float(table[trip(e)]) == true for e in ng)
+            row = rows[np.flatnonzero(tab.triple_index[rows] == i)[0]]
+            assert (tab.optimistic[row], tab.pessimistic[row], tab.num_candidates[row]) == (1 + better, 1 + better + tied, 1 + len(ng))
+            avail = full[side, i][2] - 1
+            assert len(ng) == min(k, avail)
+            assert tab.optimistic[row] <= full[side, i][0]
+    assert out.protocol["sampling"]["num_negatives"] == k
+    assert out.protocol["sampling"]["scoring"] == ("candidates method" if use_candidates else "full rows, gathered")
+
+
+def test_sampling_is_seeded_and_batch_independent():
+    table, train, test = make_graph(8)
+    a = evaluate_ranks(table_scorer(table), test, filter_triples=train, num_negatives=5, seed=3, batch_size=2, progress=False)
+    b = evaluate_ranks(table_scorer(table), test, filter_triples=train, num_negatives=5, seed=3, batch_size=50,
+                       sides="tail", progress=False)
+    c = evaluate_ranks(table_scorer(table), test, filter_triples=train, num_negatives=5, seed=4, progress=False)
+    assert np.array_equal(a.sampled_negatives["tail"], b.sampled_negatives["tail"])
+    assert not np.array_equal(a.sampled_negatives["tail"], c.sampled_negatives["tail"])
+
+
+def test_sampling_caps_when_too_few_negatives():
+    table, train, test = make_graph(9)
+    with pytest.warns(UserWarning, match="fewer than num_negatives"):
+        out = evaluate_ranks(table_scorer(table), test, filter_triples=train, num_negatives=E + 5, progress=False)
+    full = evaluate_ranks(table_scorer(table), test, filter_triples=train, progress=False)
+    # every available negative is used: identical to full ranking
+    assert np.array_equal(out.rank_table.num_candidates, full.rank_table.num_candidates)
+    assert np.array_equal(out.rank_table.optimistic, full.rank_table.optimistic)
+    assert np.array_equal(out.rank_table.pessimistic, full.rank_table.pessimistic)
+    assert out.protocol["sampling"]["capped_tasks"] == len(full.rank_table)
+
+
+def test_sampler_mapping_skips_excluded_entities():
+    # direct check of the position arithmetic: the universe minus exclusions, drawn completely
+    table, train, test = make_graph(10)
+    known = np.concatenate([train, test])
+    index = FilterIndex(known, side=SIDE_TAIL, num_entities=E, num_relations=R)
+    universe = np.arange(2, E)
+    keys = query_keys(test, SIDE_TAIL, R)
+    negs, counts = sample_negatives(keys, test[:, 2], num_negatives=E, seed=0, side=SIDE_TAIL,
+                                    universe=universe, index=index)
+    for j, (h, r, t) in enumerate(test):
+        allowed = set(universe.tolist()) - {int(e) for hh, rr, e in known if hh == h and rr == r}
+        assert set(negs[j, : counts[j]].tolist()) == allowed
+
+
+def test_tie_tolerance():
+    # scores 0, 0.05, 0.2, 1.0 ...: with tol 0.1, the true score 0 ties with 0.05
+    vals = torch.tensor([0.0, 0.05, 0.2, -0.05, -0.3, float("inf"), float("-inf")])
+    n = vals.numel()
+    scorer = FunctionScorer(lambda h, r, t: vals[t] + 0 * h, n)
+    tri = np.array([[0, 0, 0]])
+    out = evaluate_ranks(scorer, tri, sides="tail", tie_tolerance=0.1, progress=False, query_metrics_k=())
+    tab = out.rank_table
+    # better: 0.2 and inf; tied: 0.05 and -0.05
+    assert (tab.optimistic[0], tab.pessimistic[0], tab.num_candidates[0]) == (3, 5, n)
+    exact = evaluate_ranks(scorer, tri, sides="tail", progress=False, query_metrics_k=()).rank_table
+    assert (exact.optimistic[0], exact.pessimistic[0]) == (4, 4)  # 0.05, 0.2, inf better; -inf still a candidate
+
+
+def test_nan_policy_worst():
+    vals = torch.tensor([1.0, float("nan"), 2.0, 0.0, 1.0])
+    scorer = FunctionScorer(lambda h, r, t: vals[t] + 0 * h, 5)
+    tri = np.array([[0, 0, 0], [0, 0, 1]])
+    out = evaluate_ranks(scorer, tri, sides="tail", filtered=False, nan_policy="worst", progress=False)
+    tab = out.rank_table
+    # triple 0 (score 1): NaN loses, 2.0 better, the other 1.0 ties
+    assert (tab.optimistic[0], tab.pessimistic[0], tab.num_candidates[0]) == (2, 3, 5)
+    # triple 1 (score NaN): worst rank
+    assert (tab.optimistic[1], tab.pessimistic[1]) == (5, 5)
+
+
+def test_consistency_check_warns_on_batch_dependent_scores():
+    table, train, test = make_graph(11)
+
+    class Drifting:
+        num_entities = E
+
+        def score_tails(self, h, r):
+            return table[h, r] + 0.5 * (h.numel() > 1)  # scores depend on the batch size
+
+        def score_heads(self, r, t):
+            return table[:, r, t].T.contiguous()
+
+    with pytest.warns(UserWarning, match=r"consistency check failed: triple \(\d+, \d+, \d+\)"):
+        out = evaluate_ranks(Drifting(), test, filter_triples=train, progress=False, batch_size=8)
+    assert out.protocol["consistency_check"]["mismatches"] > 0
+
+
+def test_oom_halves_batch_and_never_redoes_work():
+    table, train, test = make_graph(12)
+    calls = []
+
+    class Fragile:
+        num_entities = E
+        num_relations = R
+
+        def score_tails(self, h, r):
+            calls.append(h.numel())
+            if h.numel() > 4:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 1 GiB")
+            return table[h, r]
+
+        def score_heads(self, r, t):
+            return table[:, r, t].T.contiguous()
+
+    with pytest.warns(UserWarning, match="out of memory"):
+        out = evaluate_ranks(Fragile(), test, filter_triples=train, sides="tail", batch_size=16,
+                             progress=False, check_consistency=False)
+    ref = evaluate_ranks(table_scorer(table), test, filter_triples=train, sides="tail", progress=False)
+    assert table_rows(out.rank_table) == table_rows(ref.rank_table)
+    ok = [c for c in calls if c <= 4]
+    n_queries = len({(h, r) for h, r, _ in test.tolist()})
+    assert sum(ok) == n_queries  # every query scored exactly once after the failures
