@@ -113,13 +113,15 @@ def check_weights(weights, n: int):
     return w / total
 
 
+# np.sum(w * x) rather than np.dot: BLAS ddot on a busy machine spins threads (15 ms for 40k
+# elements measured here, against 20 µs for the plain reduction)
 def wmean(x: np.ndarray, w: np.ndarray | None) -> float:
-    return float(np.mean(x)) if w is None else float(np.dot(w, x))
+    return float(np.mean(x)) if w is None else float(np.sum(w * x))
 
 
 def wsum_sq(v: np.ndarray, w: np.ndarray | None) -> float:
     """Variance of a weighted mean of independent terms with variances ``v``."""
-    return float(np.sum(v)) / v.size**2 if w is None else float(np.dot(w * w, v))
+    return float(np.sum(v)) / v.size**2 if w is None else float(np.sum(w * w * v))
 
 
 class Metric:

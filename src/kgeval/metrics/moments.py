@@ -13,6 +13,7 @@ for r uniform on the integers [o, p], E[f(r)] = (S₁(p) − S₁(o − 1)) / (p
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -105,7 +106,13 @@ def log_power_moment(num_candidates: np.ndarray, exponent, low: np.ndarray | Non
     small = np.abs(a) * np.log(np.maximum(c, 2)) <= 1.0
     total = np.zeros(c.shape, dtype=ld)
     coef = np.ones(c.shape, dtype=ld)
-    for m in range(_SERIES_TERMS + 1):
+    # terms needed: remainder after M terms ≤ x^(M+1)/(M+1)! · e^x with x = max |a ln C| ≤ 1
+    x = float(np.max(np.where(small, np.abs(a) * np.log(np.maximum(c, 2)), 0.0)))
+    terms, rem = 0, 1.0
+    while terms < _SERIES_TERMS and rem * math.e > 1e-20:
+        terms += 1
+        rem *= x / (terms + 1)
+    for m in range(terms + 1):
         if m > 0:
             coef = coef * a / m
         if m == 0:
