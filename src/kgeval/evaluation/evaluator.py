@@ -190,6 +190,7 @@ class _Context:
         self.checked = 0
         self.mismatches = 0
         self.shape_checked = set()
+        self.buf = None
 
 
 # ---------------------------------------------------------------------------- main entry
@@ -481,11 +482,25 @@ def _consistency(ctx: _Context, side: int, sub_rows: np.ndarray, true: torch.Ten
                 )
 
 
-def _count(scores: torch.Tensor, true: torch.Tensor, tol: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(#scores > true, #scores tied with true)`` per row, ``true`` of shape ``(b, 1)`` or ``(n,)`` paired."""
+def _count(scores: torch.Tensor, true: torch.Tensor, tol: float, buf: torch.Tensor | None = None):
+    """``(#scores > true, #scores tied with true)`` per row; ``true`` broadcasts against ``scores``.
+
+    NaN entries compare neither greater nor equal, so they count in neither. The comparisons
+    write into a float buffer and are summed as floats: summing a bool tensor is ~10x slower in
+    torch on CPU. Float sums of 0/1 are exact below 2**24 columns (float64 is used beyond).
+    """
+    dtype = torch.float32 if scores.shape[-1] < (1 << 24) else torch.float64
+    if buf is None or buf.dtype != dtype or buf.numel() < scores.numel():
+        buf = torch.empty(scores.shape, dtype=dtype, device=scores.device)
+    else:
+        buf = buf.view(-1)[: scores.numel()].view(scores.shape)
     if tol == 0:
-        return (scores > true).sum(-1), (scores == true).sum(-1)
-    return (scores > true + tol).sum(-1), ((scores >= true - tol) & (scores <= true + tol)).sum(-1)
+        better = torch.gt(scores, true, out=buf).sum(-1)
+        tied = torch.eq(scores, true, out=buf).sum(-1)
+    else:
+        better = torch.gt(scores, true + tol, out=buf).sum(-1)
+        tied = torch.ge(scores, true - tol, out=buf).sum(-1) - better  # t - tol <= s <= t + tol
+    return better.long(), tied.long()
 
 
 def _nan_check(ctx, side, scores, true, rows_triples, task_q):
@@ -506,9 +521,16 @@ def _nan_check(ctx, side, scores, true, rows_triples, task_q):
         )
 
 
+def _grow(buf, numel: int, device):
+    """A reusable flat float32 buffer of at least ``numel`` elements (allocated once, not per batch)."""
+    if buf is None or buf.numel() < numel:
+        return torch.empty(numel, dtype=torch.float32, device=device)
+    return buf
+
+
 def _auto_batch(budget: int, columns: int, n_tasks: int, itemsize: int = 4) -> int:
-    # score matrix + a gathered/restricted copy + boolean temporaries, per task row
-    per_row = columns * (2 * itemsize + 2) + 256
+    # score matrix + a gathered/restricted copy + the float comparison buffer, per task row
+    per_row = columns * (3 * itemsize + 2) + 256
     return int(max(1, min(n_tasks, budget // per_row)))
 
 
@@ -588,6 +610,14 @@ def _rank_full(ctx, side, sub, eval_idx, keys, answers, index, batch_size, budge
 
 
 def _rank_query_batch(ctx, side, q0, q1, a0, a1, qstart, q_ent, q_rel, keys, ans_all, s_tri, index, res, qacc):
+    """Rank the tasks ``a0:a1`` whose queries are ``q0:q1`` (one score row per query).
+
+    Filtering works on the query rows: the true scores are read first, then every known answer
+    of the query (the task's own answer included) is overwritten with NaN, which compares
+    neither greater nor equal. So ``better = #{row > s}`` and ``tied = #{row == s}`` directly
+    exclude the filtered answers and the answer itself, at a cost linear in the number of
+    known answers per *query*; tasks sharing a query never repeat that work.
+    """
     dev = ctx.device
     scores = _score_rows(ctx, side, q_ent[q0:q1], q_rel[q0:q1])
     nq, ncols = scores.shape
@@ -598,25 +628,28 @@ def _rank_query_batch(ctx, side, q0, q1, a0, a1, qstart, q_ent, q_rel, keys, ans
     col = ans if ctx.pos_map is None else ctx.pos_map[ans]
     true = scores[task_q, col]
     _nan_check(ctx, side, scores, true, s_tri[a0:a1], task_q)
-    one_per_query = nt == nq
-    mat = scores if one_per_query else scores.index_select(0, task_q)
-    better, tied = _count(mat, true[:, None], ctx.tol)
-    del mat
-    tied = tied - 1
+    masked = None
     if index is not None:
-        t_keys = keys[q0:q1][task_q]
-        rows, ents = index.pairs(t_keys)
+        rows, ents = index.pairs(keys[q0:q1])
         fcol = ents if ctx.pos_map is None else ctx.pos_map[ents]
-        ok = (ents != ans[rows]) & (fcol >= 0)
+        ok = fcol >= 0
         rows, fcol = rows[ok], fcol[ok]
-        fv = scores[task_q[rows], fcol]
-        fb, ft = _count(fv[:, None], true[rows][:, None], ctx.tol)
-        zero = torch.zeros(nt, dtype=torch.long, device=dev)
-        better = better - zero.index_add(0, rows, fb)
-        tied = tied - zero.index_add(0, rows, ft)
-        ncand = ncols - zero.index_add(0, rows, torch.ones_like(rows))
+        if scores._is_view():  # we write into the matrix: never into the scorer's own storage
+            scores = scores.clone()
+        saved = scores[rows, fcol]
+        scores[rows, fcol] = float("nan")
+        masked = (rows, fcol, saved)
+        nfilt = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rows, torch.ones_like(rows))
+        # the true answer is one of the known answers: count it back in
+        ncand = ncols - nfilt[task_q] + 1
     else:
         ncand = torch.full((nt,), ncols, dtype=torch.long, device=dev)
+    mat = scores if nt == nq else scores.index_select(0, task_q)
+    ctx.buf = _grow(ctx.buf, mat.numel(), mat.device)
+    better, tied = _count(mat, true[:, None], ctx.tol, ctx.buf)
+    del mat
+    if index is None:
+        tied = tied - 1  # the true answer ties with itself
     if ctx.nan_policy == "worst":
         bad = torch.isnan(true)
         if bool(bad.any()):  # a NaN true score ranks last
@@ -625,34 +658,31 @@ def _rank_query_batch(ctx, side, q0, q1, a0, a1, qstart, q_ent, q_rel, keys, ans
     if ctx.check_consistency:
         picks = sorted({0, nt - 1})
         _consistency(ctx, side, s_tri[a0:a1], true, picks)
-    if qacc is not None:  # last: it may overwrite filtered entries of ``scores``
-        _query_metrics(ctx, side, scores, task_q, col, keys[q0:q1], index, qacc)
+    if qacc is not None:
+        _query_metrics(ctx, side, scores, task_q, col, masked, qacc)
     res.better.append(better.cpu().numpy())
     res.tied.append(tied.cpu().numpy())
     res.ncand.append(ncand.cpu().numpy())
 
 
-def _query_metrics(ctx, side, scores, task_q, col, qkeys, index, qacc):
+def _query_metrics(ctx, side, scores, task_q, col, masked, qacc):
+    """Query-level hits: relevant answers get their scores back, answers known only from the
+    filter sets become ``-inf`` and are subtracted from the candidate count."""
     dev = scores.device
     nq, ncols = scores.shape
-    if scores._is_view():
-        scores = scores.clone()
-    if ctx.nan_policy == "worst" and bool(torch.isnan(scores).any()):
-        scores = torch.nan_to_num(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
-    # relevant = unique (query, answer column) pairs of the evaluation tasks
-    code = torch.unique(task_q * ncols + col)
+    code = torch.unique(task_q * ncols + col)  # unique (query row, relevant column) pairs
     rel_rows, rel_cols = code // ncols, code % ncols
     num_rel = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rel_rows, torch.ones_like(rel_rows))
     n_excl = torch.zeros(nq, dtype=torch.long, device=dev)
-    if index is not None:
-        rows, ents = index.pairs(qkeys)
-        fcol = ents if ctx.pos_map is None else ctx.pos_map[ents]
-        ok = fcol >= 0
-        rows, fcol = rows[ok], fcol[ok]
-        excl = ~torch.isin(rows * ncols + fcol, code)
-        rows, fcol = rows[excl], fcol[excl]
-        scores[rows, fcol] = float("-inf")
-        n_excl.index_add_(0, rows, torch.ones_like(rows))
+    if masked is not None:
+        rows, fcol, saved = masked
+        is_rel = torch.isin(rows * ncols + fcol, code)
+        scores[rows, fcol] = torch.where(is_rel, saved, torch.full_like(saved, float("-inf")))
+        n_excl.index_add_(0, rows, (~is_rel).long())
+    elif scores._is_view():
+        scores = scores.clone()
+    if ctx.nan_policy == "worst" and bool(torch.isnan(scores).any()):
+        scores = torch.nan_to_num(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
     hits = expected_hits(scores, rel_rows, rel_cols, num_rel, n_excl, qacc.ks)
     qacc.add(SIDE_NAMES[side], hits, num_rel, ncols - n_excl)
 

@@ -1,0 +1,191 @@
+"""Benchmark of the filtered evaluator against the bare matmul floor.
+
+    python benchmarks/evaluate.py                     # FB15k-237 and WN18RR
+    python benchmarks/evaluate.py --scaling           # 1e5 and 1e6 random entities
+    python benchmarks/evaluate.py --datasets FB15k-237 --pykeen-python /tmp/pk/bin/python
+
+Model: DistMult (``kgeval.evaluation.DistMultScorer``) with random float32 embeddings, dim 200
+(dim 64 for the scaling runs); filtered with train + valid; both sides.
+
+Columns:
+- ``kgeval s``: wall time of ``evaluate_ranks`` with default settings (query metrics and the
+  consistency check on); ``ranks-only s``: without query metrics and consistency check;
+- ``floor s``: the bare ``torch.matmul`` of ``(h * r)`` query rows with the entity matrix over
+  the same batches (one row per unique query and side, as kgeval scores them), best of 2;
+  ``ratio`` = kgeval / floor;
+- ``peak RSS MiB``: ``resource.getrusage`` max RSS of a fresh subprocess per configuration
+  (data, embeddings, index and evaluation included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+DATASETS = REPO.parent / "shared" / "datasets"
+
+
+def load_dataset(name: str):
+    splits = {}
+    for s in ("train", "valid", "test"):
+        rows = [line.split("\t") for line in (DATASETS / name / f"{s}.txt").read_text().splitlines() if line.strip()]
+        splits[s] = rows
+    ents = sorted({x for rows in splits.values() for h, _, t in rows for x in (h, t)})
+    rels = sorted({r for rows in splits.values() for _, r, _ in rows})
+    eid = {e: i for i, e in enumerate(ents)}
+    rid = {r: i for i, r in enumerate(rels)}
+    arr = {s: np.array([[eid[h], rid[r], eid[t]] for h, r, t in rows], dtype=np.int64) for s, rows in splits.items()}
+    return arr, len(ents), len(rels)
+
+
+def synthetic(num_entities: int, num_relations: int = 100, num_test: int = 5000, num_train: int = 1_000_000, seed=0):
+    rng = np.random.default_rng(seed)
+    hi = [num_entities, num_relations, num_entities]
+    return {"train": rng.integers(0, hi, size=(num_train, 3)), "valid": np.zeros((0, 3), np.int64),
+            "test": rng.integers(0, hi, size=(num_test, 3))}, num_entities, num_relations
+
+
+def matmul_floor(scorer, test, batch_size, num_relations) -> float:
+    """Bare matmul time over the batches kgeval scores (unique queries per side)."""
+    best = float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            for side_ent in (0, 2):
+                keys = np.unique(test[:, side_ent] * num_relations + test[:, 1])
+                ent = torch.as_tensor(keys // num_relations)
+                rel = torch.as_tensor(keys % num_relations)
+                for a in range(0, keys.shape[0], batch_size):
+                    q = scorer.entity[ent[a : a + batch_size]] * scorer.relation[rel[a : a + batch_size]]
+                    torch.matmul(q, scorer.entity.T)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def run_single(args) -> dict:
+    from kgeval.evaluation import DistMultScorer, evaluate_ranks
+    from kgeval.evaluation.evaluator import _auto_batch, default_memory_budget
+
+    if args.single.startswith("synthetic:"):
+        data, ne, nr = synthetic(int(float(args.single.split(":")[1])))
+        dim = 64
+    else:
+        data, ne, nr = load_dataset(args.single)
+        dim = args.dim
+    gen = torch.Generator().manual_seed(0)
+    scorer = DistMultScorer(torch.randn(ne, dim, generator=gen), torch.randn(nr, dim, generator=gen))
+    test = data["test"]
+    filt = [data["train"], data["valid"]]
+    t0 = time.perf_counter()
+    out = evaluate_ranks(scorer, test, filter_triples=filt, progress=False)
+    t_default = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    evaluate_ranks(scorer, test, filter_triples=filt, progress=False, query_metrics_k=(), check_consistency=False)
+    t_ranks = time.perf_counter() - t0
+    bs = _auto_batch(default_memory_budget(), ne, len(test))
+    floor = matmul_floor(scorer, test, bs, nr)
+    tab = out.rank_table
+    return {
+        "name": args.single,
+        "entities": ne,
+        "test": len(test),
+        "dim": dim,
+        "batch": bs,
+        "kgeval_s": t_default,
+        "ranks_only_s": t_ranks,
+        "floor_s": floor,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "mrr": float(np.mean(2.0 / (tab.optimistic + tab.pessimistic))),
+    }
+
+
+PYKEEN_SCRIPT = r"""
+import json, sys, time, resource, numpy as np, torch
+from pykeen.models import DistMult
+from pykeen.triples import CoreTriplesFactory
+from pykeen.evaluation import RankBasedEvaluator
+d = np.load(sys.argv[1])
+ne, nr = d["ent"].shape[0], d["rel"].shape[0]
+tf = CoreTriplesFactory.create(mapped_triples=torch.as_tensor(d["train"]), num_entities=ne, num_relations=nr)
+model = DistMult(triples_factory=tf, embedding_dim=d["ent"].shape[1])
+with torch.no_grad():
+    model.entity_representations[0]._embeddings.weight.copy_(torch.as_tensor(d["ent"]))
+    model.relation_representations[0]._embeddings.weight.copy_(torch.as_tensor(d["rel"]))
+ev = RankBasedEvaluator(filtered=True)
+t0 = time.perf_counter()
+res = ev.evaluate(model, torch.as_tensor(d["test"]), additional_filter_triples=[torch.as_tensor(d["train"]), torch.as_tensor(d["valid"])], use_tqdm=False)
+t = time.perf_counter() - t0
+print(json.dumps({"pykeen_s": t, "pykeen_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "pykeen_mrr": float(res.get_metric("both.realistic.inverse_harmonic_mean_rank"))}))
+"""
+
+
+def run_pykeen(python: str, name: str, dim: int) -> dict:
+    """Same embeddings in PyKEEN 1.11.1 (untested here: no PyKEEN venv was available)."""
+    import tempfile
+
+    data, ne, nr = load_dataset(name)
+    gen = torch.Generator().manual_seed(0)
+    ent, rel = torch.randn(ne, dim, generator=gen), torch.randn(nr, dim, generator=gen)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "data.npz"
+        np.savez(path, ent=ent.numpy(), rel=rel.numpy(), **data)
+        script = Path(tmp) / "pk.py"
+        script.write_text(PYKEEN_SCRIPT)
+        proc = subprocess.run([python, str(script), str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {"pykeen_error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", nargs="*", default=["FB15k-237", "WN18RR"])
+    p.add_argument("--scaling", action="store_true", help="1e5 and 1e6 random entities, 5,000 test triples, dim 64")
+    p.add_argument("--dim", type=int, default=200)
+    p.add_argument("--pykeen-python", default=None, help="python of a venv with pykeen 1.11.1 installed")
+    p.add_argument("--single", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.single:
+        print(json.dumps(run_single(args)))
+        return
+    configs = ["synthetic:1e5", "synthetic:1e6"] if args.scaling else list(args.datasets)
+    rows = []
+    for name in configs:
+        cmd = [sys.executable, __file__, "--single", name, "--dim", str(args.dim)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+            raise SystemExit(f"{name}: benchmark failed")
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        if args.pykeen_python and not name.startswith("synthetic"):
+            row.update(run_pykeen(args.pykeen_python, name, args.dim))
+        rows.append(row)
+    header = f"{'config':<16}{'entities':>10}{'test':>7}{'dim':>5}{'batch':>7}{'kgeval s':>10}{'ranks-only s':>14}{'floor s':>9}{'ratio':>7}{'ratio(ranks)':>14}{'peak RSS MiB':>14}"
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(header)
+    for r in rows:
+        print(
+            f"{r['name']:<16}{r['entities']:>10}{r['test']:>7}{r['dim']:>5}{r['batch']:>7}{r['kgeval_s']:>10.2f}"
+            f"{r['ranks_only_s']:>14.2f}{r['floor_s']:>9.2f}{r['kgeval_s'] / r['floor_s']:>7.2f}"
+            f"{r['ranks_only_s'] / r['floor_s']:>14.2f}{r['peak_rss_mib']:>14.0f}"
+        )
+        if "pykeen_s" in r:
+            print(f"{'  pykeen 1.11.1':<16}{'':>10}{'':>7}{'':>5}{'':>7}{r['pykeen_s']:>10.2f}{'':>14}{'':>9}"
+                  f"{r['pykeen_s'] / r['floor_s']:>7.2f}{'':>14}{r['pykeen_rss_mib']:>14.0f}"
+                  f"   MRR kgeval {r['mrr']:.6f} pykeen {r['pykeen_mrr']:.6f}")
+        elif "pykeen_error" in r:
+            print(f"  pykeen: {r['pykeen_error']}")
+
+
+if __name__ == "__main__":
+    main()
