@@ -11,6 +11,7 @@ against direct summation.
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -57,7 +58,9 @@ FORMULAS = {
 #   n = 25, C ≤ 12:            HMR −6.9e-2, IAMR −9.7e-2, p=2 −1.9e-2, p=−0.5 −2.3e-2
 #   n = 40, C ≤ 30, weighted:  HMR −4.8e-2, IAMR −8.9e-2, p=2 −1.8e-2, p=−0.5 −1.4e-2
 # Expectations (second order) were within 5.5e-4 relative everywhere (at the MC noise level).
-# At n = 1000 no slack is needed (differences are within the MC noise of 4,000 samples).
+# At n = 1000, C ≤ 5000 (40,000 samples, MC noise ~0.7%): HMR −4.4e-2 (unweighted) / −2.1e-2 (weighted):
+# 1/r is dominated by rare rank-1 events, so the first-order variance of 1/MRR stays ~4% low even there;
+# p=−0.5 +0.6e-2 / +1.1e-2, p=2 −0.1e-2 / +0.9e-2 (within noise). The slack applies to every size.
 APPROX_VAR_SLACK = {
     "harmonic_mean_rank": 0.10,
     "inverse_arithmetic_mean_rank": 0.14,
@@ -98,14 +101,14 @@ def test_independent_simulation(key, cfg):
     _, c, w = cfg
     m = metrics.get(key)
     N = 4000 if c.size >= 1000 else 40000
-    R = _sample_ranks(c, N, seed=hash(key) % 1000 + 17)
+    R = _sample_ranks(c, N, seed=zlib.crc32(key.encode()) % 1000 + 17)
     sample = FORMULAS[key](R, _norm(c.size, w))
     e = m.expected_value(c, w)
     if key == "median_rank":  # no closed variance: only the expectation
         se = sample.std(ddof=1) / math.sqrt(N)
         assert abs(sample.mean() - e) <= Z * se
         return
-    _check(sample, e, m.variance(c, w), APPROX_VAR_SLACK.get(key, 0.0) if c.size < 1000 else 0.0, key)
+    _check(sample, e, m.variance(c, w), APPROX_VAR_SLACK.get(key, 0.0), key)
 
 
 @pytest.mark.parametrize(("key", "cfg"), [p for p in ITEMS if p.values[1][1].size < 1000 or p.values[0] in (
@@ -127,7 +130,7 @@ def test_library_monte_carlo(key, cfg):
     dof = N - 1
     lo = dof * est.variance / stats.chi2.ppf(1 - 5e-7, dof)
     hi = dof * est.variance / stats.chi2.ppf(5e-7, dof)
-    slack = APPROX_VAR_SLACK.get(key, 0.0) if c.size < 1000 else 0.0
+    slack = APPROX_VAR_SLACK.get(key, 0.0)
     assert lo * (1 - slack) <= v <= hi * (1 + slack), (lo, v, hi)
     assert est.variance_ci[0] < est.variance < est.variance_ci[1]
 
