@@ -1,0 +1,91 @@
+"""Knowledge graph embedding models that are kgeval scorers.
+
+``get_model(name, num_entities, num_relations, *, dim=..., inverse_relations=False, **kwargs)``
+builds one of :func:`model_names`; every model is a ``torch.nn.Module`` with
+``score_tails`` / ``score_heads`` / ``score_triples`` (see :mod:`kgeval.models.base`),
+``save(path)`` and :func:`load_model` to read it back safely.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import torch
+
+from ..errors import InvalidInputError, unknown_name
+from .base import Model
+from .complex import ComplEx
+from .distmult import DistMult
+from .pairre import PairRE
+from .rotate import RotatE
+from .transe import TransE
+from .tucker import TuckER
+
+MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (TransE, DistMult, ComplEx, RotatE, TuckER, PairRE)}
+
+__all__ = ["Model", "TransE", "DistMult", "ComplEx", "RotatE", "TuckER", "PairRE", "MODELS",
+           "get_model", "model_names", "load_model"]
+
+
+def model_names() -> list[str]:
+    """Registered model names (lower case)."""
+    return sorted(MODELS)
+
+
+def get_model(name: str, num_entities: int, num_relations: int, *, dim: int | None = None,
+              inverse_relations: bool = False, seed: int | None = None, **kwargs) -> Model:
+    """Build a model by (case-insensitive) name.
+
+    ``dim`` defaults to the model's own default; ``seed`` makes the initialisation
+    reproducible without touching the global RNG state; remaining keywords go to the model
+    class (e.g. ``p=1`` for TransE/PairRE, dropouts for TuckER). Unknown keywords raise
+    :class:`~kgeval.errors.InvalidInputError`.
+    """
+    key = str(name).lower()
+    if key not in MODELS:
+        raise unknown_name("model", name, MODELS)
+    cls = MODELS[key]
+    params = inspect.signature(cls.__init__).parameters
+    bad = sorted(k for k in kwargs if k not in params or k in ("self", "num_entities", "num_relations"))
+    if bad:
+        allowed = sorted(k for k in params if k not in ("self", "num_entities", "num_relations", "dim",
+                                                        "inverse_relations"))
+        raise InvalidInputError(f"model {key!r} got unknown option(s) {bad}; allowed: {allowed}")
+    if dim is not None:
+        kwargs["dim"] = dim
+    with torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            torch.manual_seed(seed)
+        return cls(num_entities, num_relations, inverse_relations=inverse_relations, **kwargs)
+
+
+def load_model(path) -> Model:
+    """Read a file written by :meth:`Model.save`.
+
+    Uses ``torch.load(weights_only=True)``, so a file carrying pickled code is refused
+    rather than executed; any unreadable or foreign file raises ``InvalidInputError``
+    naming the file.
+    """
+    path = os.fspath(path)
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise InvalidInputError(f"model file {path!r} does not exist") from None
+    except Exception as exc:  # UnpicklingError, RuntimeError (zip), EOFError, ...
+        raise InvalidInputError(
+            f"{path!r} is not a readable kgeval model file ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})"
+        ) from None
+    if not isinstance(blob, dict) or blob.get("format") != "kgeval-model" or not isinstance(blob.get("config"), dict) \
+            or not isinstance(blob.get("state_dict"), dict):
+        raise InvalidInputError(f"{path!r} is not a kgeval model file (expected a dict written by Model.save)")
+    cfg = blob["config"]
+    try:
+        model = get_model(cfg["name"], cfg["num_entities"], cfg["num_relations"], dim=cfg["dim"],
+                          inverse_relations=cfg.get("inverse_relations", False), **dict(cfg.get("kwargs", {})))
+        model.load_state_dict(blob["state_dict"])
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{path!r}: invalid model configuration: {exc}") from None
+    except (KeyError, TypeError, RuntimeError) as exc:
+        raise InvalidInputError(f"{path!r}: corrupt kgeval model file ({type(exc).__name__}: {exc})") from None
+    return model

@@ -1,0 +1,246 @@
+"""The :class:`Model` base class: a ``torch.nn.Module`` that is also a kgeval scorer.
+
+A scorer answers three questions, all with "larger = more plausible":
+
+- ``score_tails(heads, relations, entities=None) -> (batch, num_candidates)`` for ``(h, r, ?)``
+- ``score_heads(relations, tails, entities=None) -> (batch, num_candidates)`` for ``(?, r, t)``
+- ``score_triples(heads, relations, tails) -> (batch,)``
+
+``entities`` restricts the candidate columns (``None`` = all entities in id order, a
+``slice`` or an index tensor = exactly those entities in that order). Subclasses implement
+``_score_tails``/``_score_heads``/``_score_triples`` on validated index tensors; the 1-to-all
+paths use matrix products so that no ``batch x entities x dim`` tensor is ever built (the
+L1-distance variants, which have no such identity, are evaluated in bounded chunks instead,
+see :func:`chunked_pairwise`).
+
+With ``inverse_relations=True`` the model holds ``2R`` relation embeddings: relation
+``r + R`` is the inverse of ``r`` and head prediction ``(?, r, t)`` is answered as tail
+prediction ``(t, r + R, ?)`` (PyKEEN's approach). ``score_triples`` always scores the triple
+as given, so ``score_heads(r, t)[:, h] == score_triples(t, r + R, h)`` in that mode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from ..errors import InvalidInputError
+
+# Upper bound on the number of floats of one (batch, chunk, dim) block in the chunked paths.
+CHUNK_ELEMENTS = 1 << 22
+
+Candidates = "torch.Tensor | slice | None"
+
+
+def chunked_pairwise(
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch: int, n: int, dim: int
+) -> torch.Tensor:
+    """Evaluate ``fn(lo, hi) -> (batch, hi - lo)`` over candidate blocks and concatenate.
+
+    Used where no matmul identity exists (L1 distances): each block materialises at most
+    ``CHUNK_ELEMENTS`` floats, so memory stays bounded for any number of entities.
+    """
+    step = max(1, CHUNK_ELEMENTS // max(1, batch * dim))
+    if step >= n:
+        return fn(0, n)
+    return torch.cat([fn(lo, min(n, lo + step)) for lo in range(0, n, step)], dim=1)
+
+
+def neg_l2_distance(queries: torch.Tensor, candidates: torch.Tensor, candidate_sq: torch.Tensor | None = None):
+    """``-||q_i - c_j||_2`` for all pairs via ``||q||^2 + ||c||^2 - 2 q.c`` (one matmul).
+
+    ``queries``: (b, d), ``candidates``: (n, d) -> (b, n). The clamp guards against tiny
+    negative values from cancellation; its floor keeps the sqrt gradient finite at 0.
+    """
+    q_sq = (queries * queries).sum(-1, keepdim=True)
+    if candidate_sq is None:
+        candidate_sq = (candidates * candidates).sum(-1)
+    sq = q_sq + candidate_sq.unsqueeze(0) - 2.0 * queries @ candidates.t()
+    return -sq.clamp_min(1e-12).sqrt()
+
+
+def neg_l1_distance(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """``-||q_i - c_j||_1`` for all pairs, chunked over candidates (no matmul identity for L1)."""
+    b, d = queries.shape
+
+    def block(lo: int, hi: int) -> torch.Tensor:
+        return -(queries.unsqueeze(1) - candidates[lo:hi].unsqueeze(0)).abs().sum(-1)
+
+    return chunked_pairwise(block, b, candidates.shape[0], d)
+
+
+def _as_index(values, name: str, upper: int, device) -> torch.Tensor:
+    """Validate a 1-d integer index tensor with values in ``[0, upper)``."""
+    if not isinstance(values, torch.Tensor):
+        try:
+            values = torch.as_tensor(values)
+        except Exception as exc:
+            raise InvalidInputError(f"{name} must be a 1-d integer tensor, got {type(values).__name__}") from exc
+    if values.dim() != 1:
+        raise InvalidInputError(f"{name} must be 1-dimensional, got shape {tuple(values.shape)}")
+    if values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == torch.bool:
+        raise InvalidInputError(f"{name} must hold integer ids, got dtype {values.dtype}")
+    values = values.to(device=device, dtype=torch.long)
+    if values.numel() and (int(values.min()) < 0 or int(values.max()) >= upper):
+        raise InvalidInputError(
+            f"{name} ids must lie in [0, {upper}), got range [{int(values.min())}, {int(values.max())}]"
+        )
+    return values
+
+
+class Model(nn.Module):
+    """Base class of all kgeval embedding models (see the module docstring for the contract)."""
+
+    #: registry name, lower case
+    name: ClassVar[str] = ""
+
+    def __init__(self, num_entities: int, num_relations: int, *, dim: int, inverse_relations: bool = False):
+        super().__init__()
+        for label, value in (("num_entities", num_entities), ("num_relations", num_relations), ("dim", dim)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{label} must be a positive integer, got {value!r}")
+        if not isinstance(inverse_relations, bool):
+            raise InvalidInputError(f"inverse_relations must be True or False, got {inverse_relations!r}")
+        self.num_entities = num_entities
+        self.num_relations = num_relations
+        self.dim = dim
+        self.inverse_relations = inverse_relations
+        #: relation embeddings held: R, or 2R with inverse relations
+        self.num_relation_embeddings = 2 * num_relations if inverse_relations else num_relations
+        #: model-specific constructor keywords, stored in saved files (set by subclasses)
+        self.hparams: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ public scorer API
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def score_tails(self, heads, relations, entities=None) -> torch.Tensor:
+        """Scores of ``(h, r, e)`` for every candidate ``e``: shape (batch, num_candidates)."""
+        h = _as_index(heads, "heads", self.num_entities, self.device)
+        r = _as_index(relations, "relations", self.num_relation_embeddings, self.device)
+        self._same_length(h, r)
+        return self._score_tails(h, r, self._candidates(entities))
+
+    def score_heads(self, relations, tails, entities=None) -> torch.Tensor:
+        """Scores of ``(e, r, t)`` for every candidate ``e``: shape (batch, num_candidates).
+
+        With inverse relations this is ``score_tails(tails, relations + R, entities)``.
+        """
+        r = _as_index(relations, "relations", self.num_relations, self.device)
+        t = _as_index(tails, "tails", self.num_entities, self.device)
+        self._same_length(r, t)
+        cand = self._candidates(entities)
+        if self.inverse_relations:
+            return self._score_tails(t, r + self.num_relations, cand)
+        return self._score_heads(r, t, cand)
+
+    def score_triples(self, heads, relations, tails) -> torch.Tensor:
+        """Scores of the given triples: shape (batch,)."""
+        h = _as_index(heads, "heads", self.num_entities, self.device)
+        r = _as_index(relations, "relations", self.num_relation_embeddings, self.device)
+        t = _as_index(tails, "tails", self.num_entities, self.device)
+        self._same_length(h, r, t)
+        return self._score_triples(h, r, t)
+
+    def factors(self, heads: torch.Tensor, relations: torch.Tensor, tails: torch.Tensor) -> list[torch.Tensor]:
+        """Embedding tensors of a batch of triples, for L2/N3 regularisation.
+
+        Default: the raw head, relation and tail embedding rows. ComplEx overrides this
+        with complex moduli (N3 as in Lacroix et al., 2018).
+        """
+        return [self.entity_embeddings(heads), self.relation_embeddings(relations), self.entity_embeddings(tails)]
+
+    def post_parameter_update(self) -> None:
+        """Hook called after every optimiser step (e.g. TransE's unit-norm constraint)."""
+
+    # ------------------------------------------------------------------ persistence
+    def config(self) -> dict[str, Any]:
+        from .. import __version__
+
+        return {
+            "name": self.name,
+            "num_entities": self.num_entities,
+            "num_relations": self.num_relations,
+            "dim": self.dim,
+            "inverse_relations": self.inverse_relations,
+            "kwargs": dict(self.hparams),
+            "kgeval_version": __version__,
+        }
+
+    def save(self, path) -> None:
+        """Write a plain dict ``{"format", "config", "state_dict"}`` with ``torch.save``.
+
+        Only tensors and primitives are stored, so :func:`kgeval.models.load_model` can
+        read it back with ``weights_only=True`` (no code is executed on load).
+        """
+        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
+        torch.save({"format": "kgeval-model", "config": self.config(), "state_dict": state}, str(path))
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_entities={self.num_entities}, num_relations={self.num_relations}, dim={self.dim}, "
+            f"inverse_relations={self.inverse_relations}"
+            + "".join(f", {k}={v!r}" for k, v in self.hparams.items())
+        )
+
+    # ------------------------------------------------------------------ helpers for subclasses
+    def _candidates(self, entities):
+        """Normalise ``entities`` to ``None`` (all), a ``slice`` or a validated index tensor."""
+        if entities is None:
+            return None
+        if isinstance(entities, slice):
+            start, stop, step = entities.indices(self.num_entities)
+            if step != 1:
+                return torch.arange(start, stop, step, device=self.device)
+            return slice(start, max(start, stop))
+        return _as_index(entities, "entities", self.num_entities, self.device)
+
+    @staticmethod
+    def _rows(weight: torch.Tensor, candidates) -> torch.Tensor:
+        """Rows of an embedding matrix selected by a candidate spec."""
+        if candidates is None:
+            return weight
+        if isinstance(candidates, slice):
+            return weight[candidates]
+        return weight.index_select(0, candidates)
+
+    @staticmethod
+    def _same_length(*tensors: torch.Tensor) -> None:
+        if len({t.shape[0] for t in tensors}) > 1:
+            raise InvalidInputError(f"index tensors must have equal lengths, got {[t.shape[0] for t in tensors]}")
+
+    def entity_embeddings(self, idx: torch.Tensor) -> torch.Tensor:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def relation_embeddings(self, idx: torch.Tensor) -> torch.Tensor:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _score_tails(self, h: torch.Tensor, r: torch.Tensor, cand) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def _score_heads(self, r: torch.Tensor, t: torch.Tensor, cand) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def _score_triples(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+
+def check_norm(p) -> int:
+    if p not in (1, 2) or isinstance(p, bool):
+        raise InvalidInputError(f"p (the distance norm) must be 1 or 2, got {p!r}")
+    return int(p)
+
+
+def check_nonnegative(name: str, value) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise InvalidInputError(f"{name} must be a finite non-negative number, got {value!r}")
+    return value

@@ -1,0 +1,39 @@
+"""DistMult (Yang et al., 2015): ``f(h, r, t) = sum_i h_i r_i t_i``."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from .base import Model
+
+
+class DistMult(Model):
+    """Diagonal bilinear model, ``f(h, r, t) = <h, r, t> = sum_i h_i r_i t_i``.
+
+    1-to-all is one matmul: tails ``(h * r) @ E^T``, heads ``(r * t) @ E^T``. Symmetric in
+    ``h`` and ``t`` by construction (it cannot model antisymmetric relations).
+    """
+
+    name = "distmult"
+
+    def __init__(self, num_entities, num_relations, *, dim=200, inverse_relations=False):
+        super().__init__(num_entities, num_relations, dim=dim, inverse_relations=inverse_relations)
+        self.entity = nn.Embedding(num_entities, dim)
+        self.relation = nn.Embedding(self.num_relation_embeddings, dim)
+        nn.init.xavier_normal_(self.entity.weight)
+        nn.init.xavier_normal_(self.relation.weight)
+
+    def entity_embeddings(self, idx):
+        return self.entity(idx)
+
+    def relation_embeddings(self, idx):
+        return self.relation(idx)
+
+    def _score_tails(self, h, r, cand):
+        return (self.entity(h) * self.relation(r)) @ self._rows(self.entity.weight, cand).t()
+
+    def _score_heads(self, r, t, cand):
+        return (self.relation(r) * self.entity(t)) @ self._rows(self.entity.weight, cand).t()
+
+    def _score_triples(self, h, r, t):
+        return (self.entity(h) * self.relation(r) * self.entity(t)).sum(-1)

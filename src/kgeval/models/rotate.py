@@ -1,0 +1,55 @@
+"""RotatE (Sun et al., 2019): ``f(h, r, t) = -||h o r - t||_2`` with ``|r_i| = 1``."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .base import Model, neg_l2_distance
+
+
+class RotatE(Model):
+    """Rotation in the complex plane, ``f(h, r, t) = -||h o r - t||_2``, ``r_i = exp(i theta_i)``.
+
+    Entities are stored as real ``[re | im]`` (width ``2 * dim``); relations as phases
+    ``theta`` (so ``|r_i| = 1`` holds by construction, no constraint step needed). Because
+    rotations are isometries, ``||h o r - t|| = ||h - t o conj(r)||``: head queries rotate
+    ``t`` back and then, like tail queries, use one matmul via
+    ``||q - e||^2 = ||q||^2 + ||e||^2 - 2 q.e``.
+    """
+
+    name = "rotate"
+
+    def __init__(self, num_entities, num_relations, *, dim=200, inverse_relations=False):
+        super().__init__(num_entities, num_relations, dim=dim, inverse_relations=inverse_relations)
+        self.entity = nn.Embedding(num_entities, 2 * dim)
+        self.relation = nn.Embedding(self.num_relation_embeddings, dim)  # phases
+        nn.init.xavier_uniform_(self.entity.weight)
+        nn.init.uniform_(self.relation.weight, 0.0, 2 * math.pi)
+
+    def entity_embeddings(self, idx):
+        return self.entity(idx)
+
+    def relation_embeddings(self, idx):
+        return self.relation(idx)
+
+    def _rotate(self, x, phase, conjugate=False):
+        re, im = x[..., : self.dim], x[..., self.dim:]
+        c, s = torch.cos(phase), torch.sin(phase)
+        if conjugate:
+            s = -s
+        return torch.cat([re * c - im * s, re * s + im * c], dim=-1)
+
+    def _score_tails(self, h, r, cand):
+        q = self._rotate(self.entity(h), self.relation(r))
+        return neg_l2_distance(q, self._rows(self.entity.weight, cand))
+
+    def _score_heads(self, r, t, cand):
+        q = self._rotate(self.entity(t), self.relation(r), conjugate=True)
+        return neg_l2_distance(q, self._rows(self.entity.weight, cand))
+
+    def _score_triples(self, h, r, t):
+        diff = self._rotate(self.entity(h), self.relation(r)) - self.entity(t)
+        return -torch.linalg.vector_norm(diff, ord=2, dim=-1)

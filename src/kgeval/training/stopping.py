@@ -1,0 +1,110 @@
+"""Early stopping on a validation metric computed by :func:`kgeval.evaluate`."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+
+import torch
+
+from ..errors import InvalidInputError
+
+DEFAULT_METRIC = "both.realistic.inverse_harmonic_mean_rank"
+
+
+class EarlyStopper:
+    """Evaluate every ``frequency`` epochs; stop after ``patience`` evaluations without improvement.
+
+    An evaluation improves on the best value ``b`` when ``v > b * (1 + relative_delta)``
+    (``larger_is_better``) or ``v < b * (1 - relative_delta)`` otherwise (PyKEEN's rule). The
+    weights of the best evaluation are kept in memory and :meth:`restore_best` (called by
+    :func:`~kgeval.training.train` at the end) loads them back. Pass validation triples as
+    ``evaluation_triples`` and train+valid as ``filter_triples``: the stopper must never see
+    test triples.
+
+    ``evaluate_fn`` (default :func:`kgeval.evaluate`) is called as
+    ``evaluate_fn(model, evaluation_triples, filter_triples=..., progress=False, **evaluate_kwargs)``
+    and may return a Results object (``get_metric``), a mapping or a plain number.
+    """
+
+    def __init__(self, evaluation_triples, filter_triples, *, metric: str = DEFAULT_METRIC, frequency: int = 10,
+                 patience: int = 2, relative_delta: float = 0.0, larger_is_better: bool = True,
+                 evaluate_kwargs: dict | None = None, evaluate_fn: Callable | None = None):
+        if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 1:
+            raise InvalidInputError(f"frequency must be a positive integer, got {frequency!r}")
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise InvalidInputError(f"patience must be a positive integer, got {patience!r}")
+        if not (isinstance(relative_delta, (int, float)) and 0 <= relative_delta < 1):
+            raise InvalidInputError(f"relative_delta must be in [0, 1), got {relative_delta!r}")
+        self.evaluation_triples = evaluation_triples
+        self.filter_triples = filter_triples
+        self.metric = metric
+        self.frequency = frequency
+        self.patience = patience
+        self.relative_delta = float(relative_delta)
+        self.larger_is_better = bool(larger_is_better)
+        self.evaluate_kwargs = dict(evaluate_kwargs or {})
+        self.evaluate_fn = evaluate_fn
+        self.reset()
+
+    def reset(self) -> None:
+        #: ``(epoch, value)`` of every evaluation, in order
+        self.history: list[tuple[int, float]] = []
+        self.best_epoch: int | None = None
+        self.best_metric: float | None = None
+        self.stopped = False
+        self._bad_evaluations = 0
+        self._best_state: dict | None = None
+
+    def should_evaluate(self, epoch: int) -> bool:
+        """Whether to evaluate after (1-based) ``epoch``."""
+        return epoch % self.frequency == 0
+
+    def _is_improvement(self, value: float) -> bool:
+        if self.best_metric is None:
+            return True
+        if self.larger_is_better:
+            return value > self.best_metric * (1.0 + self.relative_delta) if self.best_metric >= 0 \
+                else value > self.best_metric * (1.0 - self.relative_delta)
+        return value < self.best_metric * (1.0 - self.relative_delta) if self.best_metric >= 0 \
+            else value < self.best_metric * (1.0 + self.relative_delta)
+
+    def _compute(self, model) -> float:
+        fn = self.evaluate_fn
+        if fn is None:
+            from ..evaluation import evaluate as fn  # lazy: the evaluator is a heavier import
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                result = fn(model, self.evaluation_triples, filter_triples=self.filter_triples, progress=False,
+                            **self.evaluate_kwargs)
+        finally:
+            model.train(was_training)
+        if hasattr(result, "get_metric"):
+            value = result.get_metric(self.metric)
+        elif isinstance(result, Mapping):
+            value = result[self.metric]
+        else:
+            value = result
+        return float(value)
+
+    def evaluate(self, model, epoch: int) -> bool:
+        """Evaluate ``model`` after ``epoch``; return ``True`` when training should stop."""
+        value = self._compute(model)
+        self.history.append((epoch, value))
+        if self._is_improvement(value):
+            self.best_metric, self.best_epoch = value, epoch
+            self._bad_evaluations = 0
+            self._best_state = copy.deepcopy({k: v.detach().clone() for k, v in model.state_dict().items()})
+        else:
+            self._bad_evaluations += 1
+        self.stopped = self._bad_evaluations >= self.patience
+        return self.stopped
+
+    def restore_best(self, model) -> bool:
+        """Load the best weights seen into ``model``; ``False`` if there was no evaluation."""
+        if self._best_state is None:
+            return False
+        model.load_state_dict(self._best_state)
+        return True
