@@ -530,6 +530,7 @@ def _grow(buf, numel: int, device):
 
 def _auto_batch(budget: int, columns: int, n_tasks: int, itemsize: int = 4) -> int:
     # score matrix + a gathered/restricted copy + the float comparison buffer, per task row
+    # (batches hold whole queries, so a batch may exceed its task count by one query's tasks)
     per_row = columns * (3 * itemsize + 2) + 256
     return int(max(1, min(n_tasks, budget // per_row)))
 
@@ -644,10 +645,25 @@ def _rank_query_batch(ctx, side, q0, q1, a0, a1, qstart, q_ent, q_rel, keys, ans
         ncand = ncols - nfilt[task_q] + 1
     else:
         ncand = torch.full((nt,), ncols, dtype=torch.long, device=dev)
-    mat = scores if nt == nq else scores.index_select(0, task_q)
-    ctx.buf = _grow(ctx.buf, mat.numel(), mat.device)
-    better, tied = _count(mat, true[:, None], ctx.tol, ctx.buf)
-    del mat
+    ctx.buf = _grow(ctx.buf, scores.numel(), scores.device)
+    if nt == nq:
+        better, tied = _count(scores, true[:, None], ctx.tol, ctx.buf)
+    else:
+        # the first task of every query compares against the score matrix in place; only the
+        # further tasks of shared queries need gathered copies of their rows
+        first = torch.as_tensor(qstart[q0:q1] - a0, device=dev)
+        rest = torch.ones(nt, dtype=torch.bool, device=dev)
+        rest[first] = False
+        rest = rest.nonzero().view(-1)
+        better = torch.empty(nt, dtype=torch.long, device=dev)
+        tied = torch.empty(nt, dtype=torch.long, device=dev)
+        better[first], tied[first] = _count(scores, true[first][:, None], ctx.tol, ctx.buf)
+        step = max(1, nq)  # gather at most nq rows at a time: memory stays within the batch budget
+        for i in range(0, rest.numel(), step):
+            sel = rest[i : i + step]
+            mat = scores.index_select(0, task_q[sel])
+            better[sel], tied[sel] = _count(mat, true[sel][:, None], ctx.tol, ctx.buf)
+            del mat
     if index is None:
         tied = tied - 1  # the true answer ties with itself
     if ctx.nan_policy == "worst":
