@@ -394,6 +394,8 @@ def pipeline(
             raise InvalidInputError("the evaluation whitelist matches no validation triple (needed for early stopping)")
         stop_kw.setdefault("metric", DEFAULT_METRIC)
         stop_eval_kw = {**eval_kw, **restrict, **dict(stop_kw.pop("evaluate_kwargs", None) or {})}
+        if model_kw.get("inverse_relations"):
+            stop_eval_kw.setdefault("check_consistency", False)  # see evaluate_model
         stopper_obj = EarlyStopper(ds.validation, validation_filter_sets(ds), evaluate_kwargs=stop_eval_kw, **stop_kw)
 
     configuration = {
