@@ -22,7 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import InvalidInputError, unknown_name
-from .losses import regularization, resolve_loss, resolve_regularizer
+from .losses import lcwa_labels, regularization, resolve_loss, resolve_regularizer
 from .stopping import EarlyStopper
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
@@ -224,10 +224,7 @@ def _run(model, triples, n_ent, n_rel, loop, loss_fn, opt_key, lr, epochs, batch
                     scores = model.score_tails(anchor, rel)
                 else:
                     scores = model.score_heads(rel, anchor)
-                labels = torch.zeros_like(scores)
-                labels[rows.to(device), cols.to(device)] = 1.0
-                if label_smoothing:
-                    labels = labels * (1.0 - label_smoothing) + label_smoothing / n_ent
+                labels = lcwa_labels(scores, rows.to(device), cols.to(device), label_smoothing, n_ent)
                 value = loss_fn(scores, labels)
                 if reg is not None and reg_weight:
                     a, rr, c = anchor[rows.to(device)], rel[rows.to(device)], cols.to(device)

@@ -55,6 +55,17 @@ def resolve_loss(name: str | None, loop: str, kwargs: dict | None = None) -> tup
     return key, (lambda pos, neg: fn(pos, neg, **params))
 
 
+def lcwa_labels(scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, label_smoothing: float,
+                num_entities: int) -> torch.Tensor:
+    """Multi-hot targets shaped like ``scores``, 1 at ``(rows, cols)``; smoothed as in PyKEEN:
+    ``y (1 - eps) + eps / num_entities``."""
+    labels = torch.zeros_like(scores)
+    labels[rows, cols] = 1.0
+    if label_smoothing:
+        labels = labels * (1.0 - label_smoothing) + label_smoothing / num_entities
+    return labels
+
+
 def _bce_lcwa(scores, labels):
     return F.binary_cross_entropy_with_logits(scores, labels)
 

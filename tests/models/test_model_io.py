@@ -1,0 +1,98 @@
+"""save -> load_model round trips; foreign, corrupt and code-bearing files are refused."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import pytest
+import torch
+
+from kgeval.errors import InvalidInputError
+from kgeval.models import get_model, load_model, model_names
+
+
+@pytest.mark.parametrize("name", model_names())
+@pytest.mark.parametrize("inverse", [False, True])
+def test_round_trip_gives_identical_scores(tmp_path, name, inverse):
+    kw = {"p": 1} if name == "transe" else {}
+    model = get_model(name, 7, 3, dim=5, inverse_relations=inverse, seed=1, **kw)
+    if name == "tucker":  # non-default running statistics must survive too
+        with torch.no_grad():
+            model.bn0.running_mean.fill_(0.3)
+    model.eval()
+    path = tmp_path / "model.pt"
+    model.save(path)
+    loaded = load_model(path).eval()
+    assert type(loaded) is type(model)
+    assert loaded.config() == model.config()
+    h, r = torch.tensor([0, 4, 6]), torch.tensor([2, 0, 1])
+    assert torch.equal(loaded.score_tails(h, r), model.score_tails(h, r))
+    assert torch.equal(loaded.score_heads(r, h), model.score_heads(r, h))
+
+
+def test_saved_file_is_plain_dict(tmp_path):
+    path = tmp_path / "m.pt"
+    get_model("rotate", 5, 2, dim=3).save(path)
+    blob = torch.load(path, weights_only=True)
+    assert blob["format"] == "kgeval-model"
+    assert blob["config"]["name"] == "rotate" and "kgeval_version" in blob["config"]
+    assert all(isinstance(v, torch.Tensor) for v in blob["state_dict"].values())
+
+
+class _Payload:
+    def __reduce__(self):
+        return (os.system, ("touch pwned-by-kgeval-test",))
+
+
+def test_pickle_bearing_file_is_refused_without_executing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "evil.pt"
+    torch.save({"format": "kgeval-model", "payload": _Payload()}, path)
+    with pytest.raises(InvalidInputError, match="evil.pt"):
+        load_model(path)
+    assert not (tmp_path / "pwned-by-kgeval-test").exists()
+
+
+def test_plain_pickle_file_is_refused(tmp_path):
+    path = tmp_path / "plain.pkl"
+    with open(path, "wb") as fh:
+        pickle.dump({"a": 1}, fh)
+    with pytest.raises(InvalidInputError, match="plain.pkl"):
+        load_model(path)
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        {"weights": torch.zeros(3)},  # a foreign torch file
+        {"format": "kgeval-model", "config": {"name": "transe"}, "state_dict": {}},  # missing fields
+        {"format": "kgeval-model", "config": {"name": "nope", "num_entities": 3, "num_relations": 2, "dim": 2},
+         "state_dict": {}},
+        [1, 2, 3],
+    ],
+)
+def test_foreign_files_are_refused(tmp_path, blob):
+    path = tmp_path / "foreign.pt"
+    torch.save(blob, path)
+    with pytest.raises(InvalidInputError, match="foreign.pt"):
+        load_model(path)
+
+
+def test_mismatched_state_dict_is_refused(tmp_path):
+    path = tmp_path / "m.pt"
+    get_model("distmult", 5, 2, dim=3).save(path)
+    blob = torch.load(path, weights_only=True)
+    blob["state_dict"]["entity.weight"] = torch.zeros(4, 3)
+    torch.save(blob, path)
+    with pytest.raises(InvalidInputError, match="m.pt"):
+        load_model(path)
+
+
+def test_garbage_and_missing_files(tmp_path):
+    path = tmp_path / "garbage.pt"
+    path.write_bytes(b"\x00not a torch file at all")
+    with pytest.raises(InvalidInputError, match="garbage.pt"):
+        load_model(path)
+    with pytest.raises(InvalidInputError, match="missing.pt"):
+        load_model(tmp_path / "missing.pt")

@@ -1,0 +1,162 @@
+"""Scoring contract of every model: shapes, 1-to-all == score_triples, candidate subsets, inverse relations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kgeval.errors import InvalidInputError, UnknownNameError
+from kgeval.models import Model, get_model, model_names
+
+N_ENT, N_REL, DIM = 9, 4, 6
+
+# every model, plus the non-default distance norms that take a different (chunked / matmul) path
+VARIANTS = [(name, {}) for name in model_names()] + [
+    ("transe", {"p": 1}), ("pairre", {"p": 2}), ("tucker", {"relation_dim": 3, "batch_norm": False}),
+]
+IDS = [name + "".join(f"-{k}={v}" for k, v in kw.items()) for name, kw in VARIANTS]
+
+
+def _model(name, kw, inverse=False, seed=0):
+    model = get_model(name, N_ENT, N_REL, dim=DIM, inverse_relations=inverse, seed=seed, **kw).double()
+    if name == "tucker" and model.bn0 is not None:
+        # give batch norm non-trivial running statistics so the affine head formula is exercised
+        with torch.no_grad():
+            for bn in (model.bn0, model.bn1):
+                bn.running_mean.uniform_(-1, 1)
+                bn.running_var.uniform_(0.5, 2)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-1, 1)
+    return model.eval()
+
+
+def _all_pairs(num_rel):
+    anchors = torch.arange(N_ENT).repeat_interleave(num_rel)
+    rels = torch.arange(num_rel).repeat(N_ENT)
+    return anchors, rels
+
+
+def test_registry_names():
+    assert set(model_names()) == {"transe", "distmult", "complex", "rotate", "tucker", "pairre"}
+    assert isinstance(get_model("ComplEx", 3, 2, dim=4), Model)
+    assert get_model("TRANSE", 3, 2, dim=4).name == "transe"
+
+
+def test_unknown_model_suggests():
+    with pytest.raises(UnknownNameError, match="complex"):
+        get_model("complx", 3, 2)
+
+
+@pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)
+def test_shapes(name, kw):
+    model = _model(name, kw)
+    h = torch.tensor([0, 3, 8])
+    r = torch.tensor([1, 0, 3])
+    assert model.num_entities == N_ENT
+    assert model.score_tails(h, r).shape == (3, N_ENT)
+    assert model.score_heads(r, h).shape == (3, N_ENT)
+    assert model.score_triples(h, r, h).shape == (3,)
+    assert model.score_tails(h, r, entities=torch.tensor([2, 5])).shape == (3, 2)
+
+
+@pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)
+def test_one_to_all_equals_triples(name, kw):
+    """score_tails(h, r)[e] == score_triples(h, r, e) and score_heads(r, t)[e] == score_triples(e, r, t)."""
+    model = _model(name, kw)
+    a, r = _all_pairs(N_REL)
+    tails, heads = model.score_tails(a, r), model.score_heads(r, a)
+    for e in range(N_ENT):
+        col = torch.full_like(a, e)
+        torch.testing.assert_close(tails[:, e], model.score_triples(a, r, col), rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(heads[:, e], model.score_triples(col, r, a), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)
+def test_entity_subset_equals_columns(name, kw):
+    model = _model(name, kw)
+    a, r = _all_pairs(N_REL)
+    subset = torch.tensor([7, 0, 4, 4])
+    full_t, full_h = model.score_tails(a, r), model.score_heads(r, a)
+    torch.testing.assert_close(model.score_tails(a, r, entities=subset), full_t[:, subset])
+    torch.testing.assert_close(model.score_heads(r, a, entities=subset), full_h[:, subset])
+    torch.testing.assert_close(model.score_tails(a, r, entities=slice(2, 6)), full_t[:, 2:6])
+    torch.testing.assert_close(model.score_heads(r, a, entities=slice(3, None)), full_h[:, 3:])
+
+
+@pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)
+def test_inverse_relations(name, kw):
+    """With inverse relations, (?, r, t) is scored as (t, r + R, ?)."""
+    model = _model(name, kw, inverse=True)
+    assert model.num_relation_embeddings == 2 * N_REL
+    a, r = _all_pairs(N_REL)
+    heads = model.score_heads(r, a)
+    torch.testing.assert_close(heads, model.score_tails(a, r + N_REL))
+    for e in range(N_ENT):
+        torch.testing.assert_close(heads[:, e], model.score_triples(a, r + N_REL, torch.full_like(a, e)))
+    with pytest.raises(InvalidInputError, match="relations"):
+        model.score_heads(torch.tensor([N_REL]), torch.tensor([0]))  # inverse ids are internal
+
+
+def test_chunked_l1_matches_unchunked(monkeypatch):
+    """The bounded-memory L1 path gives the same scores when forced into many tiny chunks."""
+    import kgeval.models.base as base
+
+    for name in ("transe", "pairre"):
+        model = _model(name, {"p": 1})
+        a, r = _all_pairs(N_REL)
+        expected = model.score_tails(a, r), model.score_heads(r, a)
+        monkeypatch.setattr(base, "CHUNK_ELEMENTS", 1)
+        got = model.score_tails(a, r), model.score_heads(r, a)
+        monkeypatch.undo()
+        torch.testing.assert_close(got, expected)
+
+
+def test_gradients_flow_through_one_to_all():
+    for name in model_names():
+        model = get_model(name, N_ENT, N_REL, dim=DIM, seed=0)
+        model.score_tails(torch.tensor([0, 1]), torch.tensor([1, 2])).sum().backward()
+        grads = [p.grad for p in model.parameters() if p.requires_grad]
+        assert any(g is not None and torch.isfinite(g).all() and g.abs().sum() > 0 for g in grads), name
+
+
+def test_seeded_construction_is_reproducible_and_isolated():
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    m1 = get_model("complex", N_ENT, N_REL, dim=DIM, seed=5)
+    after = torch.rand(1)
+    m2 = get_model("complex", N_ENT, N_REL, dim=DIM, seed=5)
+    assert torch.equal(before, after)  # the caller's RNG stream is untouched
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        assert torch.equal(p1, p2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"dim": 0}, "dim"),
+        ({"dim": 2.5}, "dim"),
+        ({"inverse_relations": "yes"}, "inverse_relations"),
+        ({"p": 3}, "p"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
+def test_bad_model_options(kwargs, match):
+    with pytest.raises(InvalidInputError, match=match):
+        get_model("transe", N_ENT, N_REL, **kwargs)
+
+
+def test_bad_model_sizes_and_indices():
+    with pytest.raises(InvalidInputError, match="num_entities"):
+        get_model("distmult", 0, 3)
+    model = get_model("distmult", N_ENT, N_REL, dim=DIM)
+    with pytest.raises(InvalidInputError, match="heads"):
+        model.score_tails(torch.tensor([N_ENT]), torch.tensor([0]))
+    with pytest.raises(InvalidInputError, match="relations"):
+        model.score_tails(torch.tensor([0]), torch.tensor([-1]))
+    with pytest.raises(InvalidInputError, match="equal lengths"):
+        model.score_triples(torch.tensor([0, 1]), torch.tensor([0]), torch.tensor([0, 1]))
+    with pytest.raises(InvalidInputError, match="integer"):
+        model.score_tails(torch.tensor([0.0]), torch.tensor([0]))
+    with pytest.raises(InvalidInputError, match="entities"):
+        model.score_tails(torch.tensor([0]), torch.tensor([0]), entities=torch.tensor([N_ENT]))

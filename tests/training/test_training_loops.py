@@ -1,0 +1,149 @@
+"""train(): loss goes down on Nations, runs are reproducible under a seed, bad input is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import kgeval
+from kgeval.errors import InvalidInputError, UnknownNameError
+from kgeval.models import get_model
+from kgeval.training import TrainingResult, train
+
+NATIONS = Path(kgeval.__file__).parent / "data" / "builtin" / "nations"
+
+
+def _nations_train():
+    """Nations training triples as ids (positions in the sorted labels of all splits)."""
+    rows = {s: [ln.split("\t") for ln in (NATIONS / f"{s}.txt").read_text().splitlines() if ln]
+            for s in ("train", "valid", "test")}
+    ents = sorted({x for rs in rows.values() for h, _, t in rs for x in (h, t)})
+    rels = sorted({r for rs in rows.values() for _, r, _ in rs})
+    e, r = {x: i for i, x in enumerate(ents)}, {x: i for i, x in enumerate(rels)}
+    return np.array([[e[a], r[b], e[c]] for a, b, c in rows["train"]], dtype=np.int64), len(ents), len(rels)
+
+
+TRIPLES, N_ENT, N_REL = _nations_train()
+
+CASES = [
+    ("distmult", {"inverse_relations": True}, {"loop": "lcwa"}),
+    ("complex", {}, {"loop": "lcwa", "loss": "softmax", "regularizer": "n3"}),  # head queries via score_heads
+    ("tucker", {"inverse_relations": True}, {"loop": "lcwa", "label_smoothing": 0.1}),
+    ("rotate", {}, {"loop": "slcwa", "loss": "nssa", "num_negatives": 8}),
+    ("transe", {}, {"loop": "slcwa", "loss": "margin", "num_negatives": 4}),
+    ("pairre", {}, {"loop": "slcwa", "loss": "softplus", "regularizer": "l2", "optimizer": "adagrad"}),
+]
+
+
+@pytest.mark.parametrize(("name", "model_kw", "train_kw"), CASES, ids=[c[0] for c in CASES])
+def test_loss_decreases_on_nations(name, model_kw, train_kw):
+    model = get_model(name, N_ENT, N_REL, dim=16, seed=0, **model_kw)
+    result = train(model, TRIPLES, epochs=5, batch_size=256, lr=0.01, seed=0, progress=False, **train_kw)
+    assert isinstance(result, TrainingResult)
+    assert result.epochs_run == 5 and len(result.losses) == 5 and not result.stopped_early
+    assert all(np.isfinite(result.losses))
+    assert result.losses[-1] < result.losses[0]
+    assert result.seconds > 0 and result.seconds_per_epoch > 0
+    assert not model.training  # left in eval mode
+
+
+def _params(model):
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize(
+    ("name", "model_kw", "train_kw"),
+    [("tucker", {"inverse_relations": True}, {"loop": "lcwa"}),  # dropout + batch norm
+     ("rotate", {}, {"loop": "slcwa", "num_negatives": 4})],  # random negatives
+)
+def test_same_seed_same_model(name, model_kw, train_kw):
+    runs = []
+    for _ in range(2):
+        model = get_model(name, N_ENT, N_REL, dim=8, seed=3, **model_kw)
+        train(model, TRIPLES, epochs=2, batch_size=512, seed=7, progress=False, **train_kw)
+        runs.append(_params(model))
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+    model = get_model(name, N_ENT, N_REL, dim=8, seed=3, **model_kw)
+    train(model, TRIPLES, epochs=2, batch_size=512, seed=8, progress=False, **train_kw)
+    assert any(not torch.equal(a, b) for a, b in zip(runs[0], _params(model)))
+
+
+def test_seeded_training_leaves_global_rng_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    train(get_model("distmult", N_ENT, N_REL, dim=4), TRIPLES, epochs=1, seed=1, progress=False)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_callback_sees_every_epoch_and_can_stop():
+    seen = []
+
+    def callback(epoch, loss, model):
+        seen.append((epoch, loss))
+        return epoch == 3
+
+    result = train(get_model("distmult", N_ENT, N_REL, dim=4), TRIPLES, epochs=10, callback=callback,
+                   progress=False)
+    assert [e for e, _ in seen] == [1, 2, 3]
+    assert result.epochs_run == 3 and result.stopped_early
+    assert [loss for _, loss in seen] == result.losses
+
+
+def test_progress_bar_reports_loss(capsys):
+    train(get_model("distmult", N_ENT, N_REL, dim=4), TRIPLES, epochs=2, progress=True)
+    err = capsys.readouterr().err
+    assert "loss=" in err
+
+
+def _model():
+    return get_model("distmult", N_ENT, N_REL, dim=4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"loss": "bcee"}, UnknownNameError, "bce"),
+        ({"loss": "margin"}, InvalidInputError, "lcwa"),  # sLCWA-only loss in the LCWA loop
+        ({"loop": "slcwa", "loss": "softmax"}, InvalidInputError, "slcwa"),
+        ({"loss_kwargs": {"margni": 1}}, InvalidInputError, "margni"),
+        ({"loop": "lcwaa"}, UnknownNameError, "lcwa"),
+        ({"optimizer": "adamm"}, UnknownNameError, "adam"),
+        ({"regularizer": "n4"}, UnknownNameError, "n3"),
+        ({"epochs": 0}, InvalidInputError, "epochs"),
+        ({"batch_size": -1}, InvalidInputError, "batch_size"),
+        ({"num_negatives": 0}, InvalidInputError, "num_negatives"),
+        ({"lr": 0.0}, InvalidInputError, "lr"),
+        ({"label_smoothing": 1.0}, InvalidInputError, "label_smoothing"),
+        ({"num_entities": N_ENT + 1}, InvalidInputError, "num_entities"),
+        ({"stopper": "early"}, InvalidInputError, "stopper"),
+    ],
+)
+def test_bad_options(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        train(_model(), TRIPLES, progress=False, epochs=kwargs.pop("epochs", 1), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("triples", "match"),
+    [
+        (np.array([[0, 0, N_ENT]]), "tail"),
+        (np.array([[-1, 0, 0]]), "head"),
+        (np.array([[0, N_REL, 0]]), "relation"),
+        (np.zeros((4, 2), dtype=np.int64), "shape"),
+        (np.zeros((0, 3), dtype=np.int64), "empty"),
+        (np.zeros((2, 3), dtype=np.float64), "integer"),
+    ],
+)
+def test_bad_triples(triples, match):
+    with pytest.raises(InvalidInputError, match=match):
+        train(_model(), triples, epochs=1, progress=False)
+
+
+def test_unknown_model_name_suggests():
+    with pytest.raises(UnknownNameError, match="Did you mean: rotate"):
+        get_model("rotat", N_ENT, N_REL)
