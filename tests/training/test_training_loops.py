@@ -147,3 +147,19 @@ def test_bad_triples(triples, match):
 def test_unknown_model_name_suggests():
     with pytest.raises(UnknownNameError, match="Did you mean: rotate"):
         get_model("rotat", N_ENT, N_REL)
+
+
+@pytest.mark.parametrize("name", ["rotate", "transe", "complex"])
+def test_gathered_negatives_equal_scored_negatives(monkeypatch, name):
+    """The 1-to-all shortcut for sLCWA negatives (few entities) trains the same model as scoring triples."""
+    import kgeval.training.loops as loops
+
+    runs = []
+    for ratio in (loops.GATHER_NEGATIVES_RATIO, 0):
+        monkeypatch.setattr(loops, "GATHER_NEGATIVES_RATIO", ratio)
+        model = get_model(name, N_ENT, N_REL, dim=8, seed=0).double()
+        result = train(model, TRIPLES, loop="slcwa", num_negatives=N_ENT, epochs=2, seed=0, progress=False)
+        runs.append((result.losses, _params(model)))
+    assert runs[0][0] == pytest.approx(runs[1][0], rel=1e-9)
+    for a, b in zip(runs[0][1], runs[1][1]):
+        torch.testing.assert_close(a, b)

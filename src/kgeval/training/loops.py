@@ -28,6 +28,8 @@ from .stopping import EarlyStopper
 OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
 DEFAULT_LR = {"adam": 1e-3, "adagrad": 1e-2}
 LOOPS = ("lcwa", "slcwa")
+#: sLCWA scores negatives by gathering from 1-to-all scores when num_entities <= this * num_negatives
+GATHER_NEGATIVES_RATIO = 2
 
 
 @dataclass
@@ -195,6 +197,10 @@ def _run(model, triples, n_ent, n_rel, loop, loss_fn, opt_key, lr, epochs, batch
     opt = OPTIMIZERS[opt_key](model.parameters(), lr=lr)
     post_update = getattr(model, "post_parameter_update", None)
 
+    # sLCWA: gather negatives from 1-to-all scores when that is cheaper (n <= 2k) and exact
+    # (without inverse relations score_heads(r, t)[h'] is the triple score of (h', r, t))
+    gather_negatives = loop == "slcwa" and not inverse and n_ent <= GATHER_NEGATIVES_RATIO * num_negatives \
+        and hasattr(model, "score_heads") and hasattr(model, "score_tails")
     if loop == "lcwa":
         sides = [("tail", _Queries(h, r, t, 2 * n_rel if inverse else n_rel))]
         if not inverse:
@@ -253,7 +259,17 @@ def _run(model, triples, n_ent, n_rel, loop, loss_fn, opt_key, lr, epochs, batch
                 nh = torch.where(corrupt_head, draw, nh)
                 nt = torch.where(corrupt_head, nt, draw)
                 pos = model.score_triples(ph.to(device), pr.to(device), pt.to(device))
-                neg = model.score_triples(nh.to(device), nr.to(device), nt.to(device)).view(b, num_negatives)
+                if gather_negatives:
+                    # few entities: score all of them with the 1-to-all matmul paths and pick the
+                    # sampled columns -- cheaper than scoring b * k triples one by one
+                    rows = torch.arange(b).repeat_interleave(num_negatives).to(device)
+                    tails_all = model.score_tails(ph.to(device), pr.to(device))
+                    heads_all = model.score_heads(pr.to(device), pt.to(device))
+                    draw_d, corrupt_d = draw.to(device), corrupt_head.to(device)
+                    neg = torch.where(corrupt_d, heads_all[rows, draw_d], tails_all[rows, draw_d])
+                    neg = neg.view(b, num_negatives)
+                else:
+                    neg = model.score_triples(nh.to(device), nr.to(device), nt.to(device)).view(b, num_negatives)
                 value = loss_fn(pos, neg)
                 if reg is not None and reg_weight:
                     value = value + reg_weight * regularization(reg, model.factors(ph.to(device), pr.to(device),
