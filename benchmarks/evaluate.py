@@ -8,7 +8,7 @@ Model: DistMult (``kgeval.evaluation.DistMultScorer``) with random float32 embed
 (dim 64 for the scaling runs); filtered with train + valid; both sides.
 
 Columns:
-- ``kgeval s``: wall time of ``evaluate_ranks`` with default settings (query metrics and the
+- ``kgeval s``: wall time (best of 2) of ``evaluate_ranks`` with default settings (query metrics and the
   consistency check on); ``ranks-only s``: without query metrics and consistency check;
 - ``floor s``: the bare ``torch.matmul`` of ``(h * r)`` query rows with the entity matrix over
   the same batches (one row per unique query and side, as kgeval scores them), best of 2;
@@ -85,12 +85,14 @@ def run_single(args) -> dict:
     scorer = DistMultScorer(torch.randn(ne, dim, generator=gen), torch.randn(nr, dim, generator=gen))
     test = data["test"]
     filt = [data["train"], data["valid"]]
-    t0 = time.perf_counter()
-    out = evaluate_ranks(scorer, test, filter_triples=filt, progress=False)
-    t_default = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    evaluate_ranks(scorer, test, filter_triples=filt, progress=False, query_metrics_k=(), check_consistency=False)
-    t_ranks = time.perf_counter() - t0
+    t_default = t_ranks = float("inf")
+    for _ in range(2):  # best of 2: the first run pays allocator warm-up, shared machines are noisy
+        t0 = time.perf_counter()
+        out = evaluate_ranks(scorer, test, filter_triples=filt, progress=False)
+        t_default = min(t_default, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        evaluate_ranks(scorer, test, filter_triples=filt, progress=False, query_metrics_k=(), check_consistency=False)
+        t_ranks = min(t_ranks, time.perf_counter() - t0)
     bs = _auto_batch(default_memory_budget(), ne, len(test))
     floor = matmul_floor(scorer, test, bs, nr)
     tab = out.rank_table
