@@ -63,8 +63,8 @@ def _protocol_lines(results, dataset, split: str, filter_validation_when_testing
     lines = [
         f"evaluation: {split_word} split, {_count(p.get('num_evaluated_triples', p.get('num_triples', 0)))} triples, "
         f"sides {' + '.join(p.get('sides', []))} ({_count(p.get('num_tasks', 0))} ranking tasks), "
-        f"all {_count(dataset.num_entities)} entities as candidates"
-        + (" within the entity whitelist" if whitelist.get("entities") else ""),
+        (f"the {len(whitelist['entities'])} whitelisted entities as candidates" if whitelist.get("entities")
+         else f"all {_count(dataset.num_entities)} entities as candidates"),
         f"filtered: {describe_filtering(dataset, split, filter_validation_when_testing)}",
         "rank type: realistic (mean of optimistic and pessimistic ranks: ties count half)",
     ]
@@ -77,12 +77,43 @@ def _protocol_lines(results, dataset, split: str, filter_validation_when_testing
     return lines
 
 
-def _metrics_payload(results) -> dict:
-    from .results import HEADLINE
+#: The headline metrics of the workflow commands: (label, metric key).
+HEADLINE_METRICS = (
+    ("MRR", "inverse_harmonic_mean_rank"),
+    ("Hits@1", "hits_at_1"),
+    ("Hits@3", "hits_at_3"),
+    ("Hits@10", "hits_at_10"),
+    ("MR", "arithmetic_mean_rank"),
+    ("AMRI", "adjusted_arithmetic_mean_rank_index"),
+    ("adjusted MRR", "adjusted_inverse_harmonic_mean_rank"),
+    ("z-MRR", "z_inverse_harmonic_mean_rank"),
+)
 
+
+def headline_table(results, rank_type: str = "realistic") -> str:
+    """Headline metrics, one row each, one column per side (``-`` where unavailable)."""
+    sides = list(results.sides)
+    rows = []
+    for label, key in HEADLINE_METRICS:
+        cells = []
+        for side in sides:
+            try:
+                v = results.get_metric(f"{side}.{rank_type}.{key}")
+                cells.append(f"{v:.4f}" if abs(v) < 1e5 else f"{v:.4g}")
+            except KGEvalError:
+                cells.append("-")
+        rows.append((f"{label} ({key})", cells))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'metric':<{width}}  " + "  ".join(f"{s:>8}" for s in sides)]
+    lines.append("-" * len(lines[0]))
+    lines += [f"{k:<{width}}  " + "  ".join(f"{c:>8}" for c in cells) for k, cells in rows]
+    return "\n".join(lines)
+
+
+def _metrics_payload(results) -> dict:
     headline = {}
     for side in results.sides:
-        for name in HEADLINE:
+        for _, name in HEADLINE_METRICS:
             key = f"{side}.realistic.{name}"
             try:
                 headline[key] = results.get_metric(key)
@@ -182,7 +213,7 @@ def pipeline_command(dataset, model, epochs, dim, lr, batch_size, loop, seed, ou
                                  "entities": cfg["evaluation_entity_whitelist"]}):
         click.echo(line)
     click.echo("")
-    click.echo(result.results.summary_table().split("\n\nrank type:")[0])
+    click.echo(headline_table(result.results))
     click.echo("")
     click.echo(f"wrote {saved} (config.json, results.json, rank_table.npz, model.pt, losses.json)")
 
@@ -235,7 +266,7 @@ def evaluate_command(model_file, dataset, split, relation_whitelist, entity_whit
     for line in _protocol_lines(results, ds, split_name, filter_valid, {"relations": rel, "entities": ent}):
         click.echo(line)
     click.echo("")
-    click.echo(results.summary_table().split("\n\nrank type:")[0])
+    click.echo(headline_table(results))
 
 
 # ---------------------------------------------------------------------------- datasets
