@@ -76,8 +76,7 @@ class _SideContext:
                         value = metric._expectation(self.c, self.w) if what == "E" else metric._variance(self.c, self.w)
                     except NoClosedFormError:
                         value = None
-                exact = metric.closed_expectation if what == "E" else metric.closed_variance
-                if value is not None and not exact:
+                if value is not None and not metric.null_is_exact(self.c, self.w):
                     self.approximate.add(metric.key)
             self._null[key] = value
         return self._null[key]

@@ -194,6 +194,10 @@ class Metric:
     def has_variance(self, weighted: bool = False) -> bool:
         return self.closed_variance or self.approximate_variance
 
+    def null_is_exact(self, c: np.ndarray, w) -> bool:
+        """Whether E/Var for these candidates and weights are exact (not approximations)."""
+        return self.closed_expectation
+
     def _expectation(self, c: np.ndarray, w) -> float:
         raise NoClosedFormError(f"{self.key}: no closed-form expectation")
 

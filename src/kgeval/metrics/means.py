@@ -8,8 +8,8 @@ metric                          f(r)        g(x)       E / Var under the null
 hits@k                          I[r ≤ k]    x          closed (Bernoulli pᵢ = min(k,Cᵢ)/Cᵢ)
 arithmetic mean rank (MR)       r           x          closed ((C+1)/2, (C²−1)/12)
 inverse harmonic mean (MRR)     1/r         x          closed (H(C)/C, (C·H₂(C) − H(C)²)/C²)
-inverse arithmetic mean (IAMR)  r           1/x        delta method
-harmonic mean rank (HMR)        1/r         1/x        delta method
+inverse arithmetic mean (IAMR)  r           1/x        exact by quadrature (Laplace transform)
+harmonic mean rank (HMR)        1/r         1/x        exact by quadrature (Laplace transform)
 power mean rank (p ≠ 0)         r^p         x^(1/p)    delta method (exact for p = 1)
 ==============================  ==========  =========  =========================
 
@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .base import Metric, ValueRange, wmean, wsum_sq
-from .moments import log_power_moment, power_prefix, prefix_sum, uniform_range_mean
+from .moments import inverse_moments, log_power_moment, power_prefix, prefix_sum, uniform_range_mean
 
 INF = math.inf
 
@@ -102,14 +102,18 @@ class TransformedMean(Metric):
 
 
 class _Reciprocal:
-    """g(x) = 1/x and its derivatives."""
+    """g(x) = 1/x (IAMR = 1/MR, HMR = 1/MRR).
+
+    Null moments are exact (to ~1e-13) through the Laplace identities E[1/X] = ∫L(t)dt and
+    E[1/X²] = ∫t·L(t)dt, see :func:`~kgeval.metrics.moments.inverse_moments`. When the
+    weights take more than 8 distinct values the second-order delta method is used instead
+    (approximate: measured −4…−10% error in Var for n ≤ 1000, see the tests)."""
 
     identity_post = False
-    closed_expectation = False
-    closed_variance = False
-    approximate_expectation = True
-    approximate_variance = True
+    closed_expectation = True
+    closed_variance = True
     supports_expected_rank = False
+    inverse_kind = "identity"
 
     def g(self, x):
         return 1.0 / x
@@ -119,6 +123,23 @@ class _Reciprocal:
 
     def d2g(self, x):
         return 2.0 / x**3
+
+    def _moments(self, c, w):
+        if wsum_sq(self.task_var(c), w) == 0:  # X is deterministic (all Cᵢ = 1): exact, no quadrature noise
+            return self.g(wmean(self.task_mean(c), w)), 0.0
+        m = inverse_moments(c, w, self.inverse_kind)
+        if m is None:
+            return TransformedMean._expectation(self, c, w), TransformedMean._variance(self, c, w)
+        return m[0], max(m[1] - m[0] ** 2, 0.0)
+
+    def _expectation(self, c, w) -> float:
+        return float(self._moments(c, w)[0])
+
+    def _variance(self, c, w) -> float:
+        return float(self._moments(c, w)[1])
+
+    def null_is_exact(self, c, w) -> bool:
+        return w is None or np.unique(w).size <= 8
 
 
 class _Identity:
@@ -167,7 +188,7 @@ class InverseArithmeticMeanRank(_Reciprocal, _Identity, TransformedMean):
     increasing = True
     value_range = ValueRange(0, 1, False, True)
     optimum = 1.0
-    description = "IAMR = 1/MR; null moments by the delta method"
+    description = "IAMR = 1/MR; exact null moments by Laplace-transform quadrature"
 
 
 class InverseHarmonicMeanRank(_Inverse, TransformedMean):
@@ -181,13 +202,14 @@ class InverseHarmonicMeanRank(_Inverse, TransformedMean):
 
 
 class HarmonicMeanRank(_Reciprocal, _Inverse, TransformedMean):
+    inverse_kind = "reciprocal"
     key = "harmonic_mean_rank"
     name = "Harmonic Mean Rank (HMR)"
     synonyms = ("hmr",)
     increasing = False
     value_range = ValueRange(1, INF, True, False)
     optimum = 1.0
-    description = "HMR = 1/MRR; null moments by the delta method"
+    description = "HMR = 1/MRR; exact null moments by Laplace-transform quadrature"
 
 
 class HitsAtK(TransformedMean):

@@ -126,6 +126,9 @@ class MedianRank(Metric):
     def expectation_is_exact(self, num_candidates) -> bool:
         return median_expectation(np.asarray(num_candidates, dtype=np.int64))[1]
 
+    def null_is_exact(self, c, w) -> bool:
+        return w is None and self.expectation_is_exact(c)
+
 
 class InverseMedianRank(Metric):
     key = "inverse_median_rank"
