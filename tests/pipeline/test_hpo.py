@@ -1,0 +1,95 @@
+"""hpo_pipeline(): tiny studies in temporary SQLite storage, resume, test isolation, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("optuna")
+
+from kgeval.data import Dataset, get_dataset  # noqa: E402
+from kgeval.errors import InvalidInputError, UnknownNameError  # noqa: E402
+from kgeval.hpo import MissingDependencyError, hpo_pipeline  # noqa: E402
+
+SPACE = {"dim": [8, 16], "lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}}
+TINY = dict(model="distmult", search_space=SPACE, epochs=4, evaluation_frequency=2)
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def test_study_in_sqlite_and_resume(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    res = hpo_pipeline(dataset="nations", n_trials=2, storage=storage, study_name="s", **TINY)
+    assert len(res.study.trials) == 2
+    assert 0 < res.best_value <= 1
+    assert set(res.best_params) == {"model.dim", "optimizer.lr"}
+    cfg = res.best_pipeline_kwargs()
+    assert cfg["evaluation_split"] == "test" and cfg["model_kwargs"]["dim"] == res.best_params["model.dim"]
+    # intermediate values were reported for pruning (epoch 2 of 4)
+    assert all(2 in t.intermediate_values for t in res.study.trials)
+    again = hpo_pipeline(dataset="nations", n_trials=1, storage=storage, study_name="s", **TINY)
+    assert len(again.study.trials) == 3
+    with pytest.raises(InvalidInputError, match="already exists"):
+        hpo_pipeline(dataset="nations", n_trials=1, storage=storage, study_name="s", load_if_exists=False, **TINY)
+
+
+def test_default_storage_in_output_dir(tmp_path):
+    res = hpo_pipeline(dataset="nations", n_trials=1, output_dir=tmp_path, pruner="none", sampler="random", **TINY)
+    assert res.storage == f"sqlite:///{(tmp_path / 'kgeval-hpo.db').absolute()}"
+    assert (tmp_path / "kgeval-hpo.db").is_file()
+    saved = json.loads((tmp_path / "best_pipeline_config.json").read_text())
+    assert saved["best_value"] == pytest.approx(res.best_value)
+    assert len(json.loads((tmp_path / "trials.json").read_text())) == 1
+
+
+def test_hpo_never_touches_test(tmp_path):
+    ds = get_dataset("nations")
+    rng = np.random.default_rng(1)
+    garbage = np.stack([rng.integers(0, ds.num_entities, 30), rng.integers(0, ds.num_relations, 30),
+                        rng.integers(0, ds.num_entities, 30)], axis=1)
+    poisoned = Dataset(name="nations", training=ds.training, validation=ds.validation, testing=garbage,
+                       entity_labels=ds.entity_labels, relation_labels=ds.relation_labels)
+    values = []
+    for i, data in enumerate((ds, poisoned)):
+        res = hpo_pipeline(dataset=data, n_trials=2, storage=f"sqlite:///{tmp_path / f'{i}.db'}", **TINY)
+        values.append([(t.params, t.value, t.intermediate_values) for t in res.study.trials])
+    assert values[0] == values[1]
+
+
+def test_grid_sampler_and_direction(tmp_path):
+    space = {"dim": [8, 16]}
+    res = hpo_pipeline(dataset="nations", model="distmult", n_trials=2, search_space=space, sampler="grid",
+                       epochs=2, storage=f"sqlite:///{tmp_path / 'g.db'}", metric="mr")
+    assert res.direction == "minimize"
+    assert sorted(t.params["model.dim"] for t in res.study.trials) == [8, 16]
+    with pytest.raises(InvalidInputError, match="finite"):
+        hpo_pipeline(dataset="nations", model="distmult", n_trials=1, sampler="grid", epochs=1,
+                     search_space={"lr": {"type": "float", "low": 0.001, "high": 0.1}},
+                     storage=f"sqlite:///{tmp_path / 'g2.db'}")
+
+
+def test_bad_input(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'b.db'}"
+    with pytest.raises(UnknownNameError, match="distmult"):
+        hpo_pipeline(dataset="nations", model="distmul", n_trials=1, storage=storage)
+    with pytest.raises(UnknownNameError, match="tpe"):
+        hpo_pipeline(dataset="nations", model="distmult", n_trials=1, sampler="tpee", storage=storage)
+    with pytest.raises(InvalidInputError, match="search space parameter 'foo'"):
+        hpo_pipeline(dataset="nations", model="distmult", n_trials=1, search_space={"foo": [1, 2]}, storage=storage)
+    with pytest.raises(InvalidInputError, match="n_trials"):
+        hpo_pipeline(dataset="nations", model="distmult", n_trials=0, storage=storage)
+
+
+def test_missing_optuna_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # makes `import optuna` raise ImportError
+    with pytest.raises(MissingDependencyError, match=r"pip install 'kgeval\[hpo\]'"):
+        hpo_pipeline(dataset="nations", model="distmult", n_trials=1)
