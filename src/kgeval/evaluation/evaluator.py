@@ -213,7 +213,7 @@ def evaluate_ranks(
     nan_policy: str = "raise",
     check_consistency: bool = True,
     memory_budget: int | None = None,
-    query_metrics_k=(1, 3, 5, 10),
+    query_metrics_k=(),
     num_relations: int | None = None,
 ) -> EvaluationOutput:
     """Rank every evaluation task; see :func:`kgeval.evaluation.evaluate` for the arguments."""
