@@ -63,7 +63,7 @@ def _protocol_lines(results, dataset, split: str, filter_validation_when_testing
     lines = [
         f"evaluation: {split_word} split, {_count(p.get('num_evaluated_triples', p.get('num_triples', 0)))} triples, "
         f"sides {' + '.join(p.get('sides', []))} ({_count(p.get('num_tasks', 0))} ranking tasks), "
-        (f"the {len(whitelist['entities'])} whitelisted entities as candidates" if whitelist.get("entities")
+        + (f"the {len(whitelist['entities'])} whitelisted entities as candidates" if whitelist.get("entities")
          else f"all {_count(dataset.num_entities)} entities as candidates"),
         f"filtered: {describe_filtering(dataset, split, filter_validation_when_testing)}",
         "rank type: realistic (mean of optimistic and pessimistic ranks: ties count half)",
@@ -244,11 +244,11 @@ def evaluate_command(model_file, dataset, split, relation_whitelist, entity_whit
     if path.is_dir():
         cfg = load_output(path)["configuration"]
         path = path / "model.pt"
-    model = load_model(path)
     if dataset is None:
         if "dataset" not in cfg:
             raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
         dataset = cfg["dataset"]
+    model = load_model(path)
     ds = get_dataset(dataset, data_dir=data_dir, drop_unseen=bool(cfg.get("drop_unseen", False)))
     filter_valid = cfg.get("filter_validation_when_testing", True) if no_filter_validation is None else not no_filter_validation
     rel = _split_list(relation_whitelist) if relation_whitelist else cfg.get("evaluation_relation_whitelist")

@@ -1,0 +1,126 @@
+"""The workflow commands through click's CliRunner: pipeline, evaluate, datasets, hpo, errors."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from kgeval.cli import main
+
+FAST = ["--model", "distmult", "--epochs", "3", "--dim", "16"]
+
+
+def run(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    return result
+
+
+def _mrr(text: str) -> str:
+    m = re.search(r"^MRR \(inverse_harmonic_mean_rank\)\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
+    assert m, text
+    return m.group(3)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "run"
+    res = run("pipeline", "--dataset", "nations", *FAST, "--output", out)
+    assert res.exit_code == 0, res.output
+    return out, res.output
+
+
+def test_pipeline_prints_table_protocol_and_writes_output(trained):
+    out, text = trained
+    for needle in ("MRR", "Hits@10", "AMRI", "z-MRR", "adjusted MRR", "MR (arithmetic_mean_rank)",
+                   "filtered: training (1,592) + validation (199) + test (201", "sides head + tail",
+                   "rank type: realistic"):
+        assert needle in text
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "losses.json", "model.pt", "rank_table.npz",
+                                                    "results.json"]
+
+
+def test_evaluate_saved_model_reproduces_numbers(trained):
+    out, text = trained
+    again = run("evaluate", "--model-file", out)
+    assert again.exit_code == 0, again.output
+    assert _mrr(again.output) == _mrr(text)
+    from_file = run("evaluate", "--model-file", out / "model.pt", "--dataset", "nations", "--format", "json")
+    assert from_file.exit_code == 0, from_file.output
+    payload = json.loads(from_file.output)
+    assert f"{payload['metrics']['both.realistic.inverse_harmonic_mean_rank']:.4f}" == _mrr(text)
+    valid = run("evaluate", "--model-file", out, "--split", "valid")
+    assert valid.exit_code == 0 and "validation split, 199 triples" in valid.output
+
+
+def test_pipeline_json_and_default_output(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = run("pipeline", "-d", "nations", *FAST, "--format", "json", "--relation-whitelist",
+              "militaryalliance,embassy,intergovorgs")
+    assert res.exit_code == 0, res.output
+    payload = json.loads(res.output)
+    assert 0 < payload["metrics"]["both.realistic.inverse_harmonic_mean_rank"] <= 1
+    assert len(payload["configuration"]["evaluation_relation_whitelist"]) == 3
+    [out] = (tmp_path / "kgeval-output").iterdir()
+    assert out.name.startswith("nations-distmult-") and (out / "model.pt").is_file()
+
+
+def test_datasets_lists_statistics_and_availability(tmp_path, monkeypatch):
+    monkeypatch.setenv("KGEVAL_DATA", str(tmp_path))
+    res = run("datasets")
+    assert res.exit_code == 0, res.output
+    assert re.search(r"nations\s+14\s+55\s+1,592\s+199\s+201\s+packaged", res.output)
+    assert re.search(r"fb15k-237\s+14,541\s+237\s+272,115\s+17,535\s+20,466\s+no", res.output)
+    assert "KGEVAL_DATA" in res.output
+    one = run("datasets", "kinships", "--format", "json")
+    assert one.exit_code == 0 and json.loads(one.output)["num_entities"] == 104
+
+
+def test_hpo_command(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'h.db'}"
+    space = tmp_path / "space.json"
+    space.write_text(json.dumps({"dim": [8, 16]}))
+    args = ["hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--epochs", "2", "--storage", storage,
+            "--search-space", space]
+    res = run(*args)
+    assert res.exit_code == 0, res.output
+    assert "best validation" in res.output and "model.dim" in res.output
+    res2 = run(*args, "--format", "json")
+    assert res2.exit_code == 0, res2.output
+    assert json.loads(res2.output)["trials"] == {"complete": 2}  # resumed the same study
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["pipeline", "-d", "natons", *FAST], "Did you mean: nations"),
+        (["pipeline", "-d", "nations", "-m", "complx"], "Did you mean: complex"),
+        (["pipeline", "-d", "nations", *FAST, "--patience", "2"], "--early-stopping"),
+        (["pipeline", "-d", "nations", *FAST, "--entity-whitelist", "burma"], "matches none"),
+        (["pipeline", "-d", "nations", *FAST, "--relation-whitelist", "nosuchrelation"], "unknown relation"),
+        (["evaluate", "--model-file", "{bad}", "--dataset", "nations"], "not a readable kgeval model file"),
+        (["evaluate", "--model-file", "{bad}"], "--dataset is required"),
+        (["evaluate", "--model-file", "{empty_dir}"], "no config.json"),
+        (["hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--storage", "nosuchdb://x"], "cannot open"),
+        (["datasets", "wn19"], "Did you mean"),
+    ],
+)
+def test_errors_are_one_line_exit_2(args, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "model.pt"
+    bad.write_bytes(b"this is not a model")
+    (tmp_path / "empty").mkdir()
+    args = [a.replace("{bad}", str(bad)).replace("{empty_dir}", str(tmp_path / "empty")) for a in args]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    assert "error:" in res.output and message in res.output
+    assert "Traceback" not in res.output
+    assert not (tmp_path / "kgeval-output").exists()  # nothing half-written
+
+
+def test_model_from_another_dataset(trained):
+    out, _ = trained
+    res = run("evaluate", "--model-file", out, "--dataset", "umls")
+    assert res.exit_code == 2 and "another dataset" in res.output
