@@ -24,6 +24,8 @@ def _clean_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:  # output piped into `head` etc.: not an error worth reporting
+            sys.exit(1)
         except (KGEvalError, OSError) as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(2)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidInputError, KGEvalError, unknown_name
-from .pipeline import DEFAULT_METRIC, evaluate_model, model_defaults, pipeline
+from .pipeline import DEFAULT_METRIC, evaluate_model, metric_direction, model_defaults, pipeline
 
 INSTALL_HINT = "hyper-parameter search needs optuna: pip install 'kgeval[hpo]' (or pip install optuna)"
 
@@ -132,15 +132,6 @@ def _suggest(trial, name: str, spec: Mapping[str, Any]):
                                  log=bool(spec.get("log", False)))
     return trial.suggest_float(name, float(spec["low"]), float(spec["high"]), step=spec.get("step"),
                                log=bool(spec.get("log", False)))
-
-
-def metric_direction(metric: str) -> str:
-    """``"maximize"`` for increasing metrics (MRR, hits@k, AMRI), ``"minimize"`` for mean rank etc."""
-    from . import metrics
-    from .keys import parse_key
-
-    _, _, name = parse_key(metric)
-    return "maximize" if metrics.get(name).increasing else "minimize"
 
 
 @dataclass

@@ -275,6 +275,15 @@ def _check_model_fits(model, dataset) -> None:
         )
 
 
+def metric_direction(metric: str) -> str:
+    """``"maximize"`` for increasing metrics (MRR, hits@k, AMRI), ``"minimize"`` for mean rank etc."""
+    from . import metrics
+    from .keys import parse_key
+
+    _, _, name = parse_key(metric)
+    return "maximize" if metrics.get(name).increasing else "minimize"
+
+
 #: Graphs with at most this many entities train on one torch thread by default (see pipeline()).
 SMALL_GRAPH_ENTITIES = 1000
 
@@ -429,6 +438,7 @@ def pipeline(
         if (rel_wl or ent_wl) and not restrict_mask(ds.validation, rel_wl, ent_wl).any():
             raise InvalidInputError("the evaluation whitelist matches no validation triple (needed for early stopping)")
         stop_kw.setdefault("metric", DEFAULT_METRIC)
+        stop_kw.setdefault("larger_is_better", metric_direction(stop_kw["metric"]) == "maximize")
         stop_eval_kw = {**eval_kw, **restrict, **dict(stop_kw.pop("evaluate_kwargs", None) or {})}
         if model_kw.get("inverse_relations"):
             stop_eval_kw.setdefault("check_consistency", False)  # see evaluate_model
