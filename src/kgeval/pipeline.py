@@ -163,6 +163,22 @@ def versions() -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------- helpers
+def dataset_reference(dataset, loaded) -> str:
+    """How a configuration names its dataset so that ``get_dataset`` finds it again.
+
+    The canonical name of a registered dataset, the absolute path of a directory, else the
+    dataset's own name (in-memory datasets cannot be re-loaded from a configuration).
+    """
+    from .data.registry import lookup
+
+    if isinstance(dataset, (str, os.PathLike)):
+        info = lookup(str(dataset))
+        if info is not None:
+            return info.name
+        return str(Path(dataset).expanduser().absolute())
+    return loaded.name
+
+
 def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) -> list[int] | None:
     """Map a whitelist of labels and/or ids to sorted unique ids (``None`` = no whitelist).
 
@@ -445,7 +461,7 @@ def pipeline(
         stopper_obj = EarlyStopper(ds.validation, validation_filter_sets(ds), evaluate_kwargs=stop_eval_kw, **stop_kw)
 
     configuration = {
-        "dataset": ds.name,
+        "dataset": dataset_reference(dataset, ds),
         "drop_unseen": bool(drop_unseen),
         "model": model_key,
         "model_kwargs": model_kw,

@@ -124,3 +124,22 @@ def test_model_from_another_dataset(trained):
     out, _ = trained
     res = run("evaluate", "--model-file", out, "--dataset", "umls")
     assert res.exit_code == 2 and "another dataset" in res.output
+
+
+def test_directory_dataset_round_trip(tmp_path):
+    import shutil
+    from importlib import resources
+
+    data = tmp_path / "mygraph"
+    data.mkdir()
+    for stem in ("train", "valid", "test"):
+        src = resources.files("kgeval.data").joinpath("builtin", "nations", f"{stem}.txt")
+        (data / f"{stem}.tsv").write_bytes(src.read_bytes())
+    out = tmp_path / "run"
+    res = run("pipeline", "-d", data, *FAST, "--output", out)
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "config.json").read_text())["configuration"]["dataset"] == str(data)
+    shutil.copytree(out, tmp_path / "copy")
+    again = run("evaluate", "--model-file", tmp_path / "copy")  # dataset found again from config.json
+    assert again.exit_code == 0, again.output
+    assert _mrr(again.output) == _mrr(res.output)
