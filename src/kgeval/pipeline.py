@@ -176,7 +176,7 @@ def dataset_reference(dataset, loaded) -> str:
         if info is not None:
             return info.name
         return str(Path(dataset).expanduser().absolute())
-    return loaded.name
+    return getattr(loaded, "reference", None) or loaded.name
 
 
 def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) -> list[int] | None:

@@ -79,6 +79,7 @@ def _load_registered(info: DatasetInfo, data_dir, drop_unseen: bool) -> Dataset:
         labels["training"], labels["validation"], labels["testing"],
         name=info.name, drop_unseen=drop_unseen, hashes=hashes, source=source,
     )
+    ds.reference = info.name
     if not drop_unseen and (ds.num_entities, ds.num_relations) != (info.num_entities, info.num_relations):
         raise InvalidInputError(
             f"dataset {info.name}: {ds.num_entities} entities / {ds.num_relations} relations, "

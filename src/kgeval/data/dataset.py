@@ -81,6 +81,9 @@ class Dataset:
         self.testing = self._check_ids("testing", testing)
         self._hashes = dict(hashes) if hashes else None
         self.source = source
+        #: what :func:`kgeval.data.get_dataset` needs to load this dataset again (canonical name or
+        #: absolute directory path); None for in-memory datasets
+        self.reference: str | None = None
         self.dropped = {k: dict(v) for k, v in (dropped or {}).items()}
 
     # ------------------------------------------------------------------ basics
@@ -288,10 +291,12 @@ class Dataset:
         labels, hashes = {}, {}
         for split, f in files.items():
             labels[split], hashes[split] = io.read_triples(f)
-        return cls.from_labeled_arrays(
+        ds = cls.from_labeled_arrays(
             labels["training"], labels["validation"], labels["testing"],
             name=name or directory.name, drop_unseen=drop_unseen, hashes=hashes, source=str(directory),
         )
+        ds.reference = str(directory.absolute())
+        return ds
 
 
 def map_triples(dataset: Dataset, label_triples, *, name: str = "triples") -> np.ndarray:
