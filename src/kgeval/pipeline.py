@@ -67,6 +67,24 @@ _FALLBACK_DEFAULTS: dict[str, Any] = {"model_kwargs": {}, "training_loop": "lcwa
 _RESERVED_TRAINING_KEYS = {"loop", "optimizer", "lr", "epochs", "stopper", "seed", "progress", "num_entities"}
 
 
+_STOPPER_KEYS = {"metric", "frequency", "patience", "relative_delta", "larger_is_better", "evaluate_kwargs"}
+
+
+def _training_keys() -> set[str]:
+    import inspect
+
+    from .training import train
+
+    params = inspect.signature(train).parameters
+    return {k for k, p in params.items() if p.kind == p.KEYWORD_ONLY} - _RESERVED_TRAINING_KEYS - {"callback"}
+
+
+def _check_keywords(what: str, given: Mapping[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise InvalidInputError(f"{what}: unknown option(s) {unknown}; allowed: {sorted(allowed)}")
+
+
 def model_defaults(model: str) -> dict[str, Any]:
     """The default configuration for ``model`` (a deep copy, safe to modify)."""
     return json.loads(json.dumps(MODEL_DEFAULTS.get(str(model).lower(), _FALLBACK_DEFAULTS)))
@@ -433,6 +451,8 @@ def pipeline(
         raise unknown_name("stopper", stopper, ["early"])
     if stopper is None and stopper_kwargs:
         raise InvalidInputError("stopper_kwargs given without stopper='early'")
+    _check_keywords("stopper_kwargs", stopper_kwargs or {}, _STOPPER_KEYS)
+    _check_keywords("training_kwargs", train_kw, _training_keys())
 
     rel_wl = resolve_whitelist(evaluation_relation_whitelist, ds.relation_to_id, ds.num_relations, "relation")
     ent_wl = resolve_whitelist(evaluation_entity_whitelist, ds.entity_to_id, ds.num_entities, "entity")
@@ -455,10 +475,11 @@ def pipeline(
             raise InvalidInputError("the evaluation whitelist matches no validation triple (needed for early stopping)")
         stop_kw.setdefault("metric", DEFAULT_METRIC)
         stop_kw.setdefault("larger_is_better", metric_direction(stop_kw["metric"]) == "maximize")
-        stop_eval_kw = {**eval_kw, **restrict, **dict(stop_kw.pop("evaluate_kwargs", None) or {})}
+        stop_eval_kw = {**eval_kw, **restrict, **dict(stop_kw.get("evaluate_kwargs") or {})}
         if model_kw.get("inverse_relations"):
             stop_eval_kw.setdefault("check_consistency", False)  # see evaluate_model
-        stopper_obj = EarlyStopper(ds.validation, validation_filter_sets(ds), evaluate_kwargs=stop_eval_kw, **stop_kw)
+        stopper_obj = EarlyStopper(ds.validation, validation_filter_sets(ds),
+                                   **{**stop_kw, "evaluate_kwargs": stop_eval_kw})
 
     configuration = {
         "dataset": dataset_reference(dataset, ds),

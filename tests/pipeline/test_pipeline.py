@@ -189,6 +189,10 @@ def test_bad_arguments():
         pipeline(dataset="nations", training_kwargs={"lr": 0.1}, **FAST)
     with pytest.raises(InvalidInputError, match="stopper_kwargs"):
         pipeline(dataset="nations", stopper_kwargs={"patience": 2}, **FAST)
+    with pytest.raises(InvalidInputError, match="unknown option.*bogus"):
+        pipeline(dataset="nations", training_kwargs={"bogus": 1}, **FAST)
+    with pytest.raises(InvalidInputError, match="unknown option.*patiense"):
+        pipeline(dataset="nations", stopper="early", stopper_kwargs={"patiense": 2}, **FAST)
     with pytest.raises(InvalidInputError, match="split"):
         pipeline(dataset="nations", evaluation_split="train", **FAST)
     empty_test = Dataset.from_labeled_arrays([["a", "r", "b"]], [["b", "r", "a"]], None)
