@@ -142,6 +142,7 @@ def _default_output(dataset: str, model: str) -> Path:
 @click.option("--dim", type=click.IntRange(min=1), help="Embedding dimension [default: per model].")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="Learning rate [default: per model].")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Training batch size [default: per model].")
+@click.option("--num-negatives", type=click.IntRange(min=1), help="Negatives per triple (sLCWA) [default: per model].")
 @click.option("--loop", type=click.Choice(["lcwa", "slcwa"]), help="Training loop [default: per model].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
 @click.option("--output", "-o", type=click.Path(file_okay=False),
@@ -157,7 +158,7 @@ def _default_output(dataset: str, model: str) -> Path:
 @click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads [default: 1 for small graphs].")
 @click.option("--progress/--no-progress", default=False, show_default=True, help="Show progress bars (stderr).")
 @_clean_errors
-def pipeline_command(dataset, model, epochs, dim, lr, batch_size, loop, seed, output, early_stopping, patience,
+def pipeline_command(dataset, model, epochs, dim, lr, batch_size, num_negatives, loop, seed, output, early_stopping, patience,
                      frequency, relation_whitelist, entity_whitelist, no_filter_validation, data_dir, fmt, threads,
                      progress):
     """Train MODEL on DATASET, evaluate on test and save everything to an output directory.
@@ -182,7 +183,7 @@ def pipeline_command(dataset, model, epochs, dim, lr, batch_size, loop, seed, ou
         dataset=ds, model=model,
         model_kwargs={"dim": dim} if dim else None,
         training_loop=loop,
-        training_kwargs={"batch_size": batch_size} if batch_size else None,
+        training_kwargs={k: v for k, v in (("batch_size", batch_size), ("num_negatives", num_negatives)) if v} or None,
         optimizer_kwargs={"lr": lr} if lr else None,
         epochs=epochs,
         stopper="early" if early_stopping else None,
@@ -364,8 +365,28 @@ def hpo_command(dataset, model, trials, epochs, sampler, pruner, storage, study_
     click.echo(f"best validation {res.metric} ({res.direction}): {res.best_value:.4f} (trial {res.best_trial.number})")
     for k, v in res.best_params.items():
         click.echo(f"  {k} = {v}")
-    click.echo("resume with the same --storage and --study-name; evaluate the best configuration on test with "
-               "kgeval.pipeline(**result.best_pipeline_kwargs())" + (f" (saved in {output})" if output else ""))
+    click.echo(f"resume: run again with --storage {res.storage} --study-name {res.study_name}")
+    command = _pipeline_command_for(res.best_pipeline_kwargs(), res.best_params)
+    if command:
+        click.echo(f"test the best configuration: {command}")
+    else:
+        click.echo("test the best configuration: kgeval.pipeline(**result.best_pipeline_kwargs())"
+                   + (f" (saved in {output}/best_pipeline_config.json)" if output else ""))
+
+
+_PARAM_OPTIONS = {"model.dim": "--dim", "optimizer.lr": "--lr", "training.batch_size": "--batch-size",
+                  "training.num_negatives": "--num-negatives"}
+
+
+def _pipeline_command_for(cfg: dict, params: dict) -> str | None:
+    """The ``kgeval pipeline`` command line re-running a searched configuration, if options can express it."""
+    if any(name not in _PARAM_OPTIONS for name in params):
+        return None
+    parts = ["kgeval pipeline", "--dataset", str(cfg["dataset"]), "--model", cfg["model"], "--epochs", str(cfg["epochs"]),
+             "--seed", str(cfg["random_seed"])]
+    for name, value in params.items():
+        parts += [_PARAM_OPTIONS[name], str(value)]
+    return " ".join(parts)
 
 
 COMMANDS = (pipeline_command, evaluate_command, datasets_command, hpo_command)
