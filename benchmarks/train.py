@@ -37,30 +37,63 @@ TARGETS = {
 }
 
 # One configuration per (model, dataset): "model" -> get_model keywords, "train" -> train keywords.
-CONFIGS: dict[tuple[str, str], dict] = {}
+# Chosen by a short manual search (2-6 settings per row, one seed) looking at validation MRR;
+# test MRR was visible during that search too, so treat margins of a few points as noise.
 
 
-def _lcwa(dim, epochs, lr, batch_size=128, label_smoothing=0.0, regularizer=None, weight=0.0, loss="bce", **model):
+def _lcwa(dim, epochs=100, lr=5e-3, batch_size=128, loss="softmax", label_smoothing=0.0, regularizer=None,
+          weight=0.0, **model):
+    """LCWA + inverse relations + Adam: 1-to-all scoring of every (h, r, ?) and (t, r^-1, ?) query."""
     return {"model": {"dim": dim, "inverse_relations": True, **model},
             "train": {"loop": "lcwa", "loss": loss, "optimizer": "adam", "lr": lr, "epochs": epochs,
                       "batch_size": batch_size, "label_smoothing": label_smoothing,
                       "regularizer": regularizer, "regularizer_weight": weight}}
 
 
-def _slcwa(dim, epochs, lr, negatives, margin, temperature, batch_size=256, **model):
+def _slcwa(dim, epochs=100, lr=5e-3, negatives=64, margin=6.0, temperature=1.0, batch_size=512, **model):
+    """sLCWA + self-adversarial negative sampling loss (RotatE paper) + Adam."""
     return {"model": {"dim": dim, **model},
             "train": {"loop": "slcwa", "loss": "nssa", "loss_kwargs": {"margin": margin, "temperature": temperature},
                       "optimizer": "adam", "lr": lr, "epochs": epochs, "batch_size": batch_size,
                       "num_negatives": negatives}}
 
 
-for _ds in ("nations", "kinships", "umls"):
-    CONFIGS[("complex", _ds)] = _lcwa(200, 100, 1e-2, loss="softmax", regularizer="n3", weight=1e-2)
-    CONFIGS[("tucker", _ds)] = _lcwa(200, 100, 5e-3, label_smoothing=0.1)
-    CONFIGS[("distmult", _ds)] = _lcwa(200, 100, 1e-2, loss="softmax", regularizer="n3", weight=1e-2)
-    CONFIGS[("rotate", _ds)] = _slcwa(200, 200, 1e-3, 64, 6.0, 1.0)
-    CONFIGS[("transe", _ds)] = _slcwa(200, 200, 1e-3, 64, 6.0, 1.0, normalize_entities=False)
-    CONFIGS[("pairre", _ds)] = _slcwa(200, 200, 1e-3, 64, 6.0, 1.0)
+# ComplEx: softmax cross-entropy + N3 (Lacroix et al., 2018) beat BCE + label smoothing clearly
+# (Nations valid 0.765 vs 0.491).
+_COMPLEX = _lcwa(200, lr=1e-2, regularizer="n3", weight=1e-2)
+# DistMult: same recipe as ComplEx (not tuned, no target).
+_DISTMULT = _lcwa(200, lr=1e-2, regularizer="n3", weight=1e-2)
+# TuckER: a small relation core (relation_dim=32) keeps the (batch, dim, dim) core slices cheap;
+# softmax + label smoothing 0.1 was best among dim 64-200, lr 3e-3-1e-2, BCE vs softmax (Nations).
+_TUCKER = _lcwa(100, relation_dim=32, label_smoothing=0.1)
+# RotatE / TransE on Nations: LCWA with softmax beat self-adversarial sLCWA on validation
+# (RotatE 0.685 vs 0.663, TransE 0.534 vs 0.413).
+_ROTATE_LCWA = _lcwa(100)
+_TRANSE_LCWA = _lcwa(100)
+# PairRE: untuned, no target.
+_PAIRRE = _slcwa(100, margin=6.0)
+
+CONFIGS: dict[tuple[str, str], dict] = {
+    ("complex", "nations"): _COMPLEX,
+    ("distmult", "nations"): _DISTMULT,
+    ("tucker", "nations"): _TUCKER,
+    ("rotate", "nations"): _ROTATE_LCWA,
+    ("transe", "nations"): _TRANSE_LCWA,
+    ("pairre", "nations"): _PAIRRE,
+    ("complex", "kinships"): _COMPLEX,  # valid 0.862 (dim 100, weight 5e-3: 0.828)
+    ("distmult", "kinships"): _DISTMULT,
+    ("tucker", "kinships"): _TUCKER,
+    # Kinships: self-adversarial sLCWA beat LCWA for RotatE (valid 0.826 vs 0.808)
+    ("rotate", "kinships"): _slcwa(200, margin=6.0),
+    ("transe", "kinships"): _TRANSE_LCWA,
+    ("pairre", "kinships"): _PAIRRE,
+    ("complex", "umls"): _COMPLEX,
+    ("distmult", "umls"): _DISTMULT,
+    ("tucker", "umls"): _TUCKER,
+    ("rotate", "umls"): _slcwa(200, margin=6.0),
+    ("transe", "umls"): _TRANSE_LCWA,
+    ("pairre", "umls"): _PAIRRE,
+}
 
 
 # ---------------------------------------------------------------------------- data
@@ -116,7 +149,10 @@ def kgeval_evaluate(model, triples, filter_triples, num_entities):
 
     model.eval()
     with torch.no_grad():
-        res = kgeval.evaluate(model, triples, filter_triples=filter_triples, progress=False)
+        # with inverse relations score_heads(r, t)[h] is the score of (t, r^-1, h), not of
+        # score_triples(h, r, t), so the evaluator's re-scoring check does not apply
+        res = kgeval.evaluate(model, triples, filter_triples=filter_triples, progress=False,
+                              check_consistency=not getattr(model, "inverse_relations", False))
     return res.get_metric("both.realistic.inverse_harmonic_mean_rank"), res.get_metric("both.realistic.hits_at_10")
 
 
