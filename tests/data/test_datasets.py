@@ -207,3 +207,11 @@ def test_drop_unseen_counts_match_published(monkeypatch):
     wn = get_dataset("wn18rr", drop_unseen=True)
     assert wn.summary()["dropped_unseen"]["testing"]["triples"] == 210
     assert wn.entity_labels[0].startswith("0")  # leading zeros preserved
+
+
+def test_crlf_and_blank_lines_are_tolerated(tmp_path):
+    (tmp_path / "train.txt").write_bytes(b"a\tr\tb\r\n\r\nb\tr\tc\r\n\n")
+    (tmp_path / "valid.txt").write_bytes(b"a\tr\tc\n")
+    (tmp_path / "test.txt").write_bytes(b"c\tr\ta")
+    ds = Dataset.from_directory(tmp_path)
+    assert ds.entity_labels == ["a", "b", "c"] and len(ds.training) == 2 and len(ds.testing) == 1

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import InvalidInputError, unknown_name
 from . import io
 from .dataset import SPLITS, Dataset, map_triples
-from .registry import DATASETS, ENV_VAR, DatasetInfo, data_dirs, dataset_names, locate, lookup, normalize_name
+from .registry import DATASETS, ENV_VAR, DatasetInfo, data_dirs, dataset_names, locate, lookup
 
 __all__ = [
     "Dataset",
