@@ -290,10 +290,6 @@ def evaluate_model(
         filters = validation_filter_sets(dataset)
     import torch
 
-    if getattr(model, "inverse_relations", False):
-        # head prediction is answered through the inverse relation while score_triples scores the
-        # forward triple, so the evaluator's single-triple consistency check would warn spuriously
-        evaluate_kwargs.setdefault("check_consistency", False)
     model.eval()
     with torch.no_grad():
         return evaluate(model, triples, filter_triples=filters, restrict_entities=ent, restrict_relations=rel,
@@ -476,8 +472,6 @@ def pipeline(
         stop_kw.setdefault("metric", DEFAULT_METRIC)
         stop_kw.setdefault("larger_is_better", metric_direction(stop_kw["metric"]) == "maximize")
         stop_eval_kw = {**eval_kw, **restrict, **dict(stop_kw.get("evaluate_kwargs") or {})}
-        if model_kw.get("inverse_relations"):
-            stop_eval_kw.setdefault("check_consistency", False)  # see evaluate_model
         stopper_obj = EarlyStopper(ds.validation, validation_filter_sets(ds),
                                    **{**stop_kw, "evaluate_kwargs": stop_eval_kw})
 

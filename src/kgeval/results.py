@@ -350,9 +350,9 @@ def describe_protocol(protocol: dict) -> str:
     parts = []
     if "filtered" in protocol:
         parts.append("filtered" if protocol["filtered"] else "unfiltered")
-    fs = protocol.get("filter_sets")
-    if fs:
-        parts.append(f"filter sets: {fs}")
+    sets = (protocol.get("filter") or {}).get("sets") if isinstance(protocol.get("filter"), dict) else None
+    if sets:
+        parts.append("filter sets: " + " + ".join(f"{s['name']} ({s['num_triples']:,})" for s in sets))
     parts.append(f"sides: {', '.join(protocol.get('sides', []))}")
     if "num_tasks" in protocol:
         parts.append(f"{protocol['num_tasks']} tasks")

@@ -90,3 +90,19 @@ def test_pykeen_adapter():
     for s in (wrapped, model):  # a bare model is wrapped automatically
         got = evaluate_ranks(s, test, filter_triples=train, progress=False, restrict_entities=range(1, E)).rank_table
         assert np.array_equal(got.optimistic, ref.optimistic) and np.array_equal(got.num_candidates, ref.num_candidates)
+
+
+def test_consistency_check_is_quiet_for_inverse_relation_models():
+    """Head prediction of an inverse-relation model scores (t, r⁻¹, ?); the check must compare
+    like with like (it warned on every batch when it compared with score_triples(h, r, t))."""
+    import warnings
+
+    from kgeval.models import get_model
+
+    torch.manual_seed(0)
+    model = get_model("complex", 12, 3, dim=8, inverse_relations=True)
+    tri = np.array([[0, 0, 1], [2, 1, 3], [4, 2, 5], [6, 0, 7]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = kgeval.evaluate(model, tri, progress=False, check_consistency=True)
+    assert res.protocol["consistency_check"]["mismatches"] == 0

@@ -454,7 +454,10 @@ def _score_alone(ctx: _Context, side: int, h: int, r: int, t: int) -> float:
     s = ctx.scorer
     dev = ctx.device
     hh, rr, tt = (torch.tensor([x], device=dev) for x in (h, r, t))
-    if callable(getattr(s, "score_triples", None)):
+    # models with inverse relations score head prediction (?, r, t) as the tail prediction
+    # (t, r⁻¹, ?): a genuinely different number from score_triples(h, r, t), so compare rows
+    inverse_head = side == SIDE_HEAD and bool(getattr(s, "inverse_relations", False))
+    if callable(getattr(s, "score_triples", None)) and not inverse_head:
         return float(s.score_triples(hh, rr, tt).reshape(-1)[0])
     if side == SIDE_TAIL:
         row = s.score_tails(hh, rr)
