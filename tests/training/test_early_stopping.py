@@ -93,3 +93,18 @@ def test_reads_metric_from_results_like_objects():
 def test_bad_stopper_options(kwargs, match):
     with pytest.raises(InvalidInputError, match=match):
         EarlyStopper(TRIPLES, TRIPLES, **kwargs)
+
+
+def test_default_evaluate_fn_is_kgeval_evaluate():
+    """Without an injected evaluate_fn the stopper calls kgeval.evaluate and reads MRR from its Results."""
+    pytest.importorskip("kgeval.evaluation")
+    from kgeval.evaluation import evaluate
+
+    model = _model()
+    stopper = EarlyStopper(TRIPLES[:2], [TRIPLES], frequency=1, patience=1)
+    result = train(model, TRIPLES, epochs=2, stopper=stopper, progress=False)
+    assert len(stopper.history) == result.epochs_run >= 1
+    expected = evaluate(model, TRIPLES[:2], filter_triples=[TRIPLES], progress=False)
+    # the restored weights are the best ones, so re-evaluating them reproduces best_metric
+    assert stopper.best_metric == pytest.approx(expected.get_metric("both.realistic.inverse_harmonic_mean_rank"))
+    assert 0 < stopper.best_metric <= 1
