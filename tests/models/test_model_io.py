@@ -54,6 +54,7 @@ def test_pickle_bearing_file_is_refused_without_executing(tmp_path, monkeypatch)
     assert not (tmp_path / "pwned-by-kgeval-test").exists()
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_plain_pickle_file_is_refused(tmp_path):
     path = tmp_path / "plain.pkl"
     with open(path, "wb") as fh:
