@@ -270,3 +270,113 @@ def test_oom_halves_batch_and_never_redoes_work():
     ok = [c for c in calls if c <= 4]
     n_queries = len({(h, r) for h, r, _ in test.tolist()})
     assert sum(ok) == n_queries  # every query scored exactly once after the failures
+
+
+# ---------------------------------------------------------------------------- entity chunks
+class _NoEntities:
+    """A scorer without the entities= keyword: it cannot be chunked."""
+
+    num_entities = E
+    num_relations = R
+
+    def __init__(self, table):
+        self.fs = table_scorer(table)
+
+    def score_tails(self, h, r):
+        return self.fs.score_tails(h, r)
+
+    def score_heads(self, r, t):
+        return self.fs.score_heads(r, t)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+@pytest.mark.parametrize("filtered", [True, False])
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_entity_chunks_match_brute_force(chunk, filtered, batch_size):
+    table, train, test = make_graph(13)
+    out = evaluate_ranks(table_scorer(table), test, filter_triples=[train], filtered=filtered,
+                         entity_chunk_size=chunk, batch_size=batch_size, progress=False)
+    expected = brute(table, test, np.concatenate([train, test]), filtered=filtered)
+    assert table_rows(out.rank_table) == {k: v[:3] for k, v in expected.items()}
+    unchunked = evaluate_ranks(table_scorer(table), test, filter_triples=[train], filtered=filtered,
+                               batch_size=batch_size, progress=False)
+    assert table_rows(out.rank_table) == table_rows(unchunked.rank_table)
+    assert out.protocol["entity_chunk_size"] == chunk
+    assert unchunked.protocol["entity_chunk_size"] is None
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_entity_chunks_with_restriction_match_brute_force(chunk):
+    table, train, test = make_graph(14)
+    ents = set(np.random.default_rng(14).choice(E, size=11, replace=False).tolist())
+    out = evaluate_ranks(table_scorer(table), test, filter_triples=train, restrict_entities=ents,
+                         restrict_relations=[0, 2], entity_chunk_size=chunk, batch_size=3, progress=False)
+    expected = brute(table, test, np.concatenate([train, test]), ents=ents, rels={0, 2})
+    assert table_rows(out.rank_table) == {k: v[:3] for k, v in expected.items()}
+
+
+def test_entity_chunks_tie_tolerance_and_nan_worst():
+    vals = torch.tensor([0.0, 0.05, 0.2, -0.05, -0.3, float("inf"), float("-inf"), float("nan"), 0.0])
+    n = vals.numel()
+    scorer = FunctionScorer(lambda h, r, t: vals[t] + 0 * h, n)
+    tri = np.array([[0, 0, 0], [0, 0, 7], [0, 0, 2]])
+    for tol in (0.0, 0.1):
+        ref = evaluate_ranks(scorer, tri, sides="tail", tie_tolerance=tol, nan_policy="worst", filtered=False,
+                             progress=False)
+        for chunk in (1, 2, 4):
+            got = evaluate_ranks(scorer, tri, sides="tail", tie_tolerance=tol, nan_policy="worst", filtered=False,
+                                 entity_chunk_size=chunk, progress=False)
+            assert table_rows(got.rank_table) == table_rows(ref.rank_table)
+    from kgeval.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match=r"NaN scores for triple"):
+        evaluate_ranks(scorer, tri, sides="tail", entity_chunk_size=3, progress=False)
+
+
+def test_automatic_entity_chunks_from_a_tiny_memory_budget():
+    table, train, test = make_graph(15)
+    ref = evaluate_ranks(table_scorer(table), test, filter_triples=train, progress=False)
+    # 64 rows of 17 floats do not fit in 4 KiB: the evaluator must chunk the columns
+    out = evaluate_ranks(table_scorer(table), test, filter_triples=train, memory_budget=4096, progress=False)
+    assert out.protocol["entity_chunk_size"] is not None and out.protocol["entity_chunk_size"] < E
+    assert table_rows(out.rank_table) == table_rows(ref.rank_table)
+
+
+def test_entity_chunks_need_the_entities_keyword_and_whole_rows_for_query_metrics():
+    table, train, test = make_graph(16)
+    ref = evaluate_ranks(table_scorer(table), test, filter_triples=train, progress=False)
+    with pytest.warns(UserWarning, match="entity chunking is impossible"):
+        out = evaluate_ranks(_NoEntities(table), test, filter_triples=train, entity_chunk_size=3, progress=False)
+    assert table_rows(out.rank_table) == table_rows(ref.rank_table)
+    assert out.protocol["entity_chunk_size"] is None
+    from kgeval.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="query_metrics_k"):
+        evaluate_ranks(table_scorer(table), test, filter_triples=train, entity_chunk_size=3, query_metrics_k=(1,),
+                       progress=False)
+    with pytest.raises(InvalidInputError, match="entity_chunk_size"):
+        evaluate_ranks(table_scorer(table), test, filter_triples=train, entity_chunk_size=0, progress=False)
+
+
+def test_entity_chunk_true_scores_come_from_the_chunk_calls():
+    # scores that depend on the chunk call's shape (like a BLAS kernel might): every call adds
+    # 1e-3 * (number of columns) to its scores. Reading the true score from a 1-column call
+    # would misplace it; reading it from the chunk that holds it keeps chunk-internal ranks.
+    table, train, test = make_graph(17)
+
+    class ShapeDependent(FunctionScorer):
+        def score_tails(self, heads, relations, entities=None):
+            out = super().score_tails(heads, relations, entities)
+            return out + 1e-3 * out.shape[1]
+
+    chunk = 4
+    sc = ShapeDependent(lambda h, r, t: table[h, r, t], E, num_relations=R)
+    out = evaluate_ranks(sc, test, filter_triples=train, sides="tail", entity_chunk_size=chunk,
+                         check_consistency=False, progress=False)
+    tab = out.rank_table
+    # the true answer always ties with itself: with filtering it is masked, so tied >= 0 and
+    # optimistic <= pessimistic; unfiltered, the answer must be found tying with itself
+    unf = evaluate_ranks(sc, test, filter_triples=train, sides="tail", entity_chunk_size=chunk, filtered=False,
+                         check_consistency=False, progress=False).rank_table
+    assert np.all(unf.pessimistic >= unf.optimistic)
+    assert np.all(tab.pessimistic >= tab.optimistic)

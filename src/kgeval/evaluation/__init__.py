@@ -52,6 +52,7 @@ def evaluate(
     memory_budget: int | None = None,
     query_metrics_k=(),
     num_relations: int | None = None,
+    entity_chunk_size: int | None = None,
 ):
     """Rank-based link-prediction evaluation of ``scorer`` on ``triples``; returns :class:`kgeval.Results`.
 
@@ -107,6 +108,15 @@ def evaluate(
     num_relations:
         relation count for key building and range checks (default: ``scorer.num_relations``
         or the largest relation id seen + 1).
+    entity_chunk_size:
+        score each query batch in column chunks of this many (allowed) entities, through the
+        scorer's ``entities=`` keyword (full ranking only; sampled ranking ignores it). By
+        default chunks are used only when the memory budget does not hold 64 whole score rows.
+        Ranks are identical to unchunked scoring; chunked batches score the chunks holding true
+        answers twice (the true scores are read from the same chunk calls they are compared
+        in). A scorer without ``entities=`` cannot be chunked: whole rows are scored (with a
+        warning). Cannot be combined with ``query_metrics_k`` (which needs whole rows; automatic
+        chunking is off when query metrics are requested).
 
     The protocol (sides, filter sets and counts, restriction, sampling, averaging, ties) is
     recorded in ``results.protocol``; the rank table in ``results.rank_table``.
@@ -131,6 +141,7 @@ def evaluate(
         memory_budget=memory_budget,
         query_metrics_k=query_metrics_k,
         num_relations=num_relations,
+        entity_chunk_size=entity_chunk_size,
     )
     from ..results import Results
 

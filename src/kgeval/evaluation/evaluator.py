@@ -14,8 +14,18 @@ the query, gathered from the score matrix through the CSR :class:`FilterIndex`; 
 Work streams over batches of unique queries (one score row per query, shared by all tasks of
 that query), head tasks through ``score_heads`` and tail tasks through ``score_tails``. The
 batch size follows a memory budget, and halves on out-of-memory errors, resuming at the failed
-batch. Rows are always scored whole (all allowed entities at once); entity chunking is not
-implemented, so one row (``num_entities`` floats) must fit in memory.
+batch.
+
+Entity chunks: when even a small batch of whole rows would exceed the budget (or when
+``entity_chunk_size`` is given), each query batch is scored in column chunks ``[q, chunk]``
+through the scorer's ``entities=`` keyword (a ``slice``, or the allowed ids of a restriction).
+``better`` / ``tied`` add exactly over chunks and the filter masking is applied per chunk (the
+CSR answers falling in the chunk's column range). The true scores are read from the very chunk
+that holds the answer (a first pass over the chunks holding answers), so they are bitwise the
+values compared against. Chunked batches therefore score those chunks twice. A scorer without
+the ``entities=`` keyword cannot be chunked: whole rows are scored as without chunking (with a
+warning). Query-level metrics need whole rows: they are refused with an explicit
+``entity_chunk_size`` and disable automatic chunking.
 """
 
 from __future__ import annotations
@@ -215,6 +225,7 @@ def evaluate_ranks(
     memory_budget: int | None = None,
     query_metrics_k=(),
     num_relations: int | None = None,
+    entity_chunk_size: int | None = None,
 ) -> EvaluationOutput:
     """Rank every evaluation task; see :func:`kgeval.evaluation.evaluate` for the arguments."""
     scorer = as_scorer(scorer)
@@ -248,6 +259,15 @@ def evaluate_ranks(
     if any(not isinstance(k, (int, np.integer)) or k < 1 for k in ks):
         raise InvalidInputError(f"query_metrics_k must hold positive integers, got {query_metrics_k!r}")
     ks = tuple(sorted({int(k) for k in ks}))
+    if entity_chunk_size is not None and (
+        not isinstance(entity_chunk_size, (int, np.integer)) or isinstance(entity_chunk_size, bool) or entity_chunk_size < 1
+    ):
+        raise InvalidInputError(f"entity_chunk_size must be a positive integer or None, got {entity_chunk_size!r}")
+    if entity_chunk_size is not None and ks and num_negatives is None:
+        raise InvalidInputError(
+            "query_metrics_k needs whole score rows and cannot be combined with entity_chunk_size; "
+            "drop one of them (or raise memory_budget)"
+        )
 
     tri = _as_triples("triples", triples, allow_empty=False)
     fsets = [(name, _as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
@@ -294,6 +314,9 @@ def evaluate_ranks(
         allowed=None if ent_allowed is None else torch.as_tensor(ent_allowed, device=device),
         pos_map=None,
         num_columns=int(universe.shape[0]),
+        entity_chunk_size=None if entity_chunk_size is None else int(entity_chunk_size),
+        chunk_used=None,
+        want_query_metrics=bool(ks) and num_negatives is None,
     )
     if ent_allowed is not None:
         pos_map = torch.full((num_entities,), -1, dtype=torch.long, device=device)
@@ -413,6 +436,7 @@ def evaluate_ranks(
             "averaging": "mean over unique queries",
         },
         "consistency_check": {"checked": ctx.checked, "mismatches": ctx.mismatches} if check_consistency else None,
+        "entity_chunk_size": ctx.chunk_used,
         "device": str(device),
     }
     extra = qacc.to_flat_dict() if qacc is not None else {}
@@ -437,6 +461,20 @@ def _score_rows(ctx: _Context, side: int, ent: torch.Tensor, rel: torch.Tensor) 
         ctx.shape_checked.add(key)
     if ctx.allowed is not None and expected_cols == ctx.num_entities:
         out = out.index_select(1, ctx.allowed)
+    return out
+
+
+def _score_chunk(ctx: _Context, side: int, ent: torch.Tensor, rel: torch.Tensor, c0: int, c1: int) -> torch.Tensor:
+    """Scores of the allowed entities at column positions ``[c0, c1)``: ``(b, c1 - c0)``."""
+    s = ctx.scorer
+    meth = s.score_heads if side == SIDE_HEAD else s.score_tails
+    args = (rel, ent) if side == SIDE_HEAD else (ent, rel)
+    entities = slice(c0, c1) if ctx.allowed is None else ctx.allowed[c0:c1]
+    out = meth(*args, entities=entities)
+    key = (side, "chunk", c1 - c0)
+    if key not in ctx.shape_checked:
+        _check_output(out, (ent.shape[0], c1 - c0), meth.__name__)
+        ctx.shape_checked.add(key)
     return out
 
 
@@ -560,6 +598,34 @@ def _run_batches(n: int, bs: int, step, bar):
 
 
 # ---------------------------------------------------------------------------- full ranking
+_MIN_CHUNK_ROWS = 64  # automatic chunking keeps at least this many query rows per batch
+
+
+def _plan_chunks(ctx, side, budget, batch_size, n_tasks) -> tuple[int, int | None]:
+    """``(batch size in tasks, entity chunk width or None)`` for full ranking."""
+    ncols = ctx.num_columns
+    meth = ctx.scorer.score_heads if side == SIDE_HEAD else ctx.scorer.score_tails
+    width = ctx.entity_chunk_size
+    if width is None and not ctx.want_query_metrics:
+        # automatic: chunk when the budget does not hold a small batch of whole rows
+        rows = min(n_tasks, _MIN_CHUNK_ROWS)
+        if _auto_batch(budget, ncols, n_tasks) < rows:
+            width = max(1, (budget // rows - 256) // (3 * 4 + 2))
+    if width is not None and width >= ncols:
+        width = None
+    if width is not None and not accepts_entities(meth):
+        warnings.warn(
+            f"scorer.{meth.__name__} has no entities= keyword: entity chunking is impossible, "
+            "whole score rows are used",
+            stacklevel=4,
+        )
+        width = None
+    if width is None:
+        return batch_size or _auto_batch(budget, ctx.num_entities, n_tasks), None
+    ctx.chunk_used = int(width) if ctx.chunk_used is None else max(ctx.chunk_used, int(width))
+    return batch_size or _auto_batch(budget, width, n_tasks), int(width)
+
+
 def _rank_full(ctx, side, sub, eval_idx, keys, answers, index, batch_size, budget, bar, qacc) -> _SideResult:
     dev = ctx.device
     # group tasks by query: one score row per unique query
@@ -573,7 +639,7 @@ def _rank_full(ctx, side, sub, eval_idx, keys, answers, index, batch_size, budge
     s_tri = sub[order]
     s_idx = eval_idx[order]
     n_tasks = order.shape[0]
-    bs = batch_size or _auto_batch(budget, ctx.num_entities, n_tasks)
+    bs, width = _plan_chunks(ctx, side, budget, batch_size, n_tasks)
     res = _SideResult()
     t_q_ent = torch.as_tensor(q_ent, device=dev)
     t_q_rel = torch.as_tensor(q_rel, device=dev)
@@ -589,7 +655,8 @@ def _rank_full(ctx, side, sub, eval_idx, keys, answers, index, batch_size, budge
         q1 = max(q1, q0 + 1)
         t_stop = int(task_end[q1 - 1])
         a0 = int(task_end[q0 - 1]) if q0 > 0 else 0
-        _rank_query_batch(ctx, side, q0, q1, a0, t_stop, qstart, t_q_ent, t_q_rel, t_keys, t_ans, s_tri, index, res, qacc)
+        _rank_query_batch(ctx, side, q0, q1, a0, t_stop, qstart, t_q_ent, t_q_rel, t_keys, t_ans, s_tri, index, res,
+                          qacc, width)
         res.triple_index.append(s_idx[a0:t_stop])
         state["q"] = q1
         state["t"] = t_stop
@@ -613,60 +680,110 @@ def _rank_full(ctx, side, sub, eval_idx, keys, answers, index, batch_size, budge
     return res
 
 
-def _rank_query_batch(ctx, side, q0, q1, a0, a1, qstart, q_ent, q_rel, keys, ans_all, s_tri, index, res, qacc):
+def _count_tasks(ctx, scores, true, task_q, first, rest):
+    """``better`` / ``tied`` of every task of a batch against its query row of ``scores``.
+
+    ``first`` (one task per query row, or None when every row has exactly one task) compares
+    against the matrix in place; only the further tasks of shared queries (``rest``) need
+    gathered copies of their rows, at most ``nq`` rows at a time.
+    """
+    ctx.buf = _grow(ctx.buf, scores.numel(), scores.device)
+    if first is None:
+        return _count(scores, true[:, None], ctx.tol, ctx.buf)
+    nt = true.shape[0]
+    nq = scores.shape[0]
+    better = torch.empty(nt, dtype=torch.long, device=scores.device)
+    tied = torch.empty(nt, dtype=torch.long, device=scores.device)
+    better[first], tied[first] = _count(scores, true[first][:, None], ctx.tol, ctx.buf)
+    step = max(1, nq)  # memory stays within the batch budget
+    for i in range(0, rest.numel(), step):
+        sel = rest[i : i + step]
+        mat = scores.index_select(0, task_q[sel])
+        better[sel], tied[sel] = _count(mat, true[sel][:, None], ctx.tol, ctx.buf)
+        del mat
+    return better, tied
+
+
+def _rank_query_batch(ctx, side, q0, q1, a0, a1, qstart, q_ent, q_rel, keys, ans_all, s_tri, index, res, qacc,
+                      width=None):
     """Rank the tasks ``a0:a1`` whose queries are ``q0:q1`` (one score row per query).
 
     Filtering works on the query rows: the true scores are read first, then every known answer
     of the query (the task's own answer included) is overwritten with NaN, which compares
     neither greater nor equal. So ``better = #{row > s}`` and ``tied = #{row == s}`` directly
     exclude the filtered answers and the answer itself, at a cost linear in the number of
-    known answers per *query*; tasks sharing a query never repeat that work.
+    known answers per *query*; tasks sharing a query never repeat that work. With ``width``,
+    rows are scored in column chunks (see the module docstring).
     """
     dev = ctx.device
-    scores = _score_rows(ctx, side, q_ent[q0:q1], q_rel[q0:q1])
-    nq, ncols = scores.shape
+    nq = q1 - q0
+    ncols = ctx.num_columns
     ans = ans_all[a0:a1]
     nt = a1 - a0
     # local query row of each task
     task_q = torch.as_tensor(np.searchsorted(qstart[q0:q1], np.arange(a0, a1), side="right") - 1, device=dev)
     col = ans if ctx.pos_map is None else ctx.pos_map[ans]
-    true = scores[task_q, col]
-    _nan_check(ctx, side, scores, true, s_tri[a0:a1], task_q)
-    masked = None
+    if nt == nq:
+        first = rest = None
+    else:
+        first = torch.as_tensor(qstart[q0:q1] - a0, device=dev)
+        rest = torch.ones(nt, dtype=torch.bool, device=dev)
+        rest[first] = False
+        rest = rest.nonzero().view(-1)
     if index is not None:
         rows, ents = index.pairs(keys[q0:q1])
         fcol = ents if ctx.pos_map is None else ctx.pos_map[ents]
         ok = fcol >= 0
         rows, fcol = rows[ok], fcol[ok]
-        if scores._is_view():  # we write into the matrix: never into the scorer's own storage
-            scores = scores.clone()
-        saved = scores[rows, fcol]
-        scores[rows, fcol] = float("nan")
-        masked = (rows, fcol, saved)
         nfilt = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rows, torch.ones_like(rows))
         # the true answer is one of the known answers: count it back in
         ncand = ncols - nfilt[task_q] + 1
     else:
         ncand = torch.full((nt,), ncols, dtype=torch.long, device=dev)
-    ctx.buf = _grow(ctx.buf, scores.numel(), scores.device)
-    if nt == nq:
-        better, tied = _count(scores, true[:, None], ctx.tol, ctx.buf)
+    masked = None
+    if width is None:
+        scores = _score_rows(ctx, side, q_ent[q0:q1], q_rel[q0:q1])
+        true = scores[task_q, col]
+        _nan_check(ctx, side, scores, true, s_tri[a0:a1], task_q)
+        if index is not None:
+            if scores._is_view():  # we write into the matrix: never into the scorer's own storage
+                scores = scores.clone()
+            saved = scores[rows, fcol]
+            scores[rows, fcol] = float("nan")
+            masked = (rows, fcol, saved)
+        better, tied = _count_tasks(ctx, scores, true, task_q, first, rest)
     else:
-        # the first task of every query compares against the score matrix in place; only the
-        # further tasks of shared queries need gathered copies of their rows
-        first = torch.as_tensor(qstart[q0:q1] - a0, device=dev)
-        rest = torch.ones(nt, dtype=torch.bool, device=dev)
-        rest[first] = False
-        rest = rest.nonzero().view(-1)
-        better = torch.empty(nt, dtype=torch.long, device=dev)
-        tied = torch.empty(nt, dtype=torch.long, device=dev)
-        better[first], tied[first] = _count(scores, true[first][:, None], ctx.tol, ctx.buf)
-        step = max(1, nq)  # gather at most nq rows at a time: memory stays within the batch budget
-        for i in range(0, rest.numel(), step):
-            sel = rest[i : i + step]
-            mat = scores.index_select(0, task_q[sel])
-            better[sel], tied[sel] = _count(mat, true[sel][:, None], ctx.tol, ctx.buf)
-            del mat
+        ent, rel = q_ent[q0:q1], q_rel[q0:q1]
+        # pass 1: the true scores, read from the chunk holding each answer
+        true = torch.empty(nt, dtype=torch.float32, device=dev)
+        chunk_of = col // width
+        for c in torch.unique(chunk_of).tolist():
+            sel = (chunk_of == c).nonzero().view(-1)
+            part = _score_chunk(ctx, side, ent, rel, c * width, min(ncols, (c + 1) * width))
+            if true.dtype != part.dtype:
+                true = true.to(part.dtype)
+            true[sel] = part[task_q[sel], col[sel] - c * width]
+            del part
+        if index is not None:
+            order = torch.argsort(fcol)
+            rows, fcol = rows[order], fcol[order]
+        better = torch.zeros(nt, dtype=torch.long, device=dev)
+        tied = torch.zeros(nt, dtype=torch.long, device=dev)
+        # pass 2: count chunk by chunk, masking the known answers that fall in the chunk
+        for c0 in range(0, ncols, width):
+            c1 = min(ncols, c0 + width)
+            part = _score_chunk(ctx, side, ent, rel, c0, c1)
+            _nan_check(ctx, side, part, true, s_tri[a0:a1], task_q)
+            if index is not None:
+                lo, hi = torch.searchsorted(fcol, torch.tensor([c0, c1], device=dev)).tolist()
+                if hi > lo:
+                    if part._is_view():
+                        part = part.clone()
+                    part[rows[lo:hi], fcol[lo:hi] - c0] = float("nan")
+            b, t = _count_tasks(ctx, part, true, task_q, first, rest)
+            better += b
+            tied += t
+            del part
     if index is None:
         tied = tied - 1  # the true answer ties with itself
     if ctx.nan_policy == "worst":
