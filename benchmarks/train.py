@@ -72,8 +72,10 @@ _ROTATE_LCWA = _lcwa(100)
 _TRANSE_LCWA = _lcwa(100)
 # TransE on Kinships/UMLS: L2 TransE collapses there (sLCWA/nssa valid 0.04-0.08, LCWA 0.15);
 # L1 distance without the unit-norm constraint + LCWA softmax works best of ~10 settings tried
-# (dim 400: valid 0.445; dim 200: 0.428; vs 0.26-0.31 for self-adversarial / margin-ranking sLCWA with L1).
-_TRANSE_L1 = _lcwa(400, epochs=200, batch_size=256, p=1, normalize_entities=False)
+# (dim 400: valid 0.445; dim 200: 0.428; vs 0.26-0.34 for self-adversarial / margin-ranking sLCWA with
+# L1). A light L2 penalty gave the best validation MRR (0.451); all dim-400 variants land at
+# test 0.43-0.44, i.e. right at the 0.439 target: this row passes or fails by seed-level noise.
+_TRANSE_L1 = _lcwa(400, epochs=200, batch_size=256, p=1, normalize_entities=False, regularizer="l2", weight=1e-4)
 # PairRE: untuned, no target.
 _PAIRRE = _slcwa(100, margin=6.0)
 
