@@ -41,7 +41,7 @@ import torch
 
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL, RankTable, side_code
-from .filter_index import FilterIndex, answer_column, query_keys
+from .filter_index import FilterIndex, answer_column, query_keys, sorted_unique
 from .query_metrics import QueryMetricAccumulator, expected_hits
 from .sampling import sample_negatives
 from .scorers import accepts_entities, as_scorer
@@ -400,7 +400,8 @@ def evaluate_ranks(
         warnings.warn(ctx.first_mismatch + f" ({ctx.mismatches} of {ctx.checked} checked tasks differ)", stacklevel=3)
 
     table = RankTable.concat(tables)
-    num_known = int(np.unique(known[:, 0] * (rel_limit * num_entities) + known[:, 1] * num_entities + known[:, 2]).shape[0])
+    # = the number of (query, answer) pairs of either side's filter index: unique known triples
+    num_known = int(sorted_unique(known[:, 0] * (rel_limit * num_entities) + known[:, 1] * num_entities + known[:, 2]).shape[0]) if filtered else 0
     protocol = {
         "sides": [SIDE_NAMES[c] for c in side_codes],
         "rank_types": ["optimistic", "realistic", "pessimistic"],
@@ -659,7 +660,10 @@ def _rank_full(ctx, side, sub, eval_idx, keys, answers, index, batch_size, budge
     # group tasks by query: one score row per unique query
     order = np.argsort(keys, kind="stable")
     skeys = keys[order]
-    uq, qstart, qcount = np.unique(skeys, return_index=True, return_counts=True)
+    # skeys is sorted: a query starts where its key differs from the previous one
+    qstart = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]])
+    uq = skeys[qstart]
+    qcount = np.diff(np.r_[qstart, skeys.shape[0]])
     task_end = np.cumsum(qcount)  # tasks of queries [0, i] end at task_end[i]
     q_ent = (uq // ctx.num_relations).astype(np.int64)
     q_rel = (uq % ctx.num_relations).astype(np.int64)

@@ -21,6 +21,15 @@ import torch
 from ..ranks import SIDE_HEAD, SIDE_TAIL
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a 1-d int array by sort + neighbour mask: same result, ~100x faster
+    than numpy 2.x's hash-based ``np.unique`` on 3e5 int64 (measured 2.5 ms vs 255 ms)."""
+    v = np.sort(values, kind="stable")
+    if v.size == 0:
+        return v
+    return v[np.r_[True, v[1:] != v[:-1]]]
+
+
 def query_keys(triples: np.ndarray, side: int, num_relations: int) -> np.ndarray:
     """int64 query key of each triple for ``side``: ``h*R + r`` (tail side) or ``t*R + r`` (head side)."""
     ent = triples[:, 0] if side == SIDE_TAIL else triples[:, 2]
@@ -44,10 +53,12 @@ class FilterIndex:
         keys = query_keys(triples, side, num_relations)
         ans = answer_column(triples, side).astype(np.int64)
         # one sort of the combined (key, answer) code removes duplicates and orders both levels
-        combined = np.unique(keys * self.num_entities + ans)
+        combined = sorted_unique(keys * self.num_entities + ans)
         keys_all = combined // self.num_entities
         answers = combined - keys_all * self.num_entities
-        uniq, starts = np.unique(keys_all, return_index=True)
+        # keys_all is sorted: each new key starts where it differs from its predecessor
+        starts = np.flatnonzero(np.r_[True, keys_all[1:] != keys_all[:-1]]) if keys_all.size else np.zeros(0, np.int64)
+        uniq = keys_all[starts]
         indptr = np.append(starts, combined.shape[0]).astype(np.int64)
         self.num_pairs = int(combined.shape[0])
         self.keys = torch.as_tensor(uniq, dtype=torch.int64, device=device)
