@@ -101,6 +101,8 @@ class Model(nn.Module):
 
     #: registry name, lower case
     name: ClassVar[str] = ""
+    #: whether 1-to-all scoring is a cheap matmul (sLCWA then gathers negatives from it)
+    one_to_all_is_cheap: ClassVar[bool] = True
 
     def __init__(self, num_entities: int, num_relations: int, *, dim: int, inverse_relations: bool = False):
         super().__init__()

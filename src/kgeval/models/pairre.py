@@ -30,6 +30,10 @@ class PairRE(Model):
         nn.init.xavier_uniform_(self.entity.weight)
         nn.init.xavier_uniform_(self.relation.weight)
 
+    @property
+    def one_to_all_is_cheap(self) -> bool:  # the L1 path broadcasts (batch, chunk, dim) blocks
+        return self.p == 2
+
     def entity_embeddings(self, idx):
         return self.entity(idx)
 

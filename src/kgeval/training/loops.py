@@ -201,7 +201,7 @@ def _run(model, triples, n_ent, n_rel, loop, loss_fn, opt_key, lr, epochs, batch
     # matmul beats b x k elementwise triple scores) and exact
     # (without inverse relations score_heads(r, t)[h'] is the triple score of (h', r, t))
     gather_negatives = loop == "slcwa" and not inverse and n_ent <= GATHER_NEGATIVES_RATIO * num_negatives \
-        and hasattr(model, "score_heads") and hasattr(model, "score_tails")
+        and getattr(model, "one_to_all_is_cheap", False)
     if loop == "lcwa":
         sides = [("tail", _Queries(h, r, t, 2 * n_rel if inverse else n_rel))]
         if not inverse:
