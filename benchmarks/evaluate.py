@@ -8,8 +8,10 @@ Model: DistMult (``kgeval.evaluation.DistMultScorer``) with random float32 embed
 (dim 64 for the scaling runs); filtered with train + valid; both sides.
 
 Columns:
-- ``kgeval s``: wall time (best of 2) of ``evaluate_ranks`` with default settings (query metrics and the
-  consistency check on); ``ranks-only s``: without query metrics and consistency check;
+- ``kgeval s``: wall time (best of 2) of ``evaluate_ranks`` with default settings (ranks plus the
+  consistency check; query metrics are off by default); ``ranks-only s``: without the consistency
+  check. The evaluator runs its bookkeeping (filter lookups, masking, counting) on one intra-op
+  thread and the scorer on torch's setting (``KGEVAL_BOOKKEEPING_THREADS`` overrides);
 - ``floor s``: the bare ``torch.matmul`` of ``(h * r)`` query rows with the entity matrix over
   the same batches (one row per unique query and side, as kgeval scores them), best of 2;
   ``ratio`` = kgeval / floor;

@@ -380,3 +380,26 @@ def test_entity_chunk_true_scores_come_from_the_chunk_calls():
                          check_consistency=False, progress=False).rank_table
     assert np.all(unf.pessimistic >= unf.optimistic)
     assert np.all(tab.pessimistic >= tab.optimistic)
+
+
+def test_thread_count_is_restored_after_evaluation_and_errors():
+    table, train, test = make_graph(18)
+    before = torch.get_num_threads()
+    seen = []
+
+    class Recording(FunctionScorer):
+        def score_tails(self, heads, relations, entities=None):
+            seen.append(torch.get_num_threads())  # the scorer runs with the caller's setting
+            return super().score_tails(heads, relations, entities)
+
+    evaluate_ranks(Recording(lambda h, r, t: table[h, r, t], E, num_relations=R), test, filter_triples=train,
+                   sides="tail", progress=False)
+    assert torch.get_num_threads() == before
+    assert seen and all(n == before for n in seen)
+    nan_table = table.clone()
+    nan_table[:, :, 0] = float("nan")
+    from kgeval.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="NaN"):
+        evaluate_ranks(table_scorer(nan_table), test, filter_triples=train, progress=False)
+    assert torch.get_num_threads() == before

@@ -724,7 +724,8 @@ def _count_tasks(ctx, scores, true, task_q, first, rest):
     nq, ncols = scores.shape
     nt = true.shape[0]
     dev = scores.device
-    block = max(1, _BLOCK_ELEMS // max(1, ncols))
+    # cache-sized blocks on CPU; on accelerators big blocks (few kernel launches) are better
+    block = max(1, (_BLOCK_ELEMS if dev.type == "cpu" else 1 << 26) // max(1, ncols))
     ctx.buf = _grow(ctx.buf, min(nq, block) * ncols, dev)
     better = torch.empty(nt, dtype=torch.long, device=dev)
     tied = torch.empty(nt, dtype=torch.long, device=dev)
