@@ -3,6 +3,8 @@ integer-valued scores (so ties are frequent and every score is exact)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -403,3 +405,20 @@ def test_thread_count_is_restored_after_evaluation_and_errors():
     with pytest.raises(InvalidInputError, match="NaN"):
         evaluate_ranks(table_scorer(nan_table), test, filter_triples=train, progress=False)
     assert torch.get_num_threads() == before
+
+
+def test_consistency_check_tolerates_rounding_of_scores_near_zero():
+    table, train, test = make_graph(19)
+    h, r, t = (int(x) for x in test[0])
+    table = table.clone()
+    table[h, r, t] = 1.5001  # (1.5001 - 1.5) * 100 = 0.01: a score that cancels to near zero
+
+    class Rounding(FunctionScorer):
+        def score_triples(self, heads, relations, tails):
+            return super().score_triples(heads, relations, tails) + 1e-4  # rounding-sized drift
+
+    sc = Rounding(lambda hh, rr, tt: (table[hh, rr, tt] - 1.5) * 100, E, num_relations=R)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = evaluate_ranks(sc, test, filter_triples=train, batch_size=1, progress=False)
+    assert out.protocol["consistency_check"]["mismatches"] == 0

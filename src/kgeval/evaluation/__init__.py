@@ -94,7 +94,8 @@ def evaluate(
         worst rank (``optimistic = pessimistic = num_candidates``).
     check_consistency:
         re-score the first and last task of every batch alone (``score_triples`` if present) and
-        warn when the in-batch score differs (relative tolerance 1e-5).
+        warn when the in-batch score differs (relative tolerance 1e-5, absolute 1e-5 x the mean |score|
+        of the checked rows, so scores that cancel to near zero are not flagged for float rounding).
     batch_size, memory_budget:
         task rows per batch; by default chosen from ``memory_budget`` bytes (default
         ``min(1 GiB, available memory / 4)``). Out-of-memory errors halve the batch.
