@@ -155,10 +155,7 @@ def kgeval_evaluate(model, triples, filter_triples, num_entities):
 
     model.eval()
     with torch.no_grad():
-        # with inverse relations score_heads(r, t)[h] is the score of (t, r^-1, h), not of
-        # score_triples(h, r, t), so the evaluator's re-scoring check does not apply
-        res = kgeval.evaluate(model, triples, filter_triples=filter_triples, progress=False,
-                              check_consistency=not getattr(model, "inverse_relations", False))
+        res = kgeval.evaluate(model, triples, filter_triples=filter_triples, progress=False)
     return res.get_metric("both.realistic.inverse_harmonic_mean_rank"), res.get_metric("both.realistic.hits_at_10")
 
 

@@ -41,6 +41,7 @@ import torch
 
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL, RankTable, side_code
+from ..triples import as_triples, check_ids
 from .filter_index import FilterIndex, answer_column, query_keys, sorted_unique
 from .query_metrics import QueryMetricAccumulator, expected_hits
 from .sampling import sample_negatives
@@ -50,41 +51,6 @@ _DEFAULT_BUDGET_CAP = 1 << 30  # 1 GiB
 
 
 # ---------------------------------------------------------------------------- input checks
-def _as_triples(name: str, value, *, allow_empty: bool) -> np.ndarray:
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point() or value.is_complex():
-            raise InvalidInputError(f"{name} must hold integer ids, got dtype {value.dtype}")
-        arr = value.detach().cpu().numpy()
-    else:
-        try:
-            arr = np.asarray(value)
-        except Exception as exc:
-            raise InvalidInputError(f"{name}: cannot be converted to an array ({exc})") from None
-    if arr.size == 0 and allow_empty:
-        return np.zeros((0, 3), dtype=np.int64)
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "b" or arr.dtype.kind == "f" or arr.dtype.kind in "OUS":
-            raise InvalidInputError(f"{name} must hold integer ids, got dtype {arr.dtype}")
-        raise InvalidInputError(f"{name} must hold integer ids, got dtype {arr.dtype}")
-    if arr.ndim != 2 or arr.shape[1] != 3:
-        raise InvalidInputError(f"{name} must have shape (n, 3) of (head, relation, tail) ids, got shape {arr.shape}")
-    if arr.shape[0] == 0:
-        raise InvalidInputError(f"{name} is empty: at least one (head, relation, tail) triple is needed")
-    return arr.astype(np.int64, copy=False)
-
-
-def _check_ids(name: str, arr: np.ndarray, num_entities: int, num_relations: int | None):
-    for col, what, limit in ((0, "head", num_entities), (2, "tail", num_entities), (1, "relation", num_relations)):
-        ids = arr[:, col]
-        bad = ids < 0 if limit is None else (ids < 0) | (ids >= limit)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            rng = f"[0, {limit})" if limit is not None else ">= 0"
-            raise InvalidInputError(
-                f"{name}: {what} id {int(ids[i])} of triple {i} {tuple(int(x) for x in arr[i])} is out of range {rng}"
-            )
-
-
 def _as_id_set(name: str, value, limit: int, what: str) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
@@ -287,14 +253,14 @@ def evaluate_ranks(
             "drop one of them (or raise memory_budget)"
         )
 
-    tri = _as_triples("triples", triples, allow_empty=False)
-    fsets = [(name, _as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
+    tri = as_triples("triples", triples, allow_empty=False)
+    fsets = [(name, as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
     if num_relations is None:
         num_relations = getattr(scorer, "num_relations", None)
     rel_limit = int(num_relations) if num_relations is not None else None
-    _check_ids("triples", tri, num_entities, rel_limit)
+    check_ids("triples", tri, num_entities, rel_limit)
     for name, arr in fsets:
-        _check_ids(name, arr, num_entities, rel_limit)
+        check_ids(name, arr, num_entities, rel_limit)
     if rel_limit is None:
         rel_limit = int(max([int(tri[:, 1].max())] + [int(a[:, 1].max()) for _, a in fsets if a.shape[0]])) + 1
 

@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import InvalidInputError, unknown_name
+from ..triples import as_triples, check_ids
 from .losses import lcwa_labels, regularization, resolve_loss, resolve_regularizer
 from .stopping import EarlyStopper
 
@@ -57,24 +58,8 @@ class TrainingResult:
 
 
 def _check_triples(triples, num_entities: int, num_relations: int) -> torch.Tensor:
-    if isinstance(triples, torch.Tensor):
-        arr = triples.detach().cpu().numpy()
-    else:
-        try:
-            arr = np.asarray(triples)
-        except Exception as exc:
-            raise InvalidInputError(f"triples must be an (n, 3) integer array, got {type(triples).__name__}") from exc
-    if arr.ndim != 2 or arr.shape[1] != 3:
-        raise InvalidInputError(f"triples must have shape (n, 3), got {arr.shape}")
-    if arr.shape[0] == 0:
-        raise InvalidInputError("triples is empty: nothing to train on")
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise InvalidInputError(f"triples must hold integer ids, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    for col, label, upper in ((0, "head", num_entities), (1, "relation", num_relations), (2, "tail", num_entities)):
-        lo, hi = int(arr[:, col].min()), int(arr[:, col].max())
-        if lo < 0 or hi >= upper:
-            raise InvalidInputError(f"{label} ids must lie in [0, {upper}), got range [{lo}, {hi}]")
+    arr = as_triples("training triples", triples)
+    check_ids("training triples", arr, num_entities, num_relations)
     return torch.from_numpy(arr)
 
 

@@ -1,0 +1,47 @@
+"""Validation of id triples: integer ``(n, 3)`` arrays of (head, relation, tail) ids.
+
+Shared by the evaluator, the training loops and anything else that takes id triples, so a
+user mistake gets the same clear message everywhere.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .errors import InvalidInputError
+
+
+def as_triples(name: str, value, *, allow_empty: bool = False) -> np.ndarray:
+    """``value`` (array, list or tensor) as an int64 ``(n, 3)`` array, or a clear error."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex():
+            raise InvalidInputError(f"{name} must hold integer ids, got dtype {value.dtype}")
+        arr = value.detach().cpu().numpy()
+    else:
+        try:
+            arr = np.asarray(value)
+        except Exception as exc:
+            raise InvalidInputError(f"{name}: cannot be converted to an array ({exc})") from None
+    if arr.size == 0 and allow_empty:
+        return np.zeros((0, 3), dtype=np.int64)
+    if arr.dtype.kind not in "iu":
+        raise InvalidInputError(f"{name} must hold integer ids, got dtype {arr.dtype}")
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise InvalidInputError(f"{name} must have shape (n, 3) of (head, relation, tail) ids, got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise InvalidInputError(f"{name} is empty: at least one (head, relation, tail) triple is needed")
+    return arr.astype(np.int64, copy=False)
+
+
+def check_ids(name: str, arr: np.ndarray, num_entities: int, num_relations: int | None) -> None:
+    """Raise naming the first triple whose head, relation or tail id is out of range."""
+    for col, what, limit in ((0, "head", num_entities), (2, "tail", num_entities), (1, "relation", num_relations)):
+        ids = arr[:, col]
+        bad = ids < 0 if limit is None else (ids < 0) | (ids >= limit)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            rng = f"[0, {limit})" if limit is not None else ">= 0"
+            raise InvalidInputError(
+                f"{name}: {what} id {int(ids[i])} of triple {i} {tuple(int(x) for x in arr[i])} is out of range {rng}"
+            )
