@@ -161,31 +161,29 @@ class Metric:
     def expected_value(self, num_candidates, weights=None, *, num_samples: int | None = None, seed: int = 0) -> float:
         """E[M] under rᵢ ~ U{1..Cᵢ}: closed form or analytic approximation when available,
         else a Monte Carlo estimate when ``num_samples`` is given."""
-        c = check_candidates(num_candidates)
-        w = check_weights(weights, c.size)
-        if self.closed_expectation or self.approximate_expectation:
-            try:
-                return self._expectation(c, w)
-            except NoClosedFormError:
-                if num_samples is None:
-                    raise
-        if num_samples is None:
-            raise NoClosedFormError(f"{self.key}: no closed-form expectation; pass num_samples= for a Monte Carlo estimate")
-        return self.monte_carlo(c, weights, num_samples=num_samples, seed=seed).mean
+        return self._null_moment("expectation", num_candidates, weights, num_samples, seed)
 
     def variance(self, num_candidates, weights=None, *, num_samples: int | None = None, seed: int = 0) -> float:
         """Var[M] under the null model (see :meth:`expected_value`)."""
+        return self._null_moment("variance", num_candidates, weights, num_samples, seed)
+
+    def _null_moment(self, which: str, num_candidates, weights, num_samples, seed) -> float:
         c = check_candidates(num_candidates)
         w = check_weights(weights, c.size)
-        if self.closed_variance or self.approximate_variance:
+        if which == "expectation":
+            analytic, compute = self.closed_expectation or self.approximate_expectation, self._expectation
+        else:
+            analytic, compute = self.closed_variance or self.approximate_variance, self._variance
+        if analytic:
             try:
-                return self._variance(c, w)
+                return compute(c, w)
             except NoClosedFormError:
                 if num_samples is None:
                     raise
         if num_samples is None:
-            raise NoClosedFormError(f"{self.key}: no closed-form variance; pass num_samples= for a Monte Carlo estimate")
-        return self.monte_carlo(c, weights, num_samples=num_samples, seed=seed).variance
+            raise NoClosedFormError(f"{self.key}: no closed-form {which}; pass num_samples= for a Monte Carlo estimate")
+        estimate = self.monte_carlo(c, weights, num_samples=num_samples, seed=seed)
+        return estimate.mean if which == "expectation" else estimate.variance
 
     def std(self, num_candidates, weights=None, **kwargs) -> float:
         return math.sqrt(self.variance(num_candidates, weights, **kwargs))
