@@ -1,0 +1,61 @@
+"""The ``kgeval`` command: one click group, one error path, one module per command.
+
+- ``kgeval metrics FILE``: every metric from a rank file (:mod:`.metrics`);
+- ``kgeval pipeline``: train, evaluate, save a run (:mod:`.pipeline`);
+- ``kgeval evaluate``: re-evaluate a saved run (:mod:`.evaluate`);
+- ``kgeval datasets``: the known datasets (:mod:`.datasets`);
+- ``kgeval hpo``: hyper-parameter search (:mod:`.hpo`).
+
+Errors are handled once, in :class:`_Group`: kgeval's own errors and file-system errors
+print ``error: <message>`` on stderr and exit with status 2, never a traceback; output
+piped into a closed reader (``| head``) exits quietly; Ctrl-C is click's clean ``Aborted!``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import KGEvalError
+
+
+def _quiet_broken_pipe() -> None:
+    # stdout's reader is gone: point stdout at /dev/null so the interpreter's final flush
+    # does not print a second "Exception ignored ... BrokenPipeError" message
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (CliRunner)
+        pass
+
+
+class _Group(click.Group):
+    """Turns kgeval's errors and OS errors into one line on stderr and exit status 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+            sys.exit(1)
+        except (KGEvalError, OSError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="kgeval")
+def main():
+    """kgeval: exact, fast, comparable rank-based evaluation of link prediction."""
+
+
+def _register() -> None:
+    from . import datasets, evaluate, hpo, metrics, pipeline
+
+    for module in (metrics, pipeline, evaluate, datasets, hpo):
+        main.add_command(module.command)
+
+
+_register()

@@ -1,0 +1,79 @@
+"""``kgeval hpo``: hyper-parameter search on the validation split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..errors import InvalidInputError
+from .common import data_dir_option, format_option
+
+
+@click.command("hpo")
+@click.option("--dataset", "-d", required=True, help="Dataset name or directory.")
+@click.option("--model", "-m", required=True, help="Model name.")
+@click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True, help="Trials to run now.")
+@click.option("--epochs", type=click.IntRange(min=1), help="Training epochs per trial [default: per model].")
+@click.option("--sampler", type=click.Choice(["tpe", "random", "grid"]), default="tpe", show_default=True)
+@click.option("--pruner", type=click.Choice(["median", "none"]), default="median", show_default=True)
+@click.option("--storage", help="Optuna storage URL [default: sqlite:///<output or cwd>/kgeval-hpo.db].")
+@click.option("--study-name", help="Study name [default: <dataset>-<model>]; an existing study is resumed.")
+@click.option("--metric", default="both.realistic.inverse_harmonic_mean_rank", show_default=True,
+              help="Validation metric to optimise.")
+@click.option("--search-space", type=click.Path(exists=True, dir_okay=False), help="JSON file with a search space.")
+@click.option("--output", "-o", type=click.Path(file_okay=False), help="Write best_pipeline_config.json and trials.json here.")
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop starting trials after this many seconds.")
+@data_dir_option
+@format_option
+def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name, metric, search_space, output,
+            seed, timeout, data_dir, fmt):
+    """Search hyper-parameters on the validation split (the test split is never read)."""
+    from ..hpo import hpo_pipeline
+
+    space = None
+    if search_space:
+        try:
+            space = json.loads(Path(search_space).read_text())
+        except ValueError as exc:
+            raise InvalidInputError(f"{search_space}: not valid JSON ({exc})") from None
+    res = hpo_pipeline(dataset=dataset, model=model, n_trials=trials, epochs=epochs, sampler=sampler, pruner=pruner,
+                       storage=storage, study_name=study_name, metric=metric, search_space=space,
+                       output_dir=output, random_seed=seed, timeout=timeout, data_dir=data_dir)
+    states: dict[str, int] = {}
+    for t in res.study.trials:
+        states[t.state.name.lower()] = states.get(t.state.name.lower(), 0) + 1
+    if fmt == "json":
+        click.echo(json.dumps({"study_name": res.study_name, "storage": res.storage, "metric": res.metric,
+                               "direction": res.direction, "best_value": res.best_value,
+                               "best_params": res.best_params, "trials": states,
+                               "pipeline": res.best_pipeline_kwargs()}, indent=2, default=str))
+        return
+    click.echo(f"study {res.study_name!r} in {res.storage}: " + ", ".join(f"{n} {s}" for s, n in states.items()))
+    click.echo(f"best validation {res.metric} ({res.direction}): {res.best_value:.4f} (trial {res.best_trial.number})")
+    for k, v in res.best_params.items():
+        click.echo(f"  {k} = {v}")
+    click.echo(f"resume: run again with --storage {res.storage} --study-name {res.study_name}")
+    command_line = _pipeline_command_for(res.best_pipeline_kwargs(), res.best_params)
+    if command_line:
+        click.echo(f"test the best configuration: {command_line}")
+    else:
+        click.echo("test the best configuration: kgeval.pipeline(**result.best_pipeline_kwargs())"
+                   + (f" (saved in {output}/best_pipeline_config.json)" if output else ""))
+
+
+_PARAM_OPTIONS = {"model.dim": "--dim", "optimizer.lr": "--lr", "training.batch_size": "--batch-size",
+                  "training.num_negatives": "--num-negatives"}
+
+
+def _pipeline_command_for(cfg: dict, params: dict) -> str | None:
+    """The ``kgeval pipeline`` command line re-running a searched configuration, if options can express it."""
+    if any(name not in _PARAM_OPTIONS for name in params):
+        return None
+    parts = ["kgeval pipeline", "--dataset", str(cfg["dataset"]), "--model", cfg["model"], "--epochs", str(cfg["epochs"]),
+             "--seed", str(cfg["random_seed"])]
+    for name, value in params.items():
+        parts += [_PARAM_OPTIONS[name], str(value)]
+    return " ".join(parts)

@@ -1,0 +1,52 @@
+"""The one error path of the ``kgeval`` group, for every command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from kgeval.cli import main
+
+
+@pytest.mark.parametrize("exc", [OSError("disk on fire"), PermissionError("no access to disk on fire")])
+def test_os_errors_are_one_line_in_every_command(exc, monkeypatch, tmp_path):
+    # `kgeval metrics` used to let OSError through as a traceback (only the workflow commands caught it)
+    import kgeval.ranks
+
+    def broken(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(kgeval.ranks.RankTable, "load", broken)
+    path = tmp_path / "r.tsv"
+    path.write_text("rank\n1\n")
+    res = CliRunner().invoke(main, ["metrics", str(path)])
+    assert res.exit_code == 2 and "error:" in res.output and "disk on fire" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_broken_pipe_exits_quietly(monkeypatch):
+    import kgeval.data
+
+    def broken(*args, **kwargs):
+        raise BrokenPipeError
+
+    monkeypatch.setattr(kgeval.data, "dataset_available", broken)
+    res = CliRunner().invoke(main, ["datasets"])
+    assert res.exit_code == 1 and "Traceback" not in res.output and "error" not in res.output
+
+
+def test_python_dash_m_kgeval():
+    import os
+    from pathlib import Path
+
+    import kgeval
+
+    env = {**os.environ, "PYTHONPATH": str(Path(kgeval.__file__).parents[1])}  # this checkout's kgeval
+    res = subprocess.run([sys.executable, "-m", "kgeval", "--help"], capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert res.returncode == 0
+    for name in ("metrics", "pipeline", "evaluate", "datasets", "hpo"):
+        assert name in res.stdout
