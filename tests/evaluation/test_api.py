@@ -44,7 +44,7 @@ def test_unfiltered_and_sampled_protocol_records():
     out = evaluate_ranks(scorer, test, filter_triples=train, filtered=False, progress=False, sides="tail")
     assert out.protocol["filter"] is None and out.protocol["sides"] == ["tail"]
     out = evaluate_ranks(scorer, test, filter_triples=train, num_negatives=4, seed=7, progress=False)
-    json.dumps(out.protocol)
+    json.dumps(out.protocol.to_dict())
     assert out.protocol["sampling"]["seed"] == 7 and out.protocol["query_metrics"] is None
     assert np.all(out.rank_table.num_candidates == 5)
 

@@ -40,8 +40,10 @@ import numpy as np
 import torch
 
 from ..errors import InvalidInputError
+from ..protocol import EvaluationProtocol, FilterSet, Sampling
 from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL, RankTable, side_code
 from ..triples import as_triples, check_ids
+from .options import EvaluationOptions
 from .filter_index import FilterIndex, answer_column, query_keys, sorted_unique
 from .query_metrics import QueryMetricAccumulator, expected_hits
 from .sampling import sample_negatives
@@ -51,20 +53,11 @@ _DEFAULT_BUDGET_CAP = 1 << 30  # 1 GiB
 
 
 # ---------------------------------------------------------------------------- input checks
-def _as_id_set(name: str, value, limit: int, what: str) -> np.ndarray:
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    if isinstance(value, (set, frozenset)):
-        value = sorted(value)
-    arr = np.asarray(list(value) if not isinstance(value, np.ndarray) else value)
-    if arr.size == 0:
-        raise InvalidInputError(f"{name} is empty: restricting to no {what} leaves nothing to evaluate")
-    if arr.dtype.kind not in "iu":
-        raise InvalidInputError(f"{name} must hold integer {what} ids, got dtype {arr.dtype}")
-    arr = np.unique(arr.reshape(-1).astype(np.int64))
-    if arr[0] < 0 or arr[-1] >= limit:
-        bad = arr[0] if arr[0] < 0 else arr[-1]
-        raise InvalidInputError(f"{name}: {what} id {int(bad)} is out of range [0, {limit})")
+def _as_id_set(name: str, ids: tuple[int, ...], limit: int, what: str) -> np.ndarray:
+    """The (sorted, distinct, non-negative) ids of a restriction, range-checked against ``limit``."""
+    arr = np.asarray(ids, dtype=np.int64)
+    if arr[-1] >= limit:
+        raise InvalidInputError(f"{name}: {what} id {int(arr[-1])} is out of range [0, {limit})")
     return arr
 
 
@@ -82,21 +75,6 @@ def _filter_sets(filter_triples) -> list[tuple[str, object]]:
     if all(isinstance(x, (list, tuple)) and len(x) == 3 and all(isinstance(v, (int, np.integer)) for v in x) for x in items):
         return [("filter_triples", np.asarray(items))]
     return [(f"filter_triples[{i}]", x) for i, x in enumerate(items)]
-
-
-def _parse_sides(sides) -> list[int]:
-    if isinstance(sides, str):
-        sides = ("head", "tail") if sides.strip().lower() == "both" else (sides,)
-    codes = []
-    for s in sides:
-        c = side_code(s)
-        if c not in (SIDE_HEAD, SIDE_TAIL):
-            raise InvalidInputError(f"unknown side {s!r}; expected 'head' or 'tail'")
-        if c not in codes:
-            codes.append(c)
-    if not codes:
-        raise InvalidInputError("sides is empty: request 'head', 'tail' or both")
-    return sorted(codes)
 
 
 def available_memory_bytes(device: torch.device | None = None) -> int | None:
@@ -163,7 +141,7 @@ class EvaluationOutput:
     """What :func:`evaluate_ranks` computes: the rank table, the protocol and extra metrics."""
 
     rank_table: RankTable
-    protocol: dict
+    protocol: EvaluationProtocol
     extra: dict[str, float] = field(default_factory=dict)
     sampled_negatives: dict[str, np.ndarray] | None = None
 
@@ -188,70 +166,32 @@ class _Context:
 
 
 # ---------------------------------------------------------------------------- main entry
-def evaluate_ranks(
-    scorer,
-    triples,
-    *,
-    filter_triples=(),
-    sides=("head", "tail"),
-    restrict_entities=None,
-    restrict_relations=None,
-    batch_size: int | None = None,
-    device=None,
-    progress: bool = True,
-    filtered: bool = True,
-    macro: bool = False,
-    num_negatives: int | None = None,
-    seed: int = 42,
-    tie_tolerance: float = 0.0,
-    nan_policy: str = "raise",
-    check_consistency: bool = True,
-    memory_budget: int | None = None,
-    query_metrics_k=(),
-    num_relations: int | None = None,
-    entity_chunk_size: int | None = None,
-) -> EvaluationOutput:
+def evaluate_ranks(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None,
+                   **overrides) -> EvaluationOutput:
     """Rank every evaluation task; see :func:`kgeval.evaluation.evaluate` for the arguments."""
+    opts = options if options is not None else EvaluationOptions()
+    if overrides:
+        opts = opts.replace(**overrides)
+    return run_evaluation(scorer, triples, filter_triples, opts)
+
+
+def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> EvaluationOutput:
+    """The evaluation of ``triples`` under ``opts``."""
     scorer = as_scorer(scorer)
-    # ---- validate everything before any work starts
     num_entities = getattr(scorer, "num_entities", None)
     if not isinstance(num_entities, (int, np.integer)) or isinstance(num_entities, bool) or num_entities <= 0:
         raise InvalidInputError(f"the scorer must have a positive integer num_entities, got {num_entities!r}")
     num_entities = int(num_entities)
-    side_codes = _parse_sides(sides)
+    side_codes = [side_code(s) for s in opts.sides]
     for c in side_codes:
         meth = "score_heads" if c == SIDE_HEAD else "score_tails"
         if not callable(getattr(scorer, meth, None)):
             raise InvalidInputError(f"the scorer has no {meth}() method, needed for {SIDE_NAMES[c]} prediction")
-    if nan_policy not in ("raise", "worst"):
-        raise InvalidInputError(f"nan_policy must be 'raise' or 'worst', got {nan_policy!r}")
-    try:
-        tol = float(tie_tolerance)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"tie_tolerance must be a number, got {tie_tolerance!r}") from None
-    if not math.isfinite(tol) or tol < 0:
-        raise InvalidInputError(f"tie_tolerance must be finite and >= 0, got {tie_tolerance!r}")
-    if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
-        raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if memory_budget is not None and (not isinstance(memory_budget, (int, float)) or memory_budget <= 0):
-        raise InvalidInputError(f"memory_budget must be a positive number of bytes, got {memory_budget!r}")
-    if num_negatives is not None and (
-        not isinstance(num_negatives, (int, np.integer)) or isinstance(num_negatives, bool) or num_negatives < 1
-    ):
-        raise InvalidInputError(f"num_negatives must be a positive integer or None, got {num_negatives!r}")
-    ks = tuple(query_metrics_k or ())
-    if any(not isinstance(k, (int, np.integer)) or k < 1 for k in ks):
-        raise InvalidInputError(f"query_metrics_k must hold positive integers, got {query_metrics_k!r}")
-    ks = tuple(sorted({int(k) for k in ks}))
-    if entity_chunk_size is not None and (
-        not isinstance(entity_chunk_size, (int, np.integer)) or isinstance(entity_chunk_size, bool) or entity_chunk_size < 1
-    ):
-        raise InvalidInputError(f"entity_chunk_size must be a positive integer or None, got {entity_chunk_size!r}")
-    if entity_chunk_size is not None and ks and num_negatives is None:
-        raise InvalidInputError(
-            "query_metrics_k needs whole score rows and cannot be combined with entity_chunk_size; "
-            "drop one of them (or raise memory_budget)"
-        )
+    filtered, macro, num_negatives, seed = opts.filtered, opts.macro, opts.num_negatives, opts.seed
+    tol, nan_policy, check_consistency = opts.tie_tolerance, opts.nan_policy, opts.check_consistency
+    batch_size, memory_budget, entity_chunk_size = opts.batch_size, opts.memory_budget, opts.entity_chunk_size
+    ks, num_relations, device, progress = opts.query_metrics_k, opts.num_relations, opts.device, opts.progress
+    restrict_entities, restrict_relations = opts.restrict_entities, opts.restrict_relations
 
     tri = as_triples("triples", triples, allow_empty=False)
     fsets = [(name, as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
@@ -368,63 +308,38 @@ def evaluate_ranks(
     table = RankTable.concat(tables)
     # = the number of (query, answer) pairs of either side's filter index: unique known triples
     num_known = int(sorted_unique(known[:, 0] * (rel_limit * num_entities) + known[:, 1] * num_entities + known[:, 2]).shape[0]) if filtered else 0
-    protocol = {
-        "sides": [SIDE_NAMES[c] for c in side_codes],
-        "rank_types": ["optimistic", "realistic", "pessimistic"],
-        "realistic_rank": "mean of optimistic and pessimistic (expected rank under random tie-breaking)",
-        "filtered": bool(filtered),
-        "filter": {
-            "sets": [{"name": "evaluation", "num_triples": int(tri.shape[0])}]
-            + [{"name": name, "num_triples": int(a.shape[0])} for name, a in fsets],
-            "num_known_triples": num_known,
-        }
-        if filtered
-        else None,
-        "num_triples": int(tri.shape[0]),
-        "num_evaluated_triples": int(eval_idx.shape[0]),
-        "num_tasks": len(table),
-        "num_entities": num_entities,
-        "num_relations": rel_limit,
-        "restriction": {
-            "entities": None if ent_allowed is None else int(ent_allowed.size),
-            "relations": None if rel_allowed is None else int(rel_allowed.size),
-            "num_triples_dropped": int((~keep).sum()),
-        },
-        "sampling": None
-        if num_negatives is None
-        else {
-            "num_negatives": int(num_negatives),
-            "seed": int(seed),
-            "replacement": False,
-            "excludes": "known true answers" if filtered else "the true answer",
-            "capped_tasks": capped_tasks,
-            "scoring": "candidates method" if used_candidates_method else "full rows, gathered",
-        },
-        "averaging": "macro" if macro else "micro",
-        "macro_weights": "1 / #evaluation tasks sharing the query" if macro else None,
-        "tie_tolerance": tol,
-        "ties": "exact float comparison" if tol == 0 else f"|score - true score| <= {tol} counts as a tie",
-        "nan_policy": nan_policy,
-        "candidates": (
-            "1 + sampled negatives"
-            if num_negatives is not None
-            else "allowed entities"
-            + (" minus the other known true answers of the query" if filtered else "")
+    protocol = EvaluationProtocol(
+        sides=tuple(SIDE_NAMES[c] for c in side_codes),
+        filtered=filtered,
+        filter_sets=(FilterSet("evaluation", int(tri.shape[0])), *(FilterSet(n, int(a.shape[0])) for n, a in fsets))
+        if filtered else (),
+        num_known_triples=num_known if filtered else None,
+        num_triples=int(tri.shape[0]),
+        num_evaluated_triples=int(eval_idx.shape[0]),
+        num_tasks=len(table),
+        num_entities=num_entities,
+        num_relations=rel_limit,
+        restrict_entities=None if ent_allowed is None else int(ent_allowed.size),
+        restrict_relations=None if rel_allowed is None else int(rel_allowed.size),
+        num_triples_dropped=int((~keep).sum()),
+        sampling=None if num_negatives is None else Sampling(
+            num_negatives=int(num_negatives), seed=int(seed),
+            excludes="known true answers" if filtered else "the true answer", capped_tasks=capped_tasks,
+            scoring="candidates method" if used_candidates_method else "full rows, gathered"),
+        macro=macro,
+        tie_tolerance=tol,
+        nan_policy=nan_policy,
+        candidates=(
+            "1 + sampled negatives" if num_negatives is not None
+            else "allowed entities" + (" minus the other known true answers of the query" if filtered else "")
             + "; the true answer counted"
         ),
-        "query_metrics": None
-        if qacc is None
-        else {
-            "k": list(ks),
-            "relevant": "evaluation answers of the query",
-            "excluded": "answers known only from filter_triples" if filtered else "none",
-            "ties": "expected hits under random tie-breaking (hypergeometric mean on the tie block)",
-            "averaging": "mean over unique queries",
-        },
-        "consistency_check": {"checked": ctx.checked, "mismatches": ctx.mismatches} if check_consistency else None,
-        "entity_chunk_size": ctx.chunk_used,
-        "device": str(device),
-    }
+        query_metrics_k=ks if qacc is not None else (),
+        consistency_checked=ctx.checked if check_consistency else None,
+        consistency_mismatches=ctx.mismatches if check_consistency else None,
+        entity_chunk_size=ctx.chunk_used,
+        device=str(device),
+    )
     extra = qacc.to_flat_dict() if qacc is not None else {}
     return EvaluationOutput(table, protocol, extra, sampled or None)
 

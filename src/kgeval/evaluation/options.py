@@ -1,0 +1,221 @@
+"""The options of one evaluation, declared, documented and validated once.
+
+:class:`EvaluationOptions` holds every option of :func:`kgeval.evaluation.evaluate` except the
+data (scorer, evaluation triples, filter triples). It is frozen and validated in
+``__post_init__``: an invalid value raises :class:`~kgeval.errors.InvalidInputError` naming the
+option, an unknown option name :class:`~kgeval.errors.UnknownNameError` with a suggestion.
+Checks that need the data (id ranges against the scorer's entity count) happen when the
+evaluation starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import (
+    Side,
+    check_nonnegative_int,
+    check_positive_int,
+    check_positive_number,
+    to_numpy,
+)
+from ..errors import InvalidInputError, unknown_name
+
+__all__ = ["EvaluationOptions", "ALIASES", "NAN_POLICIES", "canonical_names"]
+
+NAN_POLICIES = ("raise", "worst")
+
+#: Other spellings accepted by :func:`~kgeval.evaluation.evaluate` (PyKEEN's names), never stored.
+ALIASES = {
+    "entity_whitelist": "restrict_entities",
+    "relation_whitelist": "restrict_relations",
+    "evaluation_entity_whitelist": "restrict_entities",
+    "evaluation_relation_whitelist": "restrict_relations",
+    "restrict_entities_to": "restrict_entities",
+    "restrict_relations_to": "restrict_relations",
+}
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidInputError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _id_set(name: str, value, what: str) -> tuple[int, ...] | None:
+    """A restriction as a sorted tuple of distinct non-negative ids (None = no restriction)."""
+    if value is None:
+        return None
+    if isinstance(value, (set, frozenset)):
+        value = sorted(value)
+    elif not hasattr(value, "__len__") and hasattr(value, "__iter__"):  # generators, iterators
+        value = list(value)
+    arr = to_numpy(name, value).reshape(-1)
+    if arr.size == 0:
+        raise InvalidInputError(f"{name} is empty: restricting to no {what} leaves nothing to evaluate")
+    if arr.dtype.kind not in "iu":
+        raise InvalidInputError(f"{name} must hold integer {what} ids, got dtype {arr.dtype}")
+    arr = np.unique(arr.astype(np.int64))
+    if arr[0] < 0:
+        raise InvalidInputError(f"{name}: {what} id {int(arr[0])} is out of range (ids are >= 0)")
+    return tuple(arr.tolist())
+
+
+def _sides(value) -> tuple[str, ...]:
+    if isinstance(value, (str, Side)) or not hasattr(value, "__iter__"):
+        value = ("head", "tail") if isinstance(value, str) and value.strip().lower() == "both" else (value,)
+    codes = []
+    for s in value:
+        c = Side.parse(s)
+        if c is Side.NONE:
+            raise InvalidInputError(f"unknown side {s!r}; expected 'head' or 'tail'")
+        if c not in codes:
+            codes.append(c)
+    if not codes:
+        raise InvalidInputError("sides is empty: request 'head', 'tail' or both")
+    return tuple(Side(c).label for c in sorted(codes))
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """How to evaluate: every option of :func:`~kgeval.evaluation.evaluate` but the data.
+
+    ``EvaluationOptions(filtered=False, sides="tail")``; ``opts.replace(seed=1)`` for a variant;
+    ``to_dict()`` / ``from_dict()`` round-trip through JSON.
+    """
+
+    #: Remove the other known answers of each query from its candidates (the filtered setting).
+    filtered: bool = True
+    #: ``"head"``, ``"tail"``, ``"both"`` or a sequence of them; stored as a sorted tuple of labels.
+    sides: tuple[str, ...] = ("head", "tail")
+    #: Entity ids allowed as heads, tails and candidates (None = all). Triples with another head
+    #: or tail are dropped; ``num_candidates`` counts allowed entities only.
+    restrict_entities: tuple[int, ...] | None = None
+    #: Relation ids whose triples are evaluated (None = all).
+    restrict_relations: tuple[int, ...] | None = None
+    #: Sampled protocol: ``k`` negatives per task, uniformly without replacement, excluding the
+    #: known answers (and restricted-out entities); ``num_candidates = 1 + k`` (``1 + available``
+    #: with a warning when fewer exist). None = rank against every candidate.
+    num_negatives: int | None = None
+    #: Seed of the negative sampler (``numpy.random.default_rng([seed, side])``).
+    seed: int = 42
+    #: Scores within ``tie_tolerance`` of the true score count as ties: ``better = #{score > s + tol}``,
+    #: ``tied = #{|score - s| <= tol}``. 0 = exact float comparison.
+    tie_tolerance: float = 0.0
+    #: ``"raise"`` (an error naming the triple and side) or ``"worst"``: NaN candidates lose to every
+    #: non-NaN true score and a NaN true score gets the worst rank (``num_candidates``).
+    nan_policy: str = "raise"
+    #: Re-score the first and last task of every batch alone and warn when the in-batch score differs
+    #: (relative tolerance 1e-5, absolute 1e-5 x the mean |score| of the checked rows).
+    check_consistency: bool = True
+    #: Bytes for the score matrix and its temporaries (default ``min(1 GiB, available memory / 4)``).
+    memory_budget: int | None = None
+    #: Task rows per batch (default: from ``memory_budget``); out-of-memory errors halve it.
+    batch_size: int | None = None
+    #: Score each query batch in column chunks of this many (allowed) entities through the scorer's
+    #: ``entities=`` keyword (full ranking only). Default: chunk only when the memory budget does not
+    #: hold 64 whole rows. Ranks are identical to unchunked scoring.
+    entity_chunk_size: int | None = None
+    #: ``k`` values of query-level precision@k / recall@k (full ranking only), e.g. ``(1, 3, 10)``;
+    #: reported as ``{side}.precision_at_{k}``, ``{side}.recall_at_{k}`` and the null-model values
+    #: ``{side}.random_precision_at_{k}``, ``{side}.random_recall_at_{k}``. Needs whole score rows.
+    query_metrics_k: tuple[int, ...] = ()
+    #: Weight each task by ``1 / #evaluation tasks sharing its query`` (PyKEEN's macro evaluator).
+    macro: bool = False
+    #: Device for the bookkeeping tensors (default: ``scorer.device``, else CPU); stored as a string.
+    device: str | None = None
+    #: Show a progress bar.
+    progress: bool = True
+    #: Relation count for key building and range checks (default: ``scorer.num_relations`` or the
+    #: largest relation id seen + 1).
+    num_relations: int | None = None
+
+    def __post_init__(self):
+        def set_(name, value):  # frozen: normalise the stored values once, here
+            object.__setattr__(self, name, value)
+
+        for name in ("filtered", "check_consistency", "macro", "progress"):
+            set_(name, _check_bool(name, getattr(self, name)))
+        set_("sides", _sides(self.sides))
+        set_("restrict_entities", _id_set("restrict_entities", self.restrict_entities, "entity"))
+        set_("restrict_relations", _id_set("restrict_relations", self.restrict_relations, "relation"))
+        for name in ("num_negatives", "batch_size", "entity_chunk_size", "num_relations"):
+            set_(name, check_positive_int(name, getattr(self, name), allow_none=True))
+        set_("seed", check_nonnegative_int("seed", self.seed))
+        tol = self.tie_tolerance
+        if not isinstance(tol, (numbers.Real, np.floating)) or isinstance(tol, (bool, np.bool_)) or not (
+            math.isfinite(float(tol)) and float(tol) >= 0
+        ):
+            raise InvalidInputError(f"tie_tolerance must be a finite number >= 0, got {tol!r}")
+        set_("tie_tolerance", float(tol))
+        if self.nan_policy not in NAN_POLICIES:
+            raise InvalidInputError(f"nan_policy must be 'raise' or 'worst', got {self.nan_policy!r}")
+        budget = check_positive_number("memory_budget", self.memory_budget, allow_none=True)
+        if budget is not None and budget < 1:
+            raise InvalidInputError(f"memory_budget must be at least 1 byte, got {self.memory_budget!r}")
+        set_("memory_budget", None if budget is None else int(budget))
+        ks = self.query_metrics_k
+        ks = () if ks is None else ((ks,) if isinstance(ks, (numbers.Integral, np.integer)) else tuple(ks))
+        ks = tuple(sorted({check_positive_int("query_metrics_k", k) for k in ks}))
+        set_("query_metrics_k", ks)
+        if self.device is not None:
+            set_("device", _device_str(self.device))
+        if self.entity_chunk_size is not None and ks and self.num_negatives is None:
+            raise InvalidInputError(
+                "query_metrics_k needs whole score rows and cannot be combined with entity_chunk_size; "
+                "drop one of them (or raise memory_budget)"
+            )
+
+    # ------------------------------------------------------------------ conversions
+    def to_dict(self) -> dict:
+        """JSON-able dict of every option (tuples become lists)."""
+        out = {}
+        for f in _fields():
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> EvaluationOptions:
+        """Inverse of :meth:`to_dict`; an unknown name raises ``UnknownNameError`` with a suggestion."""
+        return cls(**canonical_names(d, aliases=False))
+
+    def replace(self, **changes) -> EvaluationOptions:
+        """A copy with ``changes`` applied (and validated)."""
+        return dataclasses.replace(self, **canonical_names(changes, aliases=False))
+
+
+def _fields():
+    return [f for f in dataclasses.fields(EvaluationOptions) if not f.name.startswith("_")]
+
+
+def _device_str(device) -> str:
+    try:
+        import torch
+
+        return str(torch.device(device))
+    except (TypeError, RuntimeError) as exc:
+        raise InvalidInputError(f"device: {device!r} is not a device ({exc})") from None
+
+
+def canonical_names(d: Mapping, *, aliases: bool = True) -> dict:
+    """``d`` with option names resolved through :data:`ALIASES` (when ``aliases``); an unknown name
+    raises :class:`~kgeval.errors.UnknownNameError` with a suggestion."""
+    if not isinstance(d, Mapping):
+        raise InvalidInputError(f"evaluation options must be a mapping, got {type(d).__name__}")
+    names = {f.name for f in _fields()}
+    out: dict = {}
+    for key, value in d.items():
+        name = ALIASES.get(key, key) if aliases else key
+        if name not in names:
+            raise unknown_name("evaluation option", key, names | (set(ALIASES) if aliases else set()))
+        if name in out:
+            raise InvalidInputError(f"evaluation option {name!r} given twice (as {key!r} and another spelling)")
+        out[name] = value
+    return out

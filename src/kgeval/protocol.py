@@ -1,0 +1,252 @@
+"""The record of how an evaluation was done: :class:`EvaluationProtocol`.
+
+Written once by the evaluator, held by :class:`kgeval.Results`, saved in ``results.json`` and
+printed by every reporter through the one :meth:`EvaluationProtocol.describe`. It lives at the
+top level (not in :mod:`kgeval.evaluation`) because ``Results`` depends on it.
+
+``to_dict()`` keeps the layout of the protocol dicts written by earlier versions (``filter``,
+``restriction``, ``sampling``, ... sub-dicts), and ``from_dict()`` reads those files: keys it does
+not know are kept in :attr:`EvaluationProtocol.extra` and written back unchanged. For code written
+against the old dict, the protocol is also a read-only mapping over ``to_dict()``
+(``protocol["filter"]["sets"]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .keys import RANK_TYPES
+
+__all__ = ["EvaluationProtocol", "FilterSet", "Sampling", "RANK_TYPE_MEANINGS"]
+
+#: What each rank type means (one definition, printed by :meth:`EvaluationProtocol.describe`).
+RANK_TYPE_MEANINGS = {
+    "optimistic": "1 + #candidates scoring better than the true answer",
+    "pessimistic": "optimistic + #other candidates tied with the true answer",
+    "realistic": "the metric of the rank (optimistic + pessimistic) / 2, as in PyKEEN",
+    "expected": "the exact expectation of the metric under uniformly random tie-breaking",
+}
+
+# keys of the old dict layout that are derived from fields (never kept in ``extra``)
+_DERIVED = {"realistic", "realistic_rank", "expected", "averaging", "macro_weights", "ties", "filter", "restriction",
+            "sampling", "query_metrics", "consistency_check"}
+
+
+@dataclass(frozen=True)
+class FilterSet:
+    """A named set of known true triples and its size."""
+
+    name: str
+    num_triples: int
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The sampled protocol: ``num_negatives`` per task, uniformly without replacement."""
+
+    num_negatives: int
+    seed: int
+    excludes: str  #: which entities are never drawn
+    capped_tasks: int = 0  #: tasks with fewer available negatives (they use all of them)
+    scoring: str = ""  #: "candidates method" or "full rows, gathered"
+    replacement: bool = False
+
+
+@dataclass(frozen=True)
+class EvaluationProtocol(Mapping):
+    """What was evaluated and how. Every field may be None when an old results file lacks it."""
+
+    sides: tuple[str, ...] = ()
+    #: the rank types whose metrics are present
+    rank_types: tuple[str, ...] = RANK_TYPES
+    filtered: bool | None = None
+    #: the known-triple sets used for filtering (the evaluation triples first), empty when unfiltered
+    filter_sets: tuple[FilterSet, ...] = ()
+    num_known_triples: int | None = None
+    num_triples: int | None = None
+    num_evaluated_triples: int | None = None
+    num_tasks: int | None = None
+    num_entities: int | None = None
+    num_relations: int | None = None
+    #: sizes of the entity / relation restriction (None = unrestricted)
+    restrict_entities: int | None = None
+    restrict_relations: int | None = None
+    num_triples_dropped: int = 0
+    sampling: Sampling | None = None
+    macro: bool = False
+    tie_tolerance: float = 0.0
+    nan_policy: str | None = None
+    #: the rule giving each task's number of candidates
+    candidates: str | None = None
+    #: ``k`` of the query-level precision/recall (empty = not computed)
+    query_metrics_k: tuple[int, ...] = ()
+    #: tasks re-scored alone by the consistency check and how many differed (None = check off)
+    consistency_checked: int | None = None
+    consistency_mismatches: int | None = None
+    entity_chunk_size: int | None = None
+    device: str | None = None
+    #: set by :class:`kgeval.Results`: whether tasks carry weights, whether null moments are approximate
+    weighted: bool | None = None
+    approximate_null_moments: bool | None = None
+    #: keys of a loaded protocol that this version does not know, written back unchanged
+    extra: Mapping = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sides", tuple(self.sides))
+        object.__setattr__(self, "rank_types", tuple(self.rank_types))
+        object.__setattr__(self, "filter_sets", tuple(self.filter_sets))
+        object.__setattr__(self, "query_metrics_k", tuple(self.query_metrics_k))
+        object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+
+    # ------------------------------------------------------------------ conversions
+    def replace(self, **changes) -> EvaluationProtocol:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """JSON-able dict in the layout of earlier versions' ``protocol`` dicts."""
+        d = {
+            "sides": list(self.sides),
+            "rank_types": list(self.rank_types),
+            **{rt: RANK_TYPE_MEANINGS[rt] for rt in ("realistic", "expected") if rt in self.rank_types},
+            "filtered": self.filtered,
+            "filter": {"sets": [dataclasses.asdict(s) for s in self.filter_sets],
+                       "num_known_triples": self.num_known_triples} if self.filtered else None,
+            "num_triples": self.num_triples,
+            "num_evaluated_triples": self.num_evaluated_triples,
+            "num_tasks": self.num_tasks,
+            "num_entities": self.num_entities,
+            "num_relations": self.num_relations,
+            "restriction": {"entities": self.restrict_entities, "relations": self.restrict_relations,
+                            "num_triples_dropped": self.num_triples_dropped},
+            "sampling": None if self.sampling is None else dataclasses.asdict(self.sampling),
+            "averaging": "macro" if self.macro else "micro",
+            "macro_weights": "1 / #evaluation tasks sharing the query" if self.macro else None,
+            "tie_tolerance": self.tie_tolerance,
+            "ties": self._ties(),
+            "nan_policy": self.nan_policy,
+            "candidates": self.candidates,
+            "query_metrics": self._query_metrics(),
+            "consistency_check": None if self.consistency_checked is None else {
+                "checked": self.consistency_checked, "mismatches": self.consistency_mismatches},
+            "entity_chunk_size": self.entity_chunk_size,
+            "device": self.device,
+        }
+        for name in ("weighted", "approximate_null_moments"):
+            if getattr(self, name) is not None:
+                d[name] = getattr(self, name)
+        d.update(self.extra)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping | None) -> EvaluationProtocol:
+        """Read a protocol dict of this or an earlier version (missing keys become None)."""
+        if isinstance(d, EvaluationProtocol):
+            return d
+        d = dict(d or {})
+        filt = d.get("filter") if isinstance(d.get("filter"), Mapping) else {}
+        restr = d.get("restriction") if isinstance(d.get("restriction"), Mapping) else {}
+        samp = d.get("sampling") if isinstance(d.get("sampling"), Mapping) else None
+        qm = d.get("query_metrics") if isinstance(d.get("query_metrics"), Mapping) else {}
+        cc = d.get("consistency_check") if isinstance(d.get("consistency_check"), Mapping) else {}
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "filter_sets", "sampling", "macro"}
+        kw = {k: d[k] for k in names if k in d}
+        kw.pop("restrict_entities", None)
+        kw.pop("restrict_relations", None)
+        if d.get("rank_types") is not None:
+            kw["rank_types"] = tuple(d["rank_types"])
+        kw.update(
+            filter_sets=tuple(FilterSet(str(s["name"]), int(s["num_triples"])) for s in filt.get("sets") or ()),
+            num_known_triples=filt.get("num_known_triples"),
+            restrict_entities=restr.get("entities"),
+            restrict_relations=restr.get("relations"),
+            num_triples_dropped=int(restr.get("num_triples_dropped") or 0),
+            sampling=None if samp is None else Sampling(**{k: samp[k] for k in
+                                                             ("num_negatives", "seed", "excludes", "capped_tasks",
+                                                              "scoring", "replacement") if k in samp}),
+            macro=d.get("averaging") == "macro" or bool(d.get("macro", False)),
+            query_metrics_k=tuple(qm.get("k") or ()),
+            consistency_checked=cc.get("checked"),
+            consistency_mismatches=cc.get("mismatches"),
+            extra={k: v for k, v in d.items() if k not in names and k not in _DERIVED and k != "macro"},
+        )
+        for k in ("tie_tolerance",):
+            if kw.get(k) is None:
+                kw.pop(k, None)
+        return cls(**kw)
+
+    # ------------------------------------------------------------------ mapping view of to_dict()
+    def __getitem__(self, key):
+        return self.to_dict()[key]
+
+    def __iter__(self):
+        return iter(self.to_dict())
+
+    def __len__(self):
+        return len(self.to_dict())
+
+    # ------------------------------------------------------------------ text
+    def _ties(self) -> str:
+        if not self.tie_tolerance:
+            return "exact float comparison"
+        return f"|score - true score| <= {self.tie_tolerance} counts as a tie"
+
+    def _query_metrics(self) -> dict | None:
+        if not self.query_metrics_k:
+            return None
+        return {
+            "k": list(self.query_metrics_k),
+            "relevant": "evaluation answers of the query",
+            "excluded": "answers known only from filter_triples" if self.filtered else "none",
+            "ties": "expected hits under random tie-breaking (hypergeometric mean on the tie block)",
+            "averaging": "mean over unique queries",
+        }
+
+    def describe(self) -> str:
+        """The protocol in a few human-readable lines (the one text every printer shows)."""
+        n = _n
+        sides = " + ".join(self.sides) or "unknown sides"
+        what = f"evaluation: {n(self.num_triples)} triples"
+        if self.num_evaluated_triples is not None and self.num_evaluated_triples != self.num_triples:
+            what += f" ({n(self.num_evaluated_triples)} evaluated)"
+        lines = [what + f", sides {sides} ({n(self.num_tasks)} ranking tasks)"]
+        if self.candidates:
+            ents = (f"the {n(self.restrict_entities)} allowed entities" if self.restrict_entities is not None
+                    else f"all {n(self.num_entities)} entities" if self.num_entities is not None else "all entities")
+            lines.append(f"candidates: {ents}; {self.candidates}")
+        if self.filtered is not None:
+            if self.filtered and self.filter_sets:
+                sets = " + ".join(f"{s.name} ({n(s.num_triples)})" for s in self.filter_sets)
+                known = f"; {n(self.num_known_triples)} distinct known triples" if self.num_known_triples else ""
+                lines.append(f"filtered: {sets}{known}")
+            else:
+                lines.append("filtered" if self.filtered else "unfiltered: known answers stay candidates")
+        if self.restrict_entities is not None or self.restrict_relations is not None:
+            parts = [f"{n(c)} {w}" for c, w in ((self.restrict_relations, "relations"),
+                                                (self.restrict_entities, "entities")) if c is not None]
+            lines.append(f"restriction: {', '.join(parts)}; {n(self.num_triples_dropped)} triples dropped")
+        if self.sampling is not None:
+            s = self.sampling
+            lines.append(f"sampled: {s.num_negatives} negatives per task without replacement (seed {s.seed}), "
+                         f"excluding {s.excludes}; {n(s.capped_tasks)} tasks capped")
+        lines.append("rank types: " + "; ".join(f"{rt} = {RANK_TYPE_MEANINGS.get(rt, rt)}" for rt in self.rank_types))
+        tail = f"ties: {self._ties()}"
+        if self.nan_policy:
+            tail += f"; NaN scores: {self.nan_policy}"
+        tail += "; averaging: " + ("macro (1 / #tasks sharing the query)" if self.macro else "micro")
+        if self.weighted:
+            tail += " (weighted tasks)"
+        lines.append(tail)
+        if self.query_metrics_k:
+            lines.append(f"query metrics: precision/recall at k = {', '.join(map(str, self.query_metrics_k))}, "
+                         "mean over unique queries")
+        if self.consistency_checked is not None:
+            lines.append(f"consistency check: {n(self.consistency_checked)} tasks re-scored alone, "
+                         f"{n(self.consistency_mismatches)} differed")
+        return "\n".join(lines)
+
+
+def _n(x) -> str:
+    return "?" if x is None else f"{x:,}" if isinstance(x, int) else str(x)

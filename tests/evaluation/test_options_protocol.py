@@ -1,0 +1,131 @@
+"""EvaluationOptions (declared and validated once) and EvaluationProtocol (the record of a run)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import kgeval
+from kgeval.errors import InvalidInputError, UnknownNameError
+from kgeval.evaluation import DistMultScorer, EvaluationOptions, evaluate_ranks
+from kgeval.keys import RANK_TYPES
+from kgeval.protocol import EvaluationProtocol
+
+E, R = 12, 3
+
+
+def _graph(seed=0):
+    rng = np.random.default_rng(seed)
+    ent = torch.as_tensor(rng.integers(-2, 3, size=(E, 4)), dtype=torch.float32)
+    rel = torch.as_tensor(rng.integers(-2, 3, size=(R, 4)), dtype=torch.float32)
+    allt = rng.integers(0, [E, R, E], size=(60, 3))
+    return DistMultScorer(ent, rel), allt[:40], allt[40:]
+
+
+def test_options_round_trip_through_json_and_normalise():
+    o = EvaluationOptions(sides="both", restrict_entities={3, 1, 1}, query_metrics_k=[10, 1, 10], device="cpu",
+                          memory_budget=1e6)
+    assert o.sides == ("head", "tail") and o.restrict_entities == (1, 3) and o.query_metrics_k == (1, 10)
+    assert o.memory_budget == 1_000_000 and isinstance(o.memory_budget, int)
+    back = EvaluationOptions.from_dict(json.loads(json.dumps(o.to_dict())))
+    assert back == o
+    assert o.replace(seed=3).seed == 3 and o.seed == 42
+    with pytest.raises(Exception):
+        o.seed = 1  # frozen
+
+
+@pytest.mark.parametrize("name", ["batch_size", "num_negatives", "entity_chunk_size", "num_relations", "seed"])
+def test_options_refuse_bools_for_integers(name):
+    with pytest.raises(InvalidInputError, match=name):
+        EvaluationOptions(**{name: True})
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"tie_tolerance": float("nan")}, "tie_tolerance"),
+        ({"tie_tolerance": -1.0}, "tie_tolerance"),
+        ({"nan_policy": "ignore"}, "nan_policy"),
+        ({"seed": -1}, "seed"),
+        ({"memory_budget": 0}, "memory_budget"),
+        ({"filtered": "yes"}, "filtered"),
+        ({"query_metrics_k": (0,)}, "query_metrics_k"),
+        ({"sides": "middle"}, "unknown side"),
+        ({"device": "nonsense-device"}, "device"),
+    ],
+)
+def test_options_name_the_bad_option(kw, match):
+    with pytest.raises(InvalidInputError, match=match):
+        EvaluationOptions(**kw)
+
+
+def test_unknown_option_suggests_the_close_name():
+    with pytest.raises(UnknownNameError, match="num_negatives"):
+        EvaluationOptions.from_dict({"num_negative": 3})
+    scorer, train, test = _graph()
+    with pytest.raises(UnknownNameError, match="tie_tolerance"):
+        kgeval.evaluate(scorer, test, tie_tolerence=0.1, progress=False)
+
+
+def test_whitelist_aliases_only_at_the_evaluate_door():
+    scorer, train, test = _graph()
+    ents = list(range(1, E))
+    a = kgeval.evaluate(scorer, test, filter_triples=train, restrict_entities=ents, progress=False)
+    b = kgeval.evaluate(scorer, test, filter_triples=train, entity_whitelist=ents, progress=False)
+    assert a.to_flat_dict() == b.to_flat_dict()
+    with pytest.raises(InvalidInputError, match="given twice"):
+        kgeval.evaluate(scorer, test, restrict_entities=ents, entity_whitelist=ents, progress=False)
+    with pytest.raises(UnknownNameError):
+        EvaluationOptions.from_dict({"entity_whitelist": ents})
+
+
+def test_options_object_and_keywords_give_the_same_result():
+    scorer, train, test = _graph(1)
+    kw = dict(sides="tail", num_negatives=4, seed=3, macro=True, progress=False)
+    a = kgeval.evaluate(scorer, test, filter_triples=train, **kw)
+    b = kgeval.evaluate(scorer, test, filter_triples=train, options=EvaluationOptions(**kw))
+    c = kgeval.evaluate(scorer, test, filter_triples=train, options=EvaluationOptions(seed=3), sides="tail",
+                        num_negatives=4, macro=True, progress=False)
+    assert a.to_flat_dict() == b.to_flat_dict() == c.to_flat_dict()
+
+
+def test_protocol_records_rank_types_present_and_one_realistic_key():
+    scorer, train, test = _graph(2)
+    res = kgeval.evaluate(scorer, test, filter_triples={"train": train}, progress=False)
+    proto = res.protocol
+    assert tuple(proto["rank_types"]) == RANK_TYPES and "expected" in proto["rank_types"]
+    # every recorded rank type has values, and no value has an unrecorded rank type
+    present = {k.split(".")[1] for k in res.to_flat_dict() if k.count(".") == 2}
+    assert present == set(proto["rank_types"])
+    assert "realistic" in proto and "realistic_rank" not in proto
+
+
+def test_protocol_round_trips_and_reads_the_old_layout():
+    scorer, train, test = _graph(3)
+    out = evaluate_ranks(scorer, test, filter_triples={"train": train}, num_negatives=3, macro=True,
+                         restrict_relations=[0, 1], progress=False)
+    p = out.protocol
+    assert EvaluationProtocol.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    old = p.to_dict()
+    old.pop("realistic")
+    old["realistic_rank"] = "mean of optimistic and pessimistic (expected rank under random tie-breaking)"
+    old["rank_types"] = ["optimistic", "realistic", "pessimistic"]
+    old["something_new"] = {"a": 1}
+    q = EvaluationProtocol.from_dict(old)
+    assert q.extra == {"something_new": {"a": 1}} and q.sampling == p.sampling and q.macro
+    assert q.to_dict()["something_new"] == {"a": 1} and "realistic_rank" not in q.to_dict()
+    assert EvaluationProtocol.from_dict(None).describe()  # an empty record still prints
+
+
+def test_describe_names_filter_sets_restriction_and_sampling():
+    scorer, train, test = _graph(4)
+    out = evaluate_ranks(scorer, test, filter_triples={"training": train}, num_negatives=3, seed=5,
+                         restrict_relations=[0, 1], progress=False)
+    text = out.protocol.describe()
+    assert f"training ({len(train)})" in text and "evaluation (" in text
+    assert "restriction: 2 relations" in text and "seed 5" in text and "expected" in text
+    unf = evaluate_ranks(scorer, test, filtered=False, progress=False).protocol.describe()
+    assert "unfiltered" in unf
