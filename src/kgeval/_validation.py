@@ -27,6 +27,7 @@ __all__ = [
     "check_probability",
     "check_weights",
     "check_same_length",
+    "check_seed",
 ]
 
 
@@ -209,3 +210,19 @@ def check_same_length(**arrays) -> int:
         desc = ", ".join(f"{k}: {v}" for k, v in lengths.items())
         raise InvalidInputError(f"length mismatch: {desc}")
     return next(iter(lengths.values()), 0)
+
+
+#: random seeds are 32-bit: numpy's legacy ``np.random.seed`` (and Python's hashing of it) takes 0 <= seed < 2**32
+SEED_LIMIT = 2**32
+
+
+def check_seed(name: str, value, *, allow_none: bool = False):
+    """A random seed: an integer with ``0 <= seed < 2**32`` (``bool`` refused), the range every
+    generator kgeval seeds (numpy, torch, Python, Optuna) accepts; returns a plain ``int``."""
+    if value is None and allow_none:
+        return None
+    if not _is_int(value) or not 0 <= value < SEED_LIMIT:
+        raise InvalidInputError(
+            f"{name} must be an integer in [0, 2**32){' or None' if allow_none else ''}, got {value!r}"
+        )
+    return int(value)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ._validation import check_seed
 from .errors import InvalidInputError, unknown_name
 
 DEFAULT_METRIC = "both.realistic.inverse_harmonic_mean_rank"
@@ -71,12 +72,9 @@ _STOPPER_KEYS = {"metric", "frequency", "patience", "relative_delta", "larger_is
 
 
 def _training_keys() -> set[str]:
-    import inspect
+    from .training import TrainingConfig
 
-    from .training import train
-
-    params = inspect.signature(train).parameters
-    return {k for k, p in params.items() if p.kind == p.KEYWORD_ONLY} - _RESERVED_TRAINING_KEYS - {"callback"}
+    return set(TrainingConfig.option_names()) - _RESERVED_TRAINING_KEYS
 
 
 def _check_keywords(what: str, given: Mapping[str, Any], allowed: set[str]) -> None:
@@ -420,9 +418,7 @@ def pipeline(
     eval_split = normalize_split(evaluation_split)
     if eval_split == "training":
         raise InvalidInputError("evaluation_split must be 'test' or 'valid'")
-    if isinstance(random_seed, bool) or not isinstance(random_seed, (int, np.integer)):
-        raise InvalidInputError(f"random_seed must be an integer, got {random_seed!r}")
-    random_seed = int(random_seed)
+    random_seed = check_seed("random_seed", random_seed)  # the one seed rule, shared with train() and hpo
 
     defaults = model_defaults(model_key)
     model_kw = {**defaults["model_kwargs"], **dict(model_kwargs or {})}

@@ -152,11 +152,11 @@ def test_unknown_model_name_suggests():
 @pytest.mark.parametrize("name", ["rotate", "transe", "complex"])
 def test_gathered_negatives_equal_scored_negatives(monkeypatch, name):
     """The 1-to-all shortcut for sLCWA negatives (few entities) trains the same model as scoring triples."""
-    import kgeval.training.loops as loops
+    import kgeval.training.epochs as epochs
 
     runs = []
-    for ratio in (loops.GATHER_NEGATIVES_RATIO, 0):
-        monkeypatch.setattr(loops, "GATHER_NEGATIVES_RATIO", ratio)
+    for ratio in (epochs.GATHER_NEGATIVES_RATIO, 0):
+        monkeypatch.setattr(epochs, "GATHER_NEGATIVES_RATIO", ratio)
         model = get_model(name, N_ENT, N_REL, dim=8, seed=0).double()
         result = train(model, TRIPLES[:300], loop="slcwa", num_negatives=N_ENT, epochs=2, batch_size=128, seed=0,
                        progress=False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._csr import csr_pairs
 from ..ranks import SIDE_HEAD, SIDE_TAIL
 
 
@@ -81,13 +82,8 @@ class FilterIndex:
 
     def pairs(self, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Flat ``(row, entity)`` pairs: every known answer of ``keys[row]``, for all rows."""
-        start, count = self.ranges(keys)
-        total = int(count.sum())
-        rows = torch.repeat_interleave(torch.arange(keys.numel(), device=keys.device), count, output_size=total)
-        # position inside each row's range: global arange minus the row's offset in the flat list
-        offsets = torch.cumsum(count, 0) - count
-        within = torch.arange(total, device=keys.device) - offsets[rows]
-        return rows, self.answers[start[rows] + within]
+        rows, positions = csr_pairs(*self.ranges(keys))
+        return rows, self.answers[positions]
 
     def answers_of(self, key: int) -> np.ndarray:
         """Known answers of one query key (numpy, for sampling and tests)."""

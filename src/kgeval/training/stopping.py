@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from .._validation import check_positive_int
 from ..errors import InvalidInputError
 
 DEFAULT_METRIC = "both.realistic.inverse_harmonic_mean_rank"
@@ -30,10 +31,8 @@ class EarlyStopper:
     def __init__(self, evaluation_triples, filter_triples, *, metric: str = DEFAULT_METRIC, frequency: int = 10,
                  patience: int = 2, relative_delta: float = 0.0, larger_is_better: bool = True,
                  evaluate_kwargs: dict | None = None, evaluate_fn: Callable | None = None):
-        if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 1:
-            raise InvalidInputError(f"frequency must be a positive integer, got {frequency!r}")
-        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
-            raise InvalidInputError(f"patience must be a positive integer, got {patience!r}")
+        frequency = check_positive_int("frequency", frequency)
+        patience = check_positive_int("patience", patience)
         if not (isinstance(relative_delta, (int, float)) and 0 <= relative_delta < 1):
             raise InvalidInputError(f"relative_delta must be in [0, 1), got {relative_delta!r}")
         self.evaluation_triples = evaluation_triples
