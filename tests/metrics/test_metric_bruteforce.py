@@ -92,7 +92,8 @@ def close(x, y, rtol=1e-12, atol=1e-14):
 @pytest.mark.parametrize("key", sorted(CLOSED))
 def test_closed_form_moments_match_enumeration(key, c, w):
     m = metrics.get(key)
-    assert m.closed_expectation and m.closed_variance
+    a = norm_weights(len(c), w) if w is not None else None
+    assert m.null_moments(np.asarray(c), a).exact
     e, v = exact_moments(CLOSED[key], c, w)
     assert close(m.expected_value(c, w), e), (m.expected_value(c, w), e)
     assert close(m.variance(c, w), v), (m.variance(c, w), v)
@@ -104,7 +105,7 @@ def test_quadrature_moments_match_enumeration(key, c, w):
     """HMR and IAMR: exact null moments by quadrature (few distinct weights)."""
     m = metrics.get(key)
     a = norm_weights(len(c), w)
-    assert m.null_is_exact(np.asarray(c), a if w is not None else None)
+    assert m.null_moments(np.asarray(c), a if w is not None else None).exact
     e, v = exact_moments(QUADRATURE[key], c, w)
     assert close(m.expected_value(c, w), e, rtol=1e-12), (m.expected_value(c, w), e)
     assert close(m.variance(c, w), v, rtol=1e-10), (m.variance(c, w), v)
@@ -223,7 +224,8 @@ def test_delta_method_within_measured_tolerance(c, w):
     a = norm_weights(len(c), w)
     for key, fn in APPROX.items():
         m = metrics.get(key)
-        assert m.approximate_expectation and not m.closed_expectation
+        moments = m.null_moments(np.asarray(c), a if w is not None else None)
+        assert moments.mean is not None and not moments.exact
         v = fn(R, a)
         e, var = float(v.mean()), float(v.var())
         te, tv = APPROX_TOL[key]
@@ -239,7 +241,7 @@ def test_many_distinct_weights_fall_back_to_delta_method(key):
     w = tuple(1.0 + 0.1 * i for i in range(10))
     m = metrics.get(key)
     a = norm_weights(10, w)
-    assert not m.null_is_exact(np.asarray(c), a)
+    assert not m.null_moments(np.asarray(c), a).exact
     e, v = exact_moments(QUADRATURE[key], c, w)
     assert abs(m.expected_value(c, w) - e) <= 5e-3 * e
     assert abs(m.variance(c, w) - v) <= 0.35 * v
@@ -309,7 +311,7 @@ MEDIAN_EXACT_CONFIGS = [
 @pytest.mark.parametrize("c", MEDIAN_EXACT_CONFIGS, ids=["C" + "-".join(map(str, c)) for c in MEDIAN_EXACT_CONFIGS])
 def test_median_expectation_exact_paths(c):
     m = metrics.get("median_rank")
-    assert m.expectation_is_exact(c)
+    assert m.null_moments(np.asarray(c), None).exact
     assert close(m.expected_value(c), median_exact(c)), (m.expected_value(c), median_exact(c))
 
 
@@ -354,7 +356,7 @@ def test_median_normal_approximation_error(n, monkeypatch):
     exact = _median_exact_dp(c)
     m = metrics.get("median_rank")
     monkeypatch.setattr(order, "_DP_BUDGET", 0)
-    assert not m.expectation_is_exact(c)
+    assert not m.null_moments(np.asarray(c), None).exact
     approx = m.expected_value(c)
     assert abs(approx - exact) <= 1e-4 * exact, (approx, exact, abs(approx - exact) / exact)
 
@@ -367,7 +369,7 @@ def test_median_approximate_path_against_monte_carlo():
     rng = np.random.default_rng(12345)
     c = rng.integers(50, 1001, 301)
     m = metrics.get("median_rank")
-    assert not m.expectation_is_exact(c)
+    assert not m.null_moments(np.asarray(c), None).exact
     approx = m.expected_value(c)
     N = 20000
     sample = np.floor(rng.random((N, c.size)) * c).astype(np.float64) + 1.0

@@ -1,14 +1,15 @@
-"""The metric base class and input validation.
+"""The metric base class, the null-model moments record and input validation.
 
-A rank-based metric is ``M = g(⊕ᵢ f(rᵢ))`` (seed 004): a rank transformation f, a
-weighted aggregation ⊕ and a post-transformation g. Weights are scaling factors
-normalised by their sum, as in PyKEEN: ``Σ wᵢ f(rᵢ) / Σ wᵢ``.
+A rank-based metric is ``M = g(⊕ᵢ f(rᵢ))`` (Hoyt, Berrendorf et al., 2022, "A Unified
+Framework for Rank-based Evaluation Metrics for Link Prediction in Knowledge Graphs"): a rank
+transformation f, a weighted aggregation ⊕ and a post-transformation g. Weights are scaling
+factors normalised by their sum, as in PyKEEN: ``Σ wᵢ f(rᵢ) / Σ wᵢ``.
 
-Every metric can state its expectation and variance under the null model
-``rᵢ ~ U{1..Cᵢ}`` independently; the flags ``closed_expectation`` / ``closed_variance``
-say whether those are exact, ``approximate_expectation`` / ``approximate_variance``
-whether an analytic approximation is offered instead. :meth:`Metric.monte_carlo` gives a
-seeded simulation estimate with confidence intervals for every metric.
+Every metric states its expectation and variance under the null model ``rᵢ ~ U{1..Cᵢ}``
+(independently) through one method, :meth:`Metric.null_moments`, which returns a
+:class:`NullMoments` record: ``None`` for a moment the metric cannot state, and ``exact``
+saying whether the stated ones are exact or analytic approximations. :meth:`Metric.monte_carlo`
+gives a seeded simulation estimate with confidence intervals for every metric.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import as_1d, check_weights as _check_relative_weights
 from ..errors import InvalidInputError, NoClosedFormError
 
 
@@ -40,6 +42,34 @@ class ValueRange:
 
 
 @dataclass(frozen=True)
+class NullMoments:
+    """E[M] and Var[M] under the null model rᵢ ~ U{1..Cᵢ} (independent).
+
+    ``mean`` / ``variance`` are ``None`` where the metric cannot state them analytically (a
+    Monte Carlo estimate is still available through :meth:`Metric.monte_carlo`); ``exact`` says
+    whether the stated ones are exact (True) or analytic approximations (False).
+    """
+
+    mean: float | None = None
+    variance: float | None = None
+    exact: bool = False
+
+    def to_dict(self) -> dict:
+        return {"expected_value": self.mean, "variance": self.variance, "exact": self.exact}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> NullMoments:
+        def num(x):
+            return None if x is None else float(x)
+
+        return cls(num(d.get("expected_value")), num(d.get("variance")), bool(d.get("exact", False)))
+
+
+#: the moments of a metric that states none
+UNKNOWN = NullMoments()
+
+
+@dataclass(frozen=True)
 class MonteCarloEstimate:
     """Simulation estimate of a metric's null distribution with 95% confidence intervals."""
 
@@ -52,28 +82,28 @@ class MonteCarloEstimate:
 
 
 def as_float_array(name: str, values) -> np.ndarray:
-    arr = np.asarray(values.detach().cpu().numpy() if hasattr(values, "detach") else values)
-    if arr.ndim == 0:
-        arr = arr.reshape(1)
-    if arr.ndim != 1:
-        raise InvalidInputError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    arr = as_1d(name, values)
     if arr.dtype.kind not in "iuf":
         raise InvalidInputError(f"{name} must be numeric, got dtype {arr.dtype}")
     return arr.astype(np.float64, copy=False)
 
 
-def check_ranks(ranks) -> np.ndarray:
-    r = as_float_array("ranks", ranks)
+def check_ranks(ranks, name: str = "ranks") -> np.ndarray:
+    r = as_float_array(name, ranks)
     if r.size == 0:
-        raise InvalidInputError("ranks are empty: at least one ranking task is needed")
+        raise InvalidInputError(f"{name} are empty: at least one ranking task is needed")
     bad = ~np.isfinite(r)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise InvalidInputError(f"ranks contain a non-finite value ({r[i]}) at position {i}")
+        raise InvalidInputError(f"{name} contain a non-finite value ({r[i]}) at position {i}")
     if r.min() < 1:
         i = int(np.argmin(r))
-        raise InvalidInputError(f"ranks must be >= 1 (ranks are 1-based), got {r[i]} at position {i}")
+        raise InvalidInputError(f"{name} must be >= 1 (ranks are 1-based), got {r[i]} at position {i}")
     return r
+
+
+#: num_candidates must fit int64 with room for sums (and exactly in a float64 rank comparison)
+MAX_CANDIDATES = 2**62
 
 
 def check_candidates(num_candidates, n: int | None = None, *, required: bool = True, ranks=None):
@@ -90,6 +120,9 @@ def check_candidates(num_candidates, n: int | None = None, *, required: bool = T
         raise InvalidInputError(f"length mismatch: {n} ranks but {c.size} num_candidates")
     if not np.all(np.isfinite(c)) or np.any(c != np.round(c)) or c.min() < 1:
         raise InvalidInputError("num_candidates must be whole numbers >= 1")
+    if c.max() > MAX_CANDIDATES:
+        i = int(np.argmax(c))
+        raise InvalidInputError(f"num_candidates: {c[i]:g} at position {i} is too large (at most 2**62)")
     if ranks is not None and np.any(ranks > c):
         i = int(np.flatnonzero(ranks > c)[0])
         raise InvalidInputError(f"rank above its number of candidates at position {i} ({ranks[i]} > {c[i]:.0f})")
@@ -97,20 +130,17 @@ def check_candidates(num_candidates, n: int | None = None, *, required: bool = T
 
 
 def check_weights(weights, n: int):
-    """Validate weights and return them normalised to sum 1 (None stays None)."""
+    """Validate weights and return them normalised to sum 1 (None stays None).
+
+    Weights are relative: they are rescaled by their maximum before summing (see
+    :func:`kgeval._validation.check_weights`), so weights of 1e308 each are fine.
+    """
     if weights is None:
         return None
     w = as_float_array("weights", weights)
     if w.size != n:
         raise InvalidInputError(f"length mismatch: {n} ranks but {w.size} weights")
-    if not np.all(np.isfinite(w)):
-        raise InvalidInputError("weights contain NaN or infinite values")
-    if np.any(w < 0):
-        raise InvalidInputError(f"weights must be non-negative, got {w[np.flatnonzero(w < 0)[0]]}")
-    total = w.sum()
-    if total <= 0:
-        raise InvalidInputError("weights are all zero: at least one task must have positive weight")
-    return w / total
+    return _check_relative_weights("weights", w, normalise=True)
 
 
 # np.sum(w * x) rather than np.dot: BLAS ddot on a busy machine spins threads (15 ms for 40k
@@ -127,24 +157,29 @@ def wsum_sq(v: np.ndarray, w: np.ndarray | None) -> float:
 
 
 class Metric:
-    """Base class: subclasses implement :meth:`compute` and, where they can, the null moments."""
+    """Base class: subclasses implement :meth:`compute` and, where they can,
+    :meth:`null_moments` and :meth:`tie_expectation`.
+
+    Synonyms live in the registry (:mod:`kgeval.metrics.registry`), the single source:
+    :attr:`synonyms` asks it.
+    """
 
     key: str = ""
     name: str = ""
-    synonyms: tuple[str, ...] = ()
     increasing: bool = False
     value_range: ValueRange = ValueRange(-math.inf, math.inf, False, False)
     #: the best attainable value (perfect ranks); None if it depends on the data
     optimum: float | None = None
     needs_candidates: bool = False
     supports_weights: bool = True
-    closed_expectation: bool = False
-    closed_variance: bool = False
-    approximate_expectation: bool = False
-    approximate_variance: bool = False
-    #: whether the exact expectation under random tie-breaking (rank type 'expected') exists
-    supports_expected_rank: bool = False
     description: str = ""
+
+    @property
+    def synonyms(self) -> tuple[str, ...]:
+        """The names :func:`kgeval.metrics.get` resolves to this metric's key (from the registry)."""
+        from .registry import synonyms_of
+
+        return synonyms_of(self.key)
 
     # ------------------------------------------------------------------ evaluation
     def __call__(self, ranks, num_candidates=None, weights=None) -> float:
@@ -158,10 +193,18 @@ class Metric:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ null model
+    def null_moments(self, c: np.ndarray, w: np.ndarray | None) -> NullMoments:
+        """E[M] and Var[M] under rᵢ ~ U{1..Cᵢ}, computed together.
+
+        Takes *validated* arrays: ``c`` the int64 numbers of candidates (≥ 1), ``w`` the weights
+        normalised to sum 1, or None for unweighted. Fields the metric cannot state are None.
+        """
+        return UNKNOWN
+
     def expected_value(self, num_candidates, weights=None, *, num_samples: int | None = None, seed: int = 0) -> float:
         """E[M] under rᵢ ~ U{1..Cᵢ}: closed form or analytic approximation when available,
         else a Monte Carlo estimate when ``num_samples`` is given."""
-        return self._null_moment("expectation", num_candidates, weights, num_samples, seed)
+        return self._null_moment("mean", num_candidates, weights, num_samples, seed)
 
     def variance(self, num_candidates, weights=None, *, num_samples: int | None = None, seed: int = 0) -> float:
         """Var[M] under the null model (see :meth:`expected_value`)."""
@@ -170,54 +213,44 @@ class Metric:
     def _null_moment(self, which: str, num_candidates, weights, num_samples, seed) -> float:
         c = check_candidates(num_candidates)
         w = check_weights(weights, c.size)
-        if which == "expectation":
-            analytic, compute = self.closed_expectation or self.approximate_expectation, self._expectation
-        else:
-            analytic, compute = self.closed_variance or self.approximate_variance, self._variance
-        if analytic:
-            try:
-                return compute(c, w)
-            except NoClosedFormError:
-                if num_samples is None:
-                    raise
+        value = getattr(self.null_moments(c, w), which)
+        if value is not None:
+            return value
         if num_samples is None:
-            raise NoClosedFormError(f"{self.key}: no closed-form {which}; pass num_samples= for a Monte Carlo estimate")
+            what = "expectation" if which == "mean" else "variance"
+            raise NoClosedFormError(
+                f"{self.key}: no analytic {what} for these inputs; pass num_samples= for a Monte Carlo estimate"
+            )
         estimate = self.monte_carlo(c, weights, num_samples=num_samples, seed=seed)
-        return estimate.mean if which == "expectation" else estimate.variance
+        return getattr(estimate, which)
 
     def std(self, num_candidates, weights=None, **kwargs) -> float:
         return math.sqrt(self.variance(num_candidates, weights, **kwargs))
 
-    def has_expectation(self, weighted: bool = False) -> bool:
-        return self.closed_expectation or self.approximate_expectation
+    # ------------------------------------------------------------------ random tie-breaking
+    def tie_expectation(self, lo: np.ndarray, hi: np.ndarray, c, w) -> float | None:
+        """Exact E[M] when each rank is uniform on the integers [loᵢ, hiᵢ] (the ``expected``
+        rank type), or None where no exact form is known.
 
-    def has_variance(self, weighted: bool = False) -> bool:
-        return self.closed_variance or self.approximate_variance
-
-    def null_is_exact(self, c: np.ndarray, w) -> bool:
-        """Whether E/Var for these candidates and weights are exact (not approximations)."""
-        return self.closed_expectation
-
-    def _expectation(self, c: np.ndarray, w) -> float:
-        raise NoClosedFormError(f"{self.key}: no closed-form expectation")
-
-    def _variance(self, c: np.ndarray, w) -> float:
-        raise NoClosedFormError(f"{self.key}: no closed-form variance")
+        Takes *validated* arrays (int64 ranks with lo ≤ hi ≤ c, ``w`` normalised or None).
+        """
+        return None
 
     def expected_under_ties(self, optimistic, pessimistic, num_candidates=None, weights=None) -> float:
-        """Exact E[M] when each rank is uniform on [optimistic, pessimistic] (random tie-breaking)."""
-        lo = check_ranks(optimistic)
-        hi = check_ranks(pessimistic)
+        """Validating front end of :meth:`tie_expectation`; raises :class:`NoClosedFormError`
+        where no exact form is known."""
+        lo = check_ranks(optimistic, "optimistic ranks")
+        hi = check_ranks(pessimistic, "pessimistic ranks")
         if lo.size != hi.size:
             raise InvalidInputError(f"length mismatch: {lo.size} optimistic but {hi.size} pessimistic ranks")
         if np.any(hi < lo):
             raise InvalidInputError("pessimistic rank below optimistic rank")
         c = check_candidates(num_candidates, lo.size, required=self.needs_candidates, ranks=hi)
         w = check_weights(weights, lo.size)
-        return self._expected_under_ties(lo.astype(np.int64), hi.astype(np.int64), c, w)
-
-    def _expected_under_ties(self, lo, hi, c, w) -> float:
-        raise NoClosedFormError(f"{self.key}: no exact expectation under random tie-breaking")
+        value = self.tie_expectation(lo.astype(np.int64), hi.astype(np.int64), c, w)
+        if value is None:
+            raise NoClosedFormError(f"{self.key}: no exact expectation under random tie-breaking")
+        return value
 
     # ------------------------------------------------------------------ simulation
     def sample_values(self, num_candidates, weights=None, *, num_samples: int = 1000, seed: int = 0) -> np.ndarray:

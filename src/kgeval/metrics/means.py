@@ -1,4 +1,4 @@
-"""Power-mean metrics: ``M = g(M_p(f(r₁), …, f(rₙ)))`` (seed 004, Tables 2 and 3).
+"""Power-mean metrics: ``M = g(M_p(f(r₁), …, f(rₙ)))`` (Hoyt, Berrendorf et al., 2022, Tables 2 and 3).
 
 Arithmetic-mean family (``M = g(Σ wᵢ f(rᵢ))``, weights normalised):
 
@@ -29,15 +29,14 @@ import math
 import numpy as np
 
 from ..errors import InvalidInputError
-from .base import Metric, ValueRange, wmean, wsum_sq
-from .moments import inverse_moments, log_power_moment, power_prefix, prefix_sum, uniform_range_mean
+from .base import Metric, NullMoments, ValueRange, wmean, wsum_sq
+from .moments import inverse_moments, log_power_moment, power_prefix, uniform_range_mean
 
 INF = math.inf
 
 
 def _fmt_p(p: float) -> str:
-    s = f"{p:g}".replace("-", "neg").replace(".", "_")
-    return s
+    return f"{p:g}".replace("-", "neg").replace(".", "_")
 
 
 class TransformedMean(Metric):
@@ -45,9 +44,6 @@ class TransformedMean(Metric):
     ``g`` gets second-order delta-method moments: E[g(X)] ≈ g(μ) + ½g''(μ)σ², Var ≈ g'(μ)²σ²."""
 
     needs_candidates = False
-    closed_expectation = True
-    closed_variance = True
-    supports_expected_rank = True
     #: whether g is the identity (then moments and tie-expectation are exact)
     identity_post = True
 
@@ -82,22 +78,16 @@ class TransformedMean(Metric):
     def compute(self, ranks, num_candidates, weights) -> float:
         return float(self.g(wmean(self.f(ranks), weights)))
 
-    def _expectation(self, c, w) -> float:
+    def null_moments(self, c, w) -> NullMoments:
         mu = wmean(self.task_mean(c), w)
-        if self.identity_post:
-            return mu
-        return float(self.g(mu) + 0.5 * self.d2g(mu) * wsum_sq(self.task_var(c), w))
-
-    def _variance(self, c, w) -> float:
         var = wsum_sq(self.task_var(c), w)
         if self.identity_post:
-            return var
-        mu = wmean(self.task_mean(c), w)
-        return float(self.dg(mu) ** 2 * var)
+            return NullMoments(mu, var, True)
+        return NullMoments(float(self.g(mu) + 0.5 * self.d2g(mu) * var), float(self.dg(mu) ** 2 * var), False)
 
-    def _expected_under_ties(self, lo, hi, c, w) -> float:
+    def tie_expectation(self, lo, hi, c, w) -> float | None:
         if not self.identity_post:
-            return super()._expected_under_ties(lo, hi, c, w)
+            return None
         return wmean(uniform_range_mean(self.prefix(int(hi.max())), lo, hi), w)
 
 
@@ -110,9 +100,6 @@ class _Reciprocal:
     (approximate: measured −4…−10% error in Var for n ≤ 1000, see the tests)."""
 
     identity_post = False
-    closed_expectation = True
-    closed_variance = True
-    supports_expected_rank = False
     inverse_kind = "identity"
 
     def g(self, x):
@@ -124,31 +111,13 @@ class _Reciprocal:
     def d2g(self, x):
         return 2.0 / x**3
 
-    def _moments(self, c, w):
-        # E and Var come from one quadrature; Results asks for both with the same arrays in a
-        # row, so keep the last answer instead of integrating twice
-        memo = getattr(self, "_memo", None)
-        if memo is not None and memo[0] is c and memo[1] is w:
-            return memo[2]
-        self._memo = (c, w, self._compute_moments(c, w))
-        return self._memo[2]
-
-    def _compute_moments(self, c, w):
+    def null_moments(self, c, w) -> NullMoments:
         if wsum_sq(self.task_var(c), w) == 0:  # X is deterministic (all Cᵢ = 1): exact, no quadrature noise
-            return self.g(wmean(self.task_mean(c), w)), 0.0
+            return NullMoments(float(self.g(wmean(self.task_mean(c), w))), 0.0, True)
         m = inverse_moments(c, w, self.inverse_kind)
         if m is None:
-            return TransformedMean._expectation(self, c, w), TransformedMean._variance(self, c, w)
-        return m[0], max(m[1] - m[0] ** 2, 0.0)
-
-    def _expectation(self, c, w) -> float:
-        return float(self._moments(c, w)[0])
-
-    def _variance(self, c, w) -> float:
-        return float(self._moments(c, w)[1])
-
-    def null_is_exact(self, c, w) -> bool:
-        return w is None or np.unique(w).size <= 8
+            return TransformedMean.null_moments(self, c, w)
+        return NullMoments(float(m[0]), float(max(m[1] - m[0] ** 2, 0.0)), True)
 
 
 class _Identity:
@@ -183,7 +152,6 @@ class _Inverse:
 class ArithmeticMeanRank(_Identity, TransformedMean):
     key = "arithmetic_mean_rank"
     name = "Mean Rank (MR)"
-    synonyms = ("mean_rank", "mr", "amr")
     increasing = False
     value_range = ValueRange(1, INF, True, False)
     optimum = 1.0
@@ -193,7 +161,6 @@ class ArithmeticMeanRank(_Identity, TransformedMean):
 class InverseArithmeticMeanRank(_Reciprocal, _Identity, TransformedMean):
     key = "inverse_arithmetic_mean_rank"
     name = "Inverse Arithmetic Mean Rank (IAMR)"
-    synonyms = ("iamr", "imr", "inverse_mean_rank")
     increasing = True
     value_range = ValueRange(0, 1, False, True)
     optimum = 1.0
@@ -203,7 +170,6 @@ class InverseArithmeticMeanRank(_Reciprocal, _Identity, TransformedMean):
 class InverseHarmonicMeanRank(_Inverse, TransformedMean):
     key = "inverse_harmonic_mean_rank"
     name = "Mean Reciprocal Rank (MRR)"
-    synonyms = ("mean_reciprocal_rank", "mrr", "ihmr")
     increasing = True
     value_range = ValueRange(0, 1, False, True)
     optimum = 1.0
@@ -214,7 +180,6 @@ class HarmonicMeanRank(_Reciprocal, _Inverse, TransformedMean):
     inverse_kind = "reciprocal"
     key = "harmonic_mean_rank"
     name = "Harmonic Mean Rank (HMR)"
-    synonyms = ("hmr",)
     increasing = False
     value_range = ValueRange(1, INF, True, False)
     optimum = 1.0
@@ -233,21 +198,23 @@ class HitsAtK(TransformedMean):
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise InvalidInputError(f"hits@k needs a whole number k >= 1, got {k!r}")
         self.k = int(k)
+        # no rank exceeds 2**62 (see check_candidates): a larger k counts every task, and numpy
+        # cannot compare against a Python int beyond int64
+        self._k = min(self.k, 2**62)
         self.key = f"hits_at_{self.k}"
         self.name = f"Hits @ {self.k}"
-        self.synonyms = (f"hits@{self.k}", f"h@{self.k}")
         self.description = HitsAtK.__doc__
 
     def f(self, r):
-        return (r <= self.k).astype(np.float64)
+        return (r <= self._k).astype(np.float64)
 
     def prefix(self, max_n):
-        return np.minimum(np.arange(max_n + 1, dtype=np.float64), self.k)
+        return np.minimum(np.arange(max_n + 1, dtype=np.float64), self._k)
 
     prefix_sq = prefix
 
     def task_mean(self, c):
-        return np.minimum(c, self.k) / c
+        return np.minimum(c, self._k) / c
 
     def task_var(self, c):
         p = self.task_mean(c)
@@ -255,12 +222,11 @@ class HitsAtK(TransformedMean):
 
 
 class PowerMeanRank(TransformedMean):
-    """Generalised (power / Hölder) mean rank M_p = (Σ wᵢ rᵢ^p / W)^(1/p) (seed 004, Table 3).
+    """Generalised (power / Hölder) mean rank M_p = (Σ wᵢ rᵢ^p / W)^(1/p) (Hoyt, Berrendorf et al., 2022, Table 3).
 
     p = 1 is MR, p = −1 is HMR, p → 0 the GMR (use :class:`GeometricMeanRank`).
     """
 
-    synonyms = ()
     increasing = False
     value_range = ValueRange(1, INF, True, False)
     optimum = 1.0
@@ -275,12 +241,7 @@ class PowerMeanRank(TransformedMean):
         self.p = p
         self.key = f"power_mean_rank_p{_fmt_p(p)}"
         self.name = f"Power Mean Rank (p={p:g})"
-        self.synonyms = (f"pmr_{_fmt_p(p)}",)
         self.identity_post = p == 1.0
-        exact = self.identity_post
-        self.closed_expectation = self.closed_variance = exact
-        self.approximate_expectation = self.approximate_variance = not exact
-        self.supports_expected_rank = exact
         self.description = PowerMeanRank.__doc__
 
     def f(self, r):
@@ -308,9 +269,6 @@ class _GeometricBase(Metric):
     """GMR^s with s = +1 (GMR) or −1 (IGMR); exact moments as products of power moments."""
 
     sign = 1.0
-    closed_expectation = True
-    closed_variance = True
-    supports_expected_rank = True
 
     @staticmethod
     def _exponents(n: int, w):
@@ -319,18 +277,14 @@ class _GeometricBase(Metric):
     def compute(self, ranks, num_candidates, weights) -> float:
         return float(math.exp(self.sign * wmean(np.log(ranks), weights)))
 
-    def _expectation(self, c, w) -> float:
-        a = self._exponents(c.size, w)
-        return float(np.exp(np.sum(log_power_moment(c, self.sign * np.asarray(a)))))
-
-    def _variance(self, c, w) -> float:
+    def null_moments(self, c, w) -> NullMoments:
         a = np.asarray(self._exponents(c.size, w))
         log1 = np.sum(log_power_moment(c, self.sign * a))
         log2 = np.sum(log_power_moment(c, 2 * self.sign * a))
         # Var = E[M²] − E[M]² = E[M]² · (exp(log2 − 2·log1) − 1), with expm1 to keep digits
-        return float(np.exp(2 * log1) * np.expm1(log2 - 2 * log1))
+        return NullMoments(float(np.exp(log1)), float(np.exp(2 * log1) * np.expm1(log2 - 2 * log1)), True)
 
-    def _expected_under_ties(self, lo, hi, c, w) -> float:
+    def tie_expectation(self, lo, hi, c, w) -> float | None:
         a = np.asarray(self._exponents(lo.size, w))
         return float(np.exp(np.sum(log_power_moment(hi, self.sign * a, low=lo))))
 
@@ -338,7 +292,6 @@ class _GeometricBase(Metric):
 class GeometricMeanRank(_GeometricBase):
     key = "geometric_mean_rank"
     name = "Geometric Mean Rank (GMR)"
-    synonyms = ("gmr",)
     increasing = False
     value_range = ValueRange(1, INF, True, False)
     optimum = 1.0
@@ -348,7 +301,6 @@ class GeometricMeanRank(_GeometricBase):
 class InverseGeometricMeanRank(_GeometricBase):
     key = "inverse_geometric_mean_rank"
     name = "Inverse Geometric Mean Rank (IGMR)"
-    synonyms = ("igmr",)
     increasing = True
     value_range = ValueRange(0, 1, False, True)
     optimum = 1.0
@@ -366,5 +318,4 @@ __all__ = [
     "PowerMeanRank",
     "GeometricMeanRank",
     "InverseGeometricMeanRank",
-    "prefix_sum",
 ]

@@ -25,8 +25,7 @@ import math
 
 import numpy as np
 
-from ..errors import NoClosedFormError
-from .base import Metric, ValueRange, wmean
+from .base import UNKNOWN, Metric, NullMoments, ValueRange, wmean
 
 INF = math.inf
 _DP_BUDGET = 3e7
@@ -105,35 +104,26 @@ def median_expectation(c: np.ndarray) -> tuple[float, bool]:
 class MedianRank(Metric):
     key = "median_rank"
     name = "Median Rank"
-    synonyms = ("mdr", "median")
     increasing = False
     value_range = ValueRange(1, INF, True, False)
     optimum = 1.0
-    approximate_expectation = True  # exact in the tractable cases, see median_expectation
     description = "median of the ranks (mean of the two middle ones for even n)"
 
     def compute(self, ranks, num_candidates, weights) -> float:
         return weighted_median(ranks, weights)
 
-    def has_expectation(self, weighted: bool = False) -> bool:
-        return not weighted
-
-    def _expectation(self, c, w) -> float:
+    def null_moments(self, c, w) -> NullMoments:
+        """E only (exact in the tractable cases, see :func:`median_expectation`); none for the
+        weighted median."""
         if w is not None:
-            raise NoClosedFormError("median_rank: no analytic expectation for the weighted median; pass num_samples=")
-        return median_expectation(c)[0]
-
-    def expectation_is_exact(self, num_candidates) -> bool:
-        return median_expectation(np.asarray(num_candidates, dtype=np.int64))[1]
-
-    def null_is_exact(self, c, w) -> bool:
-        return w is None and self.expectation_is_exact(c)
+            return UNKNOWN
+        mean, exact = median_expectation(c)
+        return NullMoments(mean, None, exact)
 
 
 class InverseMedianRank(Metric):
     key = "inverse_median_rank"
     name = "Inverse Median Rank"
-    synonyms = ("imdr",)
     increasing = True
     value_range = ValueRange(0, 1, False, True)
     optimum = 1.0
@@ -146,7 +136,6 @@ class InverseMedianRank(Metric):
 class StandardDeviation(Metric):
     key = "standard_deviation"
     name = "Standard Deviation of the Ranks"
-    synonyms = ("rank_std", "std")
     value_range = ValueRange(0, INF, True, False)
     description = "population standard deviation √(Σ wᵢ (rᵢ − MR)² / W)"
 
@@ -157,7 +146,6 @@ class StandardDeviation(Metric):
 class Variance(Metric):
     key = "variance"
     name = "Variance of the Ranks"
-    synonyms = ("rank_var", "var")
     value_range = ValueRange(0, INF, True, False)
     description = "population variance Σ wᵢ (rᵢ − MR)² / W"
 
@@ -169,7 +157,6 @@ class Variance(Metric):
 class MedianAbsoluteDeviation(Metric):
     key = "median_absolute_deviation"
     name = "Median Absolute Deviation (MAD)"
-    synonyms = ("rank_mad", "mad")
     value_range = ValueRange(0, INF, True, False)
     description = "1.4826 · median |rᵢ − median(r)| (normal-consistent scale, as PyKEEN/scipy)"
 
@@ -181,21 +168,14 @@ class MedianAbsoluteDeviation(Metric):
 class Count(Metric):
     key = "count"
     name = "Count"
-    synonyms = ("n", "num_tasks")
     value_range = ValueRange(0, INF, True, False)
-    supports_expected_rank = True
-    closed_expectation = True
-    closed_variance = True
     description = "number of ranking tasks (weights do not change it)"
 
     def compute(self, ranks, num_candidates, weights) -> float:
         return float(ranks.size)
 
-    def _expectation(self, c, w) -> float:
-        return float(c.size)
+    def null_moments(self, c, w) -> NullMoments:
+        return NullMoments(float(c.size), 0.0, True)
 
-    def _variance(self, c, w) -> float:
-        return 0.0
-
-    def _expected_under_ties(self, lo, hi, c, w) -> float:
+    def tie_expectation(self, lo, hi, c, w) -> float | None:
         return float(lo.size)

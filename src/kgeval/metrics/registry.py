@@ -1,8 +1,12 @@
-"""Metric registry: keys (PyKEEN's, with k in every Hits-family key), synonyms, lookup.
+"""Metric registry: the single source of keys and synonyms, and lookup by name.
 
-``get("mrr")``, ``get("hits@10")``, ``get("h@10")``, ``get("hits_at_10")``,
-``get("z_hits_at_3")``, ``get("power_mean_rank", p=2)`` all work, case-insensitively.
-Unknown names raise :class:`~kgeval.errors.UnknownNameError` suggesting the closest.
+Keys are PyKEEN's, with k in every hits-family key. ``get("mrr")``, ``get("hits@10")``,
+``get("h@10")``, ``get("hits_at_10")``, ``get("z_hits_at_3")``, ``get("hits_at_k.3")`` (PyKEEN's
+``name.k`` form), ``get("power_mean_rank", p=2)`` all work, case-insensitively. Unknown names
+raise :class:`~kgeval.errors.UnknownNameError` suggesting the closest.
+
+Metric classes carry only their ``key``; every synonym is declared here, so a synonym that
+:attr:`Metric.synonyms` lists always resolves back to that metric.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from collections.abc import Callable
 
 from ..errors import InvalidInputError, unknown_name
 from .base import Metric
-from .derived import AdjustedIndex, ExpectationNormalized, ZScore
+from .derived import AdjustedIndex, ExpectationNormalized, ZScore, wrapper_key
 from .means import (
     ArithmeticMeanRank,
     GeometricMeanRank,
@@ -27,21 +31,21 @@ from .order import Count, InverseMedianRank, MedianAbsoluteDeviation, MedianRank
 
 DEFAULT_KS = (1, 3, 5, 10)
 
-# base metric key -> (factory, synonyms, wrappers). wrappers: which adjustments exist:
-# "norm" = M/E, "index" = (M−E)/(opt−E), "z" = z-score.
-_BASES: dict[str, tuple[Callable[[], Metric], tuple[str, ...], tuple[str, ...]]] = {
-    "arithmetic_mean_rank": (ArithmeticMeanRank, ("mean_rank", "mr"), ("norm", "index", "z")),
-    "inverse_arithmetic_mean_rank": (InverseArithmeticMeanRank, ("iamr", "imr", "inverse_mean_rank"), ("index", "z")),
-    "geometric_mean_rank": (GeometricMeanRank, ("gmr",), ("norm", "index", "z")),
-    "inverse_geometric_mean_rank": (InverseGeometricMeanRank, ("igmr",), ("index", "z")),
-    "harmonic_mean_rank": (HarmonicMeanRank, ("hmr",), ("norm", "index", "z")),
-    "inverse_harmonic_mean_rank": (InverseHarmonicMeanRank, ("mean_reciprocal_rank", "mrr", "ihmr"), ("index", "z")),
-    "median_rank": (MedianRank, ("mdr", "median"), ("index",)),
-    "inverse_median_rank": (InverseMedianRank, ("imdr",), ()),
-    "standard_deviation": (StandardDeviation, ("rank_std", "std"), ()),
-    "variance": (Variance, ("rank_var", "var"), ()),
-    "median_absolute_deviation": (MedianAbsoluteDeviation, ("rank_mad", "mad"), ()),
-    "count": (Count, ("num_tasks",), ()),
+# base metric class -> (synonyms, wrappers): which adjustments exist
+# ("norm" = M/E, "index" = (M−E)/(opt−E), "z" = z-score)
+_BASES: dict[type[Metric], tuple[tuple[str, ...], tuple[str, ...]]] = {
+    ArithmeticMeanRank: (("mean_rank", "mr"), ("norm", "index", "z")),
+    InverseArithmeticMeanRank: (("iamr", "imr", "inverse_mean_rank"), ("index", "z")),
+    GeometricMeanRank: (("gmr",), ("norm", "index", "z")),
+    InverseGeometricMeanRank: (("igmr",), ("index", "z")),
+    HarmonicMeanRank: (("hmr",), ("norm", "index", "z")),
+    InverseHarmonicMeanRank: (("mean_reciprocal_rank", "mrr", "ihmr"), ("index", "z")),
+    MedianRank: (("mdr", "median"), ("index",)),
+    InverseMedianRank: (("imdr",), ()),
+    StandardDeviation: (("rank_std", "std"), ()),
+    Variance: (("rank_var", "var"), ()),
+    MedianAbsoluteDeviation: (("rank_mad", "mad"), ()),
+    Count: (("n", "num_tasks"), ()),
 }
 
 # synonyms of the wrappers, following PyKEEN where it has them
@@ -71,89 +75,115 @@ def normalize_name(name: str) -> str:
     return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
 
 
-def _wrap(kind: str, base: Metric) -> Metric:
-    m = _WRAP[kind](base)
-    m.synonyms = _WRAPPER_SYNONYMS.get(m.key, ())
-    return m
-
-
-def _named(factory, synonyms) -> Metric:
-    m = factory()
-    m.synonyms = synonyms
-    return m
-
-
 def _static_table() -> dict[str, Callable[[], Metric]]:
     table: dict[str, Callable[[], Metric]] = {}
-    for key, (factory, syn, wrappers) in _BASES.items():
-        table[key] = lambda f=factory, s=syn: _named(f, s)
+    for cls, (_, wrappers) in _BASES.items():
+        table[cls.key] = cls
         for kind in wrappers:
-            probe = _wrap(kind, _named(factory, syn))
-            table[probe.key] = lambda kind=kind, f=factory, s=syn: _wrap(kind, _named(f, s))
+            table[wrapper_key(kind, cls.key, cls.increasing)] = lambda kind=kind, cls=cls: _WRAP[kind](cls())
     return table
 
 
 _TABLE = _static_table()
-_SYNONYMS: dict[str, str] = {}
-for _key, _factory in _TABLE.items():
-    for _s in _factory().synonyms:
-        _SYNONYMS[normalize_name(_s)] = _key
-
-_HITS = re.compile(r"^(adjusted_|z_|a|z)?(?:hits_at_|hits@|hits_|h@|hits|h)(\d+)$")
-_POWER = re.compile(r"^(adjusted_|z_)?(?:power_mean_rank_p|pmr_?)(neg)?(\d+(?:_\d+)?)(_index)?$")
+_SYNONYMS_OF: dict[str, tuple[str, ...]] = {cls.key: syn for cls, (syn, _) in _BASES.items()} | _WRAPPER_SYNONYMS
+_SYNONYMS: dict[str, str] = {normalize_name(s): key for key, syns in _SYNONYMS_OF.items() for s in syns}
 
 
-def _hits(prefix: str | None, k: int) -> Metric:
-    base = HitsAtK(k)
+# ---------------------------------------------------------------------------- parametrised families
+def _wrapped(prefix: str | None, base: Metric) -> Metric:
+    """``adjusted_``/``a`` prefix -> adjusted index, ``z_``/``z`` -> z-score, none -> the base."""
     if not prefix:
         return base
-    return _wrap("z" if prefix.startswith("z") else "index", base)
+    return _WRAP["z" if prefix.startswith("z") else "index"](base)
+
+
+def _power(prefix: str | None, neg: str | None, digits: str) -> Metric:
+    p = float(digits.replace("_", ".")) * (-1 if neg else 1)
+    return _wrapped(prefix, PowerMeanRank(p))
+
+
+# (regex, factory(match)) pairs, tried in order after the fixed keys and synonyms
+_FAMILIES: list[tuple[re.Pattern, Callable[[re.Match], Metric]]] = [
+    (
+        re.compile(r"^(adjusted_|z_|a|z)?(?:hits_at_|hits@|hits_|h@|hits|h)(\d+)$"),
+        lambda m: _wrapped(m[1], HitsAtK(int(m[2]))),
+    ),
+    (
+        re.compile(r"^(adjusted_|z_)?(?:power_mean_rank_p|pmr_?)(neg)?(\d+(?:_\d+)?)(?:_index)?$"),
+        lambda m: _power(m[1], m[2], m[3]),
+    ),
+]
+# family names that take a keyword parameter: name -> (parameter, default, factory(value))
+_PARAMETRISED: dict[str, tuple[str, float, Callable[[object], Metric]]] = {
+    **{n: ("k", 10, lambda k: HitsAtK(k)) for n in ("hits_at_k", "hits", "hits@k", "h@k")},
+    **{n: ("k", 10, lambda k: AdjustedIndex(HitsAtK(k))) for n in ("adjusted_hits_at_k", "ahits@k")},
+    **{n: ("k", 10, lambda k: ZScore(HitsAtK(k))) for n in ("z_hits_at_k", "zhits@k")},
+    **{n: ("p", 2.0, lambda p: PowerMeanRank(p)) for n in ("power_mean_rank", "pmr")},
+    "adjusted_power_mean_rank_index": ("p", 2.0, lambda p: AdjustedIndex(PowerMeanRank(p))),
+    "z_power_mean_rank": ("p", 2.0, lambda p: ZScore(PowerMeanRank(p))),
+}
+# synonyms of family members, derived from their keys (each one resolves through _FAMILIES)
+_FAMILY_SYNONYMS: list[tuple[re.Pattern, Callable[[re.Match], tuple[str, ...]]]] = [
+    (re.compile(r"^hits_at_(\d+)$"), lambda m: (f"hits@{m[1]}", f"h@{m[1]}")),
+    (re.compile(r"^power_mean_rank_p([\w]+)$"), lambda m: (f"pmr_{m[1]}",)),
+]
+# PyKEEN's "name.k" form: hits_at_k.3, both.best.hits@k.5
+_NAME_DOT_K = re.compile(r"^([^.]+)\.(\d+)$")
+
+
+def synonyms_of(key: str) -> tuple[str, ...]:
+    """Every synonym the registry resolves to ``key`` (empty for an unregistered key)."""
+    if key in _SYNONYMS_OF:
+        return _SYNONYMS_OF[key]
+    for pattern, make in _FAMILY_SYNONYMS:
+        m = pattern.match(key)
+        if m:
+            return make(m)
+    return ()
 
 
 def get(name, **kwargs) -> Metric:
     """Return a metric by key or synonym (case-insensitive).
 
     Parametrised families: ``hits_at_k`` (``k=``) and ``power_mean_rank`` (``p=``), also as
-    ``get("hits@3")`` or ``get("power_mean_rank_p2")``; prefixes ``adjusted_`` / ``z_`` apply.
-    A :class:`Metric` instance is returned unchanged.
+    ``get("hits@3")``, ``get("hits_at_k.3")`` (PyKEEN) or ``get("power_mean_rank_p2")``; the
+    prefixes ``adjusted_`` / ``z_`` apply. A :class:`Metric` instance is returned unchanged.
     """
     if isinstance(name, Metric):
         return name
     if not isinstance(name, str):
         raise InvalidInputError(f"metric name must be a string, got {type(name).__name__}")
     norm = normalize_name(name)
-    if norm in ("hits_at_k", "hits", "hits@k", "adjusted_hits_at_k", "z_hits_at_k"):
-        prefix = "adjusted_" if norm.startswith("adjusted") else ("z_" if norm.startswith("z_") else None)
-        return _hits(prefix, kwargs.get("k", 10))
-    if norm in ("power_mean_rank", "adjusted_power_mean_rank_index", "z_power_mean_rank", "pmr"):
-        base = PowerMeanRank(kwargs.get("p", 2.0))
-        return base if not norm.startswith(("adjusted", "z_")) else _wrap("index" if norm.startswith("adj") else "z", base)
+    dot_k = _NAME_DOT_K.match(norm)
+    if dot_k:
+        if _PARAMETRISED.get(dot_k[1], ("",))[0] != "k" or kwargs:
+            raise unknown_name("metric", name, names(include_synonyms=True))
+        norm, kwargs = dot_k[1], {"k": int(dot_k[2])}
+    if norm in _PARAMETRISED:
+        param, default, make = _PARAMETRISED[norm]
+        unexpected = sorted(set(kwargs) - {param})
+        if unexpected:
+            raise InvalidInputError(f"metric {name!r} takes only {param}=, got {unexpected}")
+        return make(kwargs.get(param, default))
     if kwargs:
         raise InvalidInputError(f"metric {name!r} takes no parameters, got {sorted(kwargs)}")
     key = norm if norm in _TABLE else _SYNONYMS.get(norm)
     if key is not None:
         return _TABLE[key]()
-    m = _HITS.match(norm)
-    if m:
-        prefix, k = m.group(1), int(m.group(2))
-        if k < 1:
-            raise InvalidInputError(f"hits@k needs k >= 1, got {k}")
-        return _hits(prefix, k)
-    m = _POWER.match(norm)
-    if m:
-        prefix, neg, digits, _ = m.groups()
-        p = float(digits.replace("_", ".")) * (-1 if neg else 1)
-        base = PowerMeanRank(p)
-        return base if not prefix else _wrap("index" if prefix == "adjusted_" else "z", base)
+    for pattern, make in _FAMILIES:
+        m = pattern.match(norm)
+        if m:
+            return make(m)
     raise unknown_name("metric", name, names(include_synonyms=True))
 
 
 def names(*, include_synonyms: bool = False) -> list[str]:
-    """Keys of all registered metrics (hits with the default k's), optionally with synonyms."""
+    """Keys of all registered metrics (hits with the default k's, two power means), optionally
+    with synonyms."""
     out = [m.key for m in default_metrics()]
-    out += ["power_mean_rank_p2", "power_mean_rank_pneg0_5"]
+    out += [PowerMeanRank(2).key, PowerMeanRank(-0.5).key]
     if include_synonyms:
-        out += list(_SYNONYMS)
+        out += [s for key in out for s in synonyms_of(key)]
     return sorted(set(out))
 
 
@@ -162,6 +192,5 @@ def default_metrics(ks=DEFAULT_KS) -> list[Metric]:
     expectation-normalised, adjusted-index and z variant that is defined."""
     out = [f() for f in _TABLE.values()]
     for k in ks:
-        base = HitsAtK(k)
-        out += [base, _wrap("index", HitsAtK(k)), _wrap("z", HitsAtK(k))]
+        out += [HitsAtK(k), AdjustedIndex(HitsAtK(k)), ZScore(HitsAtK(k))]
     return out

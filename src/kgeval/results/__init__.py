@@ -1,0 +1,234 @@
+"""Results: every metric for every side and rank type, computed from a rank table.
+
+Rank types:
+
+- ``optimistic`` / ``pessimistic``: the best / worst position among tied candidates;
+- ``realistic``: the metric of the mean of those two ranks (PyKEEN's definition);
+- ``expected``: the exact expected value of the metric when ties are broken uniformly at
+  random, i.e. each rank uniform on [optimistic, pessimistic]. It differs from
+  ``realistic`` for any non-linear f: with 100 tied candidates (optimistic 1, pessimistic
+  100) the realistic reciprocal rank is 1/50.5 = 0.0198, while the expected reciprocal rank
+  is H₁₀₀/100 = 0.0519. Available for the arithmetic-mean family (hits@k, MR, MRR) and the
+  geometric means (GMR, IGMR), with their adjusted and z variants.
+
+Sides: ``head``, ``tail`` and ``both`` (the pooled tasks of the two sides). A table
+without sides reports only ``both``.
+
+The container holds values, the protocol and the null moments and resolves keys; the
+computation lives in :mod:`.compute`, JSON in :mod:`.io`, text tables in :mod:`.render`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from .. import metrics as _metrics
+from ..errors import InvalidInputError, UnknownNameError, unknown_name
+from ..keys import RANK_TYPES, SIDES, flat_key, parse_key
+from ..metrics.base import Metric, NullMoments
+from ..ranks import RankTable
+from . import io as _io
+from .compute import approximate_keys, compute_values, relation_breakdown
+from .render import HEADLINE, describe_protocol, metric_table
+
+__all__ = ["Results", "HEADLINE", "compute_values", "describe_protocol", "metric_table"]
+
+_RANK_TYPE_MEANINGS = {
+    "realistic": "metric of the mean of optimistic and pessimistic rank (PyKEEN)",
+    "expected": "exact expectation of the metric under uniformly random tie-breaking",
+}
+
+
+class Results:
+    """Metric values of one evaluation, addressable by PyKEEN-style keys.
+
+    ``Results(rank_table, protocol=..., extra=...)`` computes the default metric set
+    (every metric, hits@{1,3,5,10}, all adjusted and z variants) for every side and rank
+    type. ``extra`` is a flat dict of additional values (e.g. query-level precision@k)
+    merged into :meth:`to_flat_dict`. :attr:`null_moments` holds the null-model moments of
+    every base metric per side (``{side: {key: NullMoments}}``).
+    """
+
+    def __init__(
+        self,
+        rank_table: RankTable | None,
+        *,
+        protocol: dict | None = None,
+        extra: dict[str, float] | None = None,
+        metrics: Sequence[str | Metric] | None = None,
+        ks: Sequence[int] = _metrics.DEFAULT_KS,
+        rank_types: Sequence[str] = RANK_TYPES,
+    ):
+        if rank_table is None:
+            raise InvalidInputError("Results needs a rank table (use Results.load_json to read saved results)")
+        for rt in rank_types:
+            if rt not in RANK_TYPES:
+                raise unknown_name("rank type", rt, RANK_TYPES)
+        ms = _metrics.default_metrics(ks) if metrics is None else [_metrics.get(m) for m in metrics]
+        values, null = compute_values(rank_table, ms, rank_types=rank_types)
+        self._init(rank_table, values, null, protocol, extra)
+        p = self.protocol
+        # the values present decide the recorded rank types (the evaluator's list lacks 'expected')
+        p["rank_types"] = list(rank_types)
+        p.setdefault("sides", [*rank_table.sides, "both"])
+        p.setdefault("num_tasks", len(rank_table))
+        p.setdefault("weighted", rank_table.weight is not None)
+        p.setdefault(
+            "num_candidates",
+            "given per task" if rank_table.num_candidates is not None else "unknown: adjusted and z metrics omitted",
+        )
+        p["approximate_null_moments"] = approximate_keys(null)
+        p.setdefault("rank_type_meanings", dict(_RANK_TYPE_MEANINGS))
+
+    def _init(self, rank_table, values, null, protocol, extra) -> None:
+        self.rank_table = rank_table
+        self._values = dict(values)
+        self.null_moments: dict[str, dict[str, NullMoments]] = null
+        self.protocol = protocol.to_dict() if hasattr(protocol, "to_dict") else dict(protocol or {})
+        self.extra = dict(extra or {})
+
+    @classmethod
+    def from_values(cls, values, *, null_moments=None, protocol=None, extra=None, rank_table=None) -> Results:
+        """A container over already computed ``{(side, rank_type, key): value}`` (e.g. read from JSON)."""
+        self = cls.__new__(cls)
+        self._init(rank_table, values, dict(null_moments or {}), protocol, extra)
+        return self
+
+    @classmethod
+    def from_ranks(cls, *args, protocol=None, **kwargs) -> Results:
+        """Shortcut: ``Results.from_ranks(optimistic, pessimistic, num_candidates=..., side=...)``."""
+        return cls(RankTable.from_ranks(*args, **kwargs), protocol=protocol)
+
+    # ------------------------------------------------------------------ lookup
+    @property
+    def null_model(self) -> dict[str, dict[str, dict]]:
+        """``{side: {base_key: {"expected_value", "variance", "exact"}}}`` for every base metric
+        with a known expectation (the dict form of :attr:`null_moments`)."""
+        return {
+            side: {k: m.to_dict() for k, m in per.items() if m.mean is not None}
+            for side, per in self.null_moments.items()
+        }
+
+    def value(self, side: str, rank_type: str, key: str) -> float | None:
+        """The stored value for canonical names, or None (nothing is computed)."""
+        return self._values.get((side, rank_type, key))
+
+    def get_metric(self, key: str) -> float:
+        """Value for a key like ``mrr``, ``tail.pessimistic.hits@10``, ``head.best.hits_at_k.3``
+        or ``both.realistic.inverse_harmonic_mean_rank`` (case-insensitive; defaults both/realistic)."""
+        if isinstance(key, str) and key in self.extra:
+            return float(self.extra[key])
+        side, rank_type, name = parse_key(key)
+        lowered = flat_key(side, rank_type, name.lower())
+        if lowered in self.extra:
+            return float(self.extra[lowered])
+        try:
+            metric = _metrics.get(name)
+        except UnknownNameError:
+            extra_names = sorted({k.split(".")[-1] for k in self.extra})
+            if name.lower() in extra_names:
+                raise UnknownNameError(f"{key!r}: no value for side {side!r}") from None
+            raise
+        hit = self._values.get((side, rank_type, metric.key))
+        if hit is not None:
+            return hit
+        if side not in SIDES or (self.rank_table is not None and side != "both" and side not in self.rank_table.sides):
+            raise UnknownNameError(f"{key!r}: the results have no {side!r} side (sides: {self.sides})")
+        if self.rank_table is None:
+            raise UnknownNameError(f"{key!r}: not among the stored values and no rank table to compute it from")
+        values, _ = compute_values(self.rank_table, [metric], sides=[side], rank_types=[rank_type])
+        if (side, rank_type, metric.key) not in values:
+            raise UnknownNameError(
+                f"{key!r} is not defined here (e.g. adjusted/z metrics need num_candidates; "
+                f"the 'expected' rank type exists only for the arithmetic-mean and geometric-mean families)"
+            )
+        v = values[(side, rank_type, metric.key)]
+        self._values[(side, rank_type, metric.key)] = v
+        return v
+
+    def __getitem__(self, key: str) -> float:
+        return self.get_metric(key)
+
+    @property
+    def sides(self) -> list[str]:
+        return sorted({s for s, _, _ in self._values}, key=SIDES.index)
+
+    # ------------------------------------------------------------------ export
+    def to_flat_dict(self) -> dict[str, float]:
+        out = {flat_key(*k): v for k, v in self._values.items()}
+        out.update(self.extra)
+        return out
+
+    def to_dict(self) -> dict[str, dict[str, dict[str, float]]]:
+        out: dict = {}
+        for (side, rt, key), v in self._values.items():
+            out.setdefault(side, {}).setdefault(rt, {})[key] = v
+        return out
+
+    def to_df(self):
+        """Long-format pandas DataFrame with columns Side, Type, Metric, Value."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover
+            raise ImportError("to_df needs pandas: pip install 'kgeval[pandas]'") from None
+        rows = [(s, t, k, v) for (s, t, k), v in self._values.items()]
+        return pd.DataFrame(rows, columns=["Side", "Type", "Metric", "Value"])
+
+    def to_json(self) -> dict:
+        """The JSON document (see :mod:`kgeval.results.io`; non-finite numbers become null on saving)."""
+        return _io.to_json(self)
+
+    def save_json(self, path: str | os.PathLike) -> Path:
+        return _io.save_json(self, path)
+
+    @classmethod
+    def from_json(cls, data: dict, rank_table: RankTable | None = None, *, source: str = "results") -> Results:
+        """The inverse of :meth:`to_json`: values, extra values, protocol and null moments."""
+        protocol, flat, null = _io.parse(data, source)
+        values, extra = {}, {}
+        for k, v in flat.items():
+            parts = k.split(".")
+            if len(parts) == 3 and parts[0] in SIDES and parts[1] in RANK_TYPES:
+                try:
+                    _metrics.get(parts[2])
+                    values[tuple(parts)] = float(v)
+                    continue
+                except (UnknownNameError, InvalidInputError):
+                    pass
+            extra[k] = v
+        return cls.from_values(values, null_moments=null, protocol=protocol, extra=extra, rank_table=rank_table)
+
+    @classmethod
+    def load_json(cls, path: str | os.PathLike, rank_table: RankTable | None = None) -> Results:
+        """Read a :meth:`save_json` file back (see :meth:`from_json`); pass the rank table to be
+        able to compute keys that were not saved."""
+        return cls.from_json(_io.read_json(path), rank_table, source=str(path))
+
+    # ------------------------------------------------------------------ views
+    def by_relation(
+        self, metrics: Sequence[str] = ("mrr", "hits@1", "hits@10", "amri", "count"), *, side: str = "both", rank_type: str = "realistic"
+    ) -> dict[int, dict[str, float]]:
+        """Per-relation breakdown: ``{relation_id: {metric_key: value}}`` for the chosen side
+        and rank type (needs the ``relation`` column the evaluator fills)."""
+        table = self._require_table()
+        if table.relation is None:
+            raise InvalidInputError("the rank table has no relation column (it was not produced by the evaluator)")
+        return relation_breakdown(table.select_side(side), [_metrics.get(m) for m in metrics], rank_type)
+
+    def _require_table(self) -> RankTable:
+        if self.rank_table is None:
+            raise InvalidInputError("these results carry no rank table (loaded from JSON without one)")
+        return self.rank_table
+
+    def summary_table(self, metrics: Sequence[str] = HEADLINE, *, rank_type: str = "realistic") -> str:
+        """A readable text table: one row per metric, one column per side, and the protocol
+        (see :func:`kgeval.results.render.metric_table`)."""
+        return metric_table(self, metrics, rank_type=rank_type)
+
+    def __repr__(self) -> str:
+        mrr = self.value("both", "realistic", "inverse_harmonic_mean_rank")
+        if mrr is None:
+            return f"Results({len(self._values)} values)"
+        return f"Results(tasks={self.protocol.get('num_tasks')}, mrr={mrr:.4f}, sides={self.sides})"

@@ -1,0 +1,96 @@
+"""Computing every metric value of a rank table: the one null-moment path.
+
+For each side the weights are normalised once, each base metric's :class:`NullMoments` is
+computed once (``Metric.null_moments``: E and Var together), each base value once per rank
+type, and every wrapper (adjusted, z, expectation-normalised) is then ``metric.adjust(value,
+moments)`` — an affine map, no further moment computation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ..keys import RANK_TYPES
+from ..metrics.base import UNKNOWN, Metric, NullMoments, check_weights
+from ..metrics.derived import DerivedMetric
+from ..ranks import RankTable
+
+#: (side, rank_type, metric_key)
+ValueKey = tuple[str, str, str]
+
+
+def _base_of(metric: Metric) -> Metric:
+    return metric.base if isinstance(metric, DerivedMetric) else metric
+
+
+def _side_values(
+    table: RankTable, metrics: Sequence[Metric], rank_types: Sequence[str]
+) -> tuple[dict[tuple[str, str], float], dict[str, NullMoments]]:
+    """``(rank_type, metric_key) -> value`` and ``base_key -> NullMoments`` for one side."""
+    c = table.num_candidates
+    w = None if table.weight is None else check_weights(table.weight, len(table))
+    ranks = {rt: table.ranks(rt) for rt in rank_types if rt != "expected"}
+    lo, hi = table.optimistic, table.pessimistic
+    null: dict[str, NullMoments] = {}
+    base_values: dict[tuple[str, str], float | None] = {}
+    out: dict[tuple[str, str], float] = {}
+    for metric in metrics:
+        base = _base_of(metric)
+        if base.key not in null:
+            null[base.key] = UNKNOWN if c is None else base.null_moments(c, w)
+        moments = null[base.key]
+        derived = metric is not base
+        if derived and (c is None or metric.coefficients(moments) is None):
+            continue
+        for rt in rank_types:
+            bk = (base.key, rt)
+            if bk not in base_values:
+                if base.needs_candidates and c is None:
+                    base_values[bk] = None
+                elif rt == "expected":
+                    base_values[bk] = base.tie_expectation(lo, hi, c, w)
+                else:
+                    base_values[bk] = base.compute(ranks[rt], c, w)
+            v = base_values[bk]
+            if v is not None:
+                out[(rt, metric.key)] = float(metric.adjust(v, moments) if derived else v)
+    return out, null
+
+
+def compute_values(
+    table: RankTable,
+    metrics: Sequence[Metric],
+    *,
+    sides: Iterable[str] | None = None,
+    rank_types: Iterable[str] = RANK_TYPES,
+) -> tuple[dict[ValueKey, float], dict[str, dict[str, NullMoments]]]:
+    """All defined ``(side, rank_type, metric_key) -> value`` pairs, and the null moments of
+    every base metric per side (``{side: {base_key: NullMoments}}``; empty without
+    num_candidates)."""
+    if sides is None:
+        sides = [*table.sides, "both"]
+    rank_types = list(rank_types)
+    values: dict[ValueKey, float] = {}
+    null: dict[str, dict[str, NullMoments]] = {}
+    for side in sides:
+        side_values, side_null = _side_values(table.select_side(side), metrics, rank_types)
+        values.update({(side, rt, key): v for (rt, key), v in side_values.items()})
+        if table.num_candidates is not None:
+            null[side] = side_null
+    return values, null
+
+
+def approximate_keys(null: dict[str, dict[str, NullMoments]]) -> list[str]:
+    """Base metrics whose stated null moments are approximations (on any side)."""
+    return sorted({k for per_side in null.values() for k, m in per_side.items() if m.mean is not None and not m.exact})
+
+
+def relation_breakdown(table: RankTable, metrics: Sequence[Metric], rank_type: str) -> dict[int, dict[str, float]]:
+    """``{relation_id: {metric_key: value}}`` over ``table`` (NaN where undefined)."""
+    out = {}
+    for rel in np.unique(table.relation):
+        vals, _ = compute_values(table.subset(table.relation == rel), metrics, sides=["both"], rank_types=[rank_type])
+        out[int(rel)] = {m.key: vals.get(("both", rank_type, m.key), float("nan")) for m in metrics}
+    return out

@@ -1,0 +1,110 @@
+"""JSON form of :class:`~kgeval.results.Results`.
+
+The file holds ``kgeval_version``, ``protocol``, ``metrics`` (flat ``side.rank_type.key`` ->
+value, plus any extra values) and ``null_moments`` (``{side: {base_key: {expected_value,
+variance, exact}}}``), so a loaded result has everything a freshly computed one has except
+the rank table (pass it to :meth:`Results.load_json` to compute further keys).
+
+JSON has no NaN or infinity: a non-finite number is written as ``null`` (strict JSON, readable
+by any parser), and ``null`` metric values are skipped on loading.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from ..metrics.base import NullMoments
+
+
+def finite_or_none(x):
+    """Replace NaN/±inf (recursively in dicts, lists, tuples) by None; numpy scalars become Python ones."""
+    if isinstance(x, dict):
+        return {k: finite_or_none(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite_or_none(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    return x
+
+
+def json_default(o):
+    """``json.dumps`` fallback for numpy values, arrays, sets and anything else (as text)."""
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return finite_or_none(float(o))
+    if isinstance(o, np.ndarray):
+        return finite_or_none(o.tolist())
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    return str(o)
+
+
+def dumps(data: dict) -> str:
+    """Strict JSON (``allow_nan=False``) after replacing non-finite numbers by null."""
+    return json.dumps(finite_or_none(data), indent=2, sort_keys=True, default=json_default, allow_nan=False)
+
+
+def to_json(results) -> dict:
+    from .. import __version__
+
+    protocol = results.protocol.to_dict() if hasattr(results.protocol, "to_dict") else results.protocol
+    return {
+        "kgeval_version": __version__,
+        "protocol": protocol,
+        "metrics": results.to_flat_dict(),
+        "null_moments": {s: {k: m.to_dict() for k, m in per.items()} for s, per in results.null_moments.items()},
+    }
+
+
+def save_json(results, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.write_text(dumps(to_json(results)))
+    return path
+
+
+def parse(data, source: str = "results") -> tuple[dict, dict, dict[str, dict[str, NullMoments]]]:
+    """``(protocol, flat metrics, null moments)`` from a :func:`to_json` document; a malformed one
+    raises :class:`InvalidInputError` naming ``source`` and the problem."""
+
+    def bad(problem: str) -> InvalidInputError:
+        return InvalidInputError(f"{source}: not a kgeval results file ({problem})")
+
+    if not isinstance(data, dict):
+        raise bad(f"the top level is a {type(data).__name__}, not an object")
+    flat, protocol, raw_null = data.get("metrics"), data.get("protocol") or {}, data.get("null_moments") or {}
+    if not isinstance(flat, dict):
+        raise bad("no 'metrics' object")
+    if not isinstance(protocol, dict):
+        raise bad("'protocol' is not an object")
+    for k, v in flat.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise bad(f"metric {k!r} has the non-numeric value {v!r}")
+    try:
+        null = {s: {k: NullMoments.from_dict(m) for k, m in per.items()} for s, per in raw_null.items()}
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise bad(f"malformed 'null_moments' ({exc})") from None
+    return protocol, {k: v for k, v in flat.items() if v is not None}, null
+
+
+def read_json(path: str | os.PathLike):
+    """The JSON document in ``path``; unreadable, non-UTF-8 or invalid JSON raises
+    :class:`InvalidInputError` naming the file and the problem (check it with :func:`parse`)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path}: not a kgeval results file (not UTF-8: {exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:
+        raise InvalidInputError(f"{path}: not a kgeval results file (invalid JSON: {exc})") from None
+    return data

@@ -1,0 +1,89 @@
+"""Text rendering of results: one table renderer and one protocol line.
+
+:func:`metric_table` takes a headline list (metric names or ``(label, name)`` pairs), so the
+Python API (:meth:`Results.summary_table`) and the command line print the same table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+#: the headline metrics of :meth:`Results.summary_table`
+HEADLINE = (
+    "inverse_harmonic_mean_rank",
+    "hits_at_1",
+    "hits_at_3",
+    "hits_at_10",
+    "arithmetic_mean_rank",
+    "inverse_geometric_mean_rank",
+    "adjusted_arithmetic_mean_rank_index",
+    "adjusted_inverse_harmonic_mean_rank",
+    "z_inverse_harmonic_mean_rank",
+)
+
+EMPTY = "—"
+
+
+def format_value(v: float | None) -> str:
+    """Four decimals in the usual range, scientific notation outside it."""
+    if v is None:
+        return EMPTY
+    if not math.isfinite(v):
+        return str(v)
+    if v == 0 or 1e-3 <= abs(v) < 1e5:
+        return f"{v:.4f}"
+    return f"{v:.3e}"
+
+
+def metric_table(
+    results,
+    metrics: Sequence[str | tuple[str, str]] = HEADLINE,
+    *,
+    rank_type: str = "realistic",
+    sides: Sequence[str] | None = None,
+    footer: bool = True,
+) -> str:
+    """One row per metric, one column per side; rows with no value on any side are dropped.
+
+    ``metrics`` holds names (the row label is the metric's key) or ``(label, name)`` pairs.
+    ``footer`` appends the rank type and :func:`describe_protocol` of the results' protocol.
+    """
+    from ..metrics import get
+
+    sides = list(results.sides if sides is None else sides)
+    rows = []
+    for item in metrics:
+        label, name = item if isinstance(item, tuple) else (None, item)
+        key = get(name).key
+        cells = [format_value(results.value(side, rank_type, key)) for side in sides]
+        if any(c != EMPTY for c in cells):
+            rows.append((label or key, cells))
+    width = max([len("metric")] + [len(r[0]) for r in rows])
+    lines = [f"{'metric':<{width}}  " + "  ".join(f"{s:>10}" for s in sides)]
+    lines.append("-" * len(lines[0]))
+    lines += [f"{k:<{width}}  " + "  ".join(f"{c:>10}" for c in cells) for k, cells in rows]
+    if footer:
+        lines += ["", f"rank type: {rank_type}; " + describe_protocol(results.protocol)]
+    return "\n".join(lines)
+
+
+def describe_protocol(protocol: dict) -> str:
+    """One line naming the protocol: filtering, sides, candidates, weighting."""
+    if hasattr(protocol, "describe"):
+        return protocol.describe()
+    parts = []
+    if "filtered" in protocol:
+        parts.append("filtered" if protocol["filtered"] else "unfiltered")
+    sets = (protocol.get("filter") or {}).get("sets") if isinstance(protocol.get("filter"), dict) else None
+    if sets:
+        parts.append("filter sets: " + " + ".join(f"{s['name']} ({s['num_triples']:,})" for s in sets))
+    parts.append(f"sides: {', '.join(protocol.get('sides', []))}")
+    if "num_tasks" in protocol:
+        parts.append(f"{protocol['num_tasks']} tasks")
+    if protocol.get("weighted"):
+        parts.append("weighted")
+    nc = protocol.get("num_candidates")
+    if nc:
+        parts.append(f"candidates: {nc}")
+    return "; ".join(parts)
