@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "Results": ("kgeval.results", "Results"),
     "evaluate": ("kgeval.evaluation", "evaluate"),
-    "pipeline": ("kgeval.pipeline", "pipeline"),
+    "pipeline": ("kgeval.workflow.pipeline", "pipeline"),
+    "PipelineConfig": ("kgeval.workflow.config", "PipelineConfig"),
     "hpo_pipeline": ("kgeval.hpo", "hpo_pipeline"),
     "metrics": ("kgeval.metrics", None),
 }

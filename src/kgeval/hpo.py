@@ -30,7 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidInputError, KGEvalError, unknown_name
-from .pipeline import DEFAULT_METRIC, dataset_reference, evaluate_model, metric_direction, model_defaults, pipeline
+from .training.stopping import DEFAULT_METRIC
+from .workflow.defaults import model_defaults
+from .workflow.evaluation import evaluate_model, metric_direction
+from .workflow.pipeline import pipeline
 
 INSTALL_HINT = "hyper-parameter search needs optuna: pip install 'kgeval[hpo]' (or pip install optuna)"
 
@@ -328,7 +331,7 @@ def hpo_pipeline(
             random_seed=random_seed, progress=False, callback=report,
         )
         value = float(result.results.get_metric(metric))
-        configuration = dict(result.configuration, dataset=dataset_reference(dataset, ds))
+        configuration = dict(result.configuration)
         trial.set_user_attr("configuration", configuration)
         trial.set_user_attr("epochs_run", result.training.epochs_run)
         trial.set_user_attr("seconds", result.timings["total"])

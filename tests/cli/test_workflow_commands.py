@@ -38,8 +38,8 @@ def test_pipeline_prints_table_protocol_and_writes_output(trained):
                    "filtered: training (1,592) + validation (199) + test (201", "sides head + tail",
                    "rank type: realistic"):
         assert needle in text
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "losses.json", "model.pt", "rank_table.npz",
-                                                    "results.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "losses.json", "manifest.json", "model.pt",
+                                                    "rank_table.npz", "results.json"]
 
 
 def test_evaluate_saved_model_reproduces_numbers(trained):
@@ -62,7 +62,7 @@ def test_pipeline_json_and_default_output(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     payload = json.loads(res.output)
     assert 0 < payload["metrics"]["both.realistic.inverse_harmonic_mean_rank"] <= 1
-    assert len(payload["configuration"]["evaluation_relation_whitelist"]) == 3
+    assert len(payload["configuration"]["restriction"]["relations"]) == 3
     [out] = (tmp_path / "kgeval-output").iterdir()
     assert out.name.startswith("nations-distmult-") and (out / "model.pt").is_file()
 

@@ -95,7 +95,7 @@ def test_seed_bounds_are_the_pipeline_bounds():
     """train() and the pipeline share one seed rule: 2**32 - 1 is accepted, 2**32 is not."""
     model = get_model("distmult", N_ENT, N_REL, dim=4)
     assert np.isfinite(train(model, TRIPLES[:50], epochs=1, seed=2**32 - 1, progress=False).losses[0])
-    from kgeval.pipeline import pipeline
+    from kgeval import pipeline
 
     with pytest.raises(InvalidInputError, match="random_seed"):
         pipeline(dataset="nations", model="distmult", random_seed=-1, epochs=1, progress=False)

@@ -1,8 +1,14 @@
-"""``kgeval evaluate``: re-evaluate a saved model with the pipeline's filtering rules."""
+"""``kgeval evaluate``: re-evaluate a saved model with the pipeline's filtering rules.
+
+A run directory is verified against its manifest and the model is evaluated only on the
+dataset it was trained on (same label -> id maps and split hashes) unless
+``--allow-dataset-mismatch`` is given.
+"""
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import click
@@ -20,34 +26,30 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
 @click.option("--entity-whitelist", help="Comma-separated entity labels or ids [default: as trained].")
 @click.option("--no-filter-validation", is_flag=True, default=None,
               help="Do not filter validation triples when testing [default: as trained].")
+@click.option("--allow-dataset-mismatch", is_flag=True,
+              help="Evaluate even on a dataset whose labels or splits differ from the training dataset's.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Also write the results as JSON here.")
 @data_dir_option
 @format_option
-def command(model_file, dataset, split, relation_whitelist, entity_whitelist, no_filter_validation, output,
-            data_dir, fmt):
+def command(model_file, dataset, split, relation_whitelist, entity_whitelist, no_filter_validation,
+            allow_dataset_mismatch, output, data_dir, fmt):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
-    from ..data import get_dataset
-    from ..models import load_model
-    from ..pipeline import evaluate_model, load_output
+    from .._json import atomic_path
+    from ..workflow.evaluation import evaluate_model
 
-    path = Path(model_file)
-    cfg = {}
-    if path.is_dir():
-        cfg = load_output(path)["configuration"]
-        path = path / "model.pt"
-    if dataset is None:
-        if "dataset" not in cfg:
-            raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
-        dataset = cfg["dataset"]
-    model = load_model(path)
-    ds = get_dataset(dataset, data_dir=data_dir, drop_unseen=bool(cfg.get("drop_unseen", False)))
-    filter_valid = cfg.get("filter_validation_when_testing", True) if no_filter_validation is None else not no_filter_validation
-    rel = split_list(relation_whitelist) if relation_whitelist else cfg.get("evaluation_relation_whitelist")
-    ent = split_list(entity_whitelist) if entity_whitelist else cfg.get("evaluation_entity_whitelist")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        model, ds, defaults = _load(Path(model_file), dataset, data_dir, allow_dataset_mismatch)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+    filter_valid = defaults["filter_validation_when_testing"] if no_filter_validation is None else not no_filter_validation
+    rel = split_list(relation_whitelist) if relation_whitelist else defaults["relations"]
+    ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False)
     if output:
-        results.save_json(output)
+        with atomic_path(output) as tmp:
+            results.save_json(tmp)
     split_name = "testing" if split == "test" else "validation"
     if fmt == "json":
         click.echo(json.dumps({"dataset": ds.name, "split": split, "metrics": metrics_payload(results),
@@ -58,3 +60,29 @@ def command(model_file, dataset, split, relation_whitelist, entity_whitelist, no
         click.echo(line)
     click.echo("")
     click.echo(headline_table(results))
+
+
+def _load(path: Path, dataset, data_dir, allow_mismatch: bool):
+    """The model, the checked dataset and the run's evaluation settings (defaults for a bare model file)."""
+    from ..data import get_dataset
+    from ..models import load_model
+    from ..workflow.runs import check_dataset, load_run
+
+    defaults = {"filter_validation_when_testing": True, "relations": None, "entities": None}
+    if path.is_dir():
+        run = load_run(path)
+        model = run.load_model()
+        ds = run.load_dataset(model, dataset, data_dir=data_dir, allow_dataset_mismatch=allow_mismatch)
+        cfg = run.config
+        defaults = {"filter_validation_when_testing": cfg.evaluation.filter_validation_when_testing,
+                    "relations": None if cfg.restriction.relations is None else list(cfg.restriction.relations),
+                    "entities": None if cfg.restriction.entities is None else list(cfg.restriction.entities)}
+        return model, ds, defaults
+    if dataset is None:
+        raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
+    # a model file inside a run directory is verified and checked against that run's dataset too
+    metadata = load_run(path.parent).metadata if (path.parent / "config.json").exists() else None
+    model = load_model(path)
+    ds = get_dataset(dataset, data_dir=data_dir)
+    check_dataset(model, ds, metadata, allow_mismatch=allow_mismatch)
+    return model, ds, defaults

@@ -9,6 +9,7 @@ import click
 
 from ..errors import InvalidInputError
 from .common import data_dir_option, format_option
+from .pipeline import OPTION_PATHS
 
 
 @click.command("hpo")
@@ -20,8 +21,7 @@ from .common import data_dir_option, format_option
 @click.option("--pruner", type=click.Choice(["median", "none"]), default="median", show_default=True)
 @click.option("--storage", help="Optuna storage URL [default: sqlite:///<output or cwd>/kgeval-hpo.db].")
 @click.option("--study-name", help="Study name [default: <dataset>-<model>]; an existing study is resumed.")
-@click.option("--metric", default="both.realistic.inverse_harmonic_mean_rank", show_default=True,
-              help="Validation metric to optimise.")
+@click.option("--metric", help="Validation metric to optimise [default: MRR, both sides, realistic ranks].")
 @click.option("--search-space", type=click.Path(exists=True, dir_okay=False), help="JSON file with a search space.")
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Write best_pipeline_config.json and trials.json here.")
 @click.option("--seed", type=int, default=42, show_default=True)
@@ -40,8 +40,8 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
         except ValueError as exc:
             raise InvalidInputError(f"{search_space}: not valid JSON ({exc})") from None
     res = hpo_pipeline(dataset=dataset, model=model, n_trials=trials, epochs=epochs, sampler=sampler, pruner=pruner,
-                       storage=storage, study_name=study_name, metric=metric, search_space=space,
-                       output_dir=output, random_seed=seed, timeout=timeout, data_dir=data_dir)
+                       storage=storage, study_name=study_name, search_space=space, output_dir=output,
+                       random_seed=seed, timeout=timeout, data_dir=data_dir, **({"metric": metric} if metric else {}))
     states: dict[str, int] = {}
     for t in res.study.trials:
         states[t.state.name.lower()] = states.get(t.state.name.lower(), 0) + 1
@@ -64,8 +64,7 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
                    + (f" (saved in {output}/best_pipeline_config.json)" if output else ""))
 
 
-_PARAM_OPTIONS = {"model.dim": "--dim", "optimizer.lr": "--lr", "training.batch_size": "--batch-size",
-                  "training.num_negatives": "--num-negatives"}
+_PARAM_OPTIONS = {path: "--" + name.replace("_", "-") for name, path in OPTION_PATHS.items()}
 
 
 def _pipeline_command_for(cfg: dict, params: dict) -> str | None:

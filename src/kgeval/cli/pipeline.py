@@ -1,25 +1,28 @@
-"""``kgeval pipeline``: train a model, evaluate it on test and save the run."""
+"""``kgeval pipeline``: train a model, evaluate it on test and save the run.
+
+The options build a :class:`~kgeval.workflow.PipelineConfig` through :data:`OPTION_PATHS`
+(option -> configuration path). The output directory is checked before training; if saving
+still fails afterwards, the metrics are printed and the run is saved to a temporary
+directory, named in the error line.
+"""
 
 from __future__ import annotations
 
-import datetime
 import json
+import tempfile
 from pathlib import Path
 
 import click
 
-from ..errors import InvalidInputError
-from .common import count, data_dir_option, format_option, headline_table, metrics_payload, protocol_lines, split_list
+from ..errors import InvalidInputError, KGEvalError
+from .common import count, data_dir_option, format_option, headline_table, metrics_payload, protocol_lines, \
+    split_list
 
-
-def _default_output(dataset: str, model: str) -> Path:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path("kgeval-output") / f"{str(dataset).lower().replace('/', '_')}-{model.lower()}-{stamp}"
-    path, i = base, 1
-    while path.exists():
-        path = base.with_name(f"{base.name}-{i}")
-        i += 1
-    return path
+#: The options that set one configuration path each (``kgeval hpo`` prints them back).
+OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimizer.lr",
+                "batch_size": "training.batch_size", "num_negatives": "training.num_negatives",
+                "loop": "training.loop", "seed": "seed", "threads": "threads",
+                "patience": "early_stopping.patience", "frequency": "early_stopping.frequency"}
 
 
 @click.command("pipeline")
@@ -31,9 +34,9 @@ def _default_output(dataset: str, model: str) -> Path:
 @click.option("--batch-size", type=click.IntRange(min=1), help="Training batch size [default: per model].")
 @click.option("--num-negatives", type=click.IntRange(min=1), help="Negatives per triple (sLCWA) [default: per model].")
 @click.option("--loop", type=click.Choice(["lcwa", "slcwa"]), help="Training loop [default: per model].")
-@click.option("--seed", type=int, default=42, show_default=True, help="Random seed.")
-@click.option("--output", "-o", type=click.Path(file_okay=False),
-              help="Output directory [default: ./kgeval-output/<dataset>-<model>-<timestamp>].")
+@click.option("--seed", type=int, default=42, show_default=True, help="Random seed, in [0, 2**32).")
+@click.option("--output", "-o", type=click.Path(),
+              help="Output directory [default: ./kgeval-output/<dataset>-<model>-seed<seed>-<time>-<suffix>].")
 @click.option("--early-stopping", is_flag=True, help="Stop on the validation MRR (filtered with train + valid).")
 @click.option("--patience", type=click.IntRange(min=1), help="Early stopping: evaluations without improvement.")
 @click.option("--frequency", type=click.IntRange(min=1), help="Early stopping: evaluate every N epochs.")
@@ -44,63 +47,70 @@ def _default_output(dataset: str, model: str) -> Path:
 @format_option
 @click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads [default: 1 for small graphs].")
 @click.option("--progress/--no-progress", default=False, show_default=True, help="Show progress bars (stderr).")
-def command(dataset, model, epochs, dim, lr, batch_size, num_negatives, loop, seed, output, early_stopping, patience,
-            frequency, relation_whitelist, entity_whitelist, no_filter_validation, data_dir, fmt, threads, progress):
+def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist, no_filter_validation, output,
+            data_dir, fmt, progress, **options):
     """Train MODEL on DATASET, evaluate on test and save everything to an output directory.
 
     Example: kgeval pipeline --dataset nations --model complex
     """
     from ..data import get_dataset
-    from ..errors import unknown_name
-    from ..models import model_names
-    from ..pipeline import pipeline
+    from ..workflow import PipelineConfig
+    from ..workflow.pipeline import pipeline
+    from ..workflow.runs import check_output, default_run_name
 
-    if (patience or frequency) and not early_stopping:
+    if (options["patience"] or options["frequency"]) and not early_stopping:
         raise InvalidInputError("--patience and --frequency need --early-stopping")
-    if str(model).lower() not in model_names():
-        raise unknown_name("model", model, model_names())
+    paths = {"dataset": str(dataset), "model.name": model, "early_stopping": {} if early_stopping else None,
+             "restriction.relations": split_list(relation_whitelist),
+             "restriction.entities": split_list(entity_whitelist),
+             "evaluation.filter_validation_when_testing": not no_filter_validation}
+    paths.update({OPTION_PATHS[name]: value for name, value in options.items() if value is not None})
+    config = PipelineConfig().with_paths(paths)  # validates model name, seed, ... before any loading
     ds = get_dataset(dataset, data_dir=data_dir)
-    out_dir = Path(output) if output else _default_output(ds.name, model)
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise InvalidInputError(f"output directory {out_dir} already exists and is not empty")
-    stopper_kwargs = {k: v for k, v in (("patience", patience), ("frequency", frequency)) if v}
-    result = pipeline(
-        dataset=ds, model=model,
-        model_kwargs={"dim": dim} if dim else None,
-        training_loop=loop,
-        training_kwargs={k: v for k, v in (("batch_size", batch_size), ("num_negatives", num_negatives)) if v} or None,
-        optimizer_kwargs={"lr": lr} if lr else None,
-        epochs=epochs,
-        stopper="early" if early_stopping else None,
-        stopper_kwargs=stopper_kwargs or None,
-        evaluation_relation_whitelist=split_list(relation_whitelist),
-        evaluation_entity_whitelist=split_list(entity_whitelist),
-        filter_validation_when_testing=not no_filter_validation,
-        random_seed=seed, progress=progress, num_threads=threads,
-    )
-    saved = result.save(out_dir)
-    cfg = result.configuration
+    out_dir = check_output(output or Path("kgeval-output") / default_run_name(ds.name, model, config.seed))
+    result = pipeline(config, dataset=ds, progress=progress)
+    saved, failure = _save(result, out_dir)
+    _report(result, ds, saved, fmt)
+    if failure:
+        raise failure
+
+
+def _save(result, out_dir: Path) -> tuple[Path, KGEvalError | None]:
+    """Save the run; if that fails after all, save it to a temporary directory and say so."""
+    from ..workflow.runs import OutputDirectoryError
+
+    try:
+        return result.save(out_dir), None
+    except (OSError, KGEvalError) as exc:
+        if isinstance(exc, OutputDirectoryError) and exc.saved_to is not None:
+            return exc.saved_to, exc
+        fallback = result.save(tempfile.mkdtemp(prefix="kgeval-run-"))
+        return fallback, OutputDirectoryError(f"could not save the run to {out_dir} ({exc}); "
+                                              f"it was saved to {fallback} instead")
+
+
+def _report(result, ds, saved: Path, fmt: str) -> None:
+    cfg = result.config
     if fmt == "json":
         click.echo(json.dumps({
-            "dataset": ds.name, "model": cfg["model"], "metrics": metrics_payload(result.results),
+            "dataset": ds.name, "model": cfg.model.name, "metrics": metrics_payload(result.results),
             "timings": result.timings, "epochs_run": result.training.epochs_run,
-            "configuration": cfg, "protocol": result.results.protocol, "output": str(saved),
+            "configuration": cfg.to_dict(), "protocol": result.results.protocol, "output": str(saved),
         }, indent=2, default=str))
         return
     tr = result.training
-    click.echo(f"{cfg['model']} on {ds.name} ({count(ds.num_entities)} entities, {count(ds.num_relations)} relations)")
+    click.echo(f"{cfg.model.name} on {ds.name} ({count(ds.num_entities)} entities, {count(ds.num_relations)} relations)")
     click.echo(
-        f"training: {tr.epochs_run} epochs ({cfg['training_loop']}, dim {cfg['model_kwargs'].get('dim')}, "
-        f"lr {cfg['optimizer_kwargs'].get('lr')}, seed {cfg['random_seed']})"
+        f"training: {tr.epochs_run} epochs ({cfg.training.loop}, dim {cfg.model.options.get('dim')}, "
+        f"lr {cfg.optimizer.lr}, seed {cfg.seed})"
         + (f", stopped early at best epoch {tr.best_epoch}" if tr.stopped_early else "")
         + f", {result.timings['training']:.1f} s"
         + (f"; final loss {tr.losses[-1]:.4f}" if tr.losses else "")
     )
-    for line in protocol_lines(result.results, ds, "testing", not no_filter_validation,
-                               {"relations": cfg["evaluation_relation_whitelist"],
-                                "entities": cfg["evaluation_entity_whitelist"]}):
+    for line in protocol_lines(result.results, ds, "testing", cfg.evaluation.filter_validation_when_testing,
+                               {"relations": cfg.restriction.relations, "entities": cfg.restriction.entities}):
         click.echo(line)
     click.echo("")
     click.echo(headline_table(result.results))
     click.echo("")
-    click.echo(f"wrote {saved} (config.json, results.json, rank_table.npz, model.pt, losses.json)")
+    click.echo(f"wrote {saved} (config.json, results.json, rank_table.npz, model.pt, losses.json, manifest.json)")

@@ -88,4 +88,16 @@ def load_model(path) -> Model:
         raise InvalidInputError(f"{path!r}: invalid model configuration: {exc}") from None
     except (KeyError, TypeError, RuntimeError) as exc:
         raise InvalidInputError(f"{path!r}: corrupt kgeval model file ({type(exc).__name__}: {exc})") from None
+    labels = blob.get("labels") if isinstance(blob.get("labels"), dict) else {}
+    #: label of each entity / relation id in the training data (None: not recorded)
+    model.entity_labels = _labels(path, labels.get("entities"), model.num_entities, "entity")
+    model.relation_labels = _labels(path, labels.get("relations"), model.num_relations, "relation")
     return model
+
+
+def _labels(path: str, labels, size: int, kind: str) -> list[str] | None:
+    if labels is None:
+        return None
+    if not isinstance(labels, list) or len(labels) != size or not all(isinstance(x, str) for x in labels):
+        raise InvalidInputError(f"{path!r}: corrupt kgeval model file (the {kind} labels do not match the model)")
+    return labels

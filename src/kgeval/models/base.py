@@ -119,6 +119,9 @@ class Model(nn.Module):
         self.num_relation_embeddings = 2 * num_relations if inverse_relations else num_relations
         #: model-specific constructor keywords, stored in saved files (set by subclasses)
         self.hparams: dict[str, Any] = {}
+        #: labels of the training data's entity / relation ids, set by load_model when recorded
+        self.entity_labels: list[str] | None = None
+        self.relation_labels: list[str] | None = None
 
     # ------------------------------------------------------------------ public scorer API
     @property
@@ -178,14 +181,23 @@ class Model(nn.Module):
             "kgeval_version": __version__,
         }
 
-    def save(self, path) -> None:
-        """Write a plain dict ``{"format", "config", "state_dict"}`` with ``torch.save``.
+    def save(self, path, *, entity_labels=None, relation_labels=None) -> None:
+        """Write a plain dict ``{"format", "config", "state_dict"[, "labels"]}`` with ``torch.save``.
 
         Only tensors and primitives are stored, so :func:`kgeval.models.load_model` can
-        read it back with ``weights_only=True`` (no code is executed on load).
+        read it back with ``weights_only=True`` (no code is executed on load). The labels of
+        the training dataset's ids, when given, let a later evaluation check that it uses the
+        same label -> id maps. The file is replaced atomically (never left half-written).
         """
-        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        torch.save({"format": "kgeval-model", "config": self.config(), "state_dict": state}, str(path))
+        from .._json import atomic_path
+
+        blob = {"format": "kgeval-model", "config": self.config(),
+                "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()}}
+        if entity_labels is not None or relation_labels is not None:
+            blob["labels"] = {"entities": None if entity_labels is None else [str(x) for x in entity_labels],
+                              "relations": None if relation_labels is None else [str(x) for x in relation_labels]}
+        with atomic_path(path) as tmp:
+            torch.save(blob, str(tmp))
 
     def extra_repr(self) -> str:
         return (

@@ -12,40 +12,12 @@ by any parser), and ``null`` metric values are skipped on loading.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
-import numpy as np
-
+from .._json import finite_or_none, json_default  # the package's one JSON hook
 from ..errors import InvalidInputError
 from ..metrics.base import NullMoments
-
-
-def finite_or_none(x):
-    """Replace NaN/±inf (recursively in dicts, lists, tuples) by None; numpy scalars become Python ones."""
-    if isinstance(x, dict):
-        return {k: finite_or_none(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [finite_or_none(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    return x
-
-
-def json_default(o):
-    """``json.dumps`` fallback for numpy values, arrays, sets and anything else (as text)."""
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return finite_or_none(float(o))
-    if isinstance(o, np.ndarray):
-        return finite_or_none(o.tolist())
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
-    return str(o)
 
 
 def dumps(data: dict) -> str:

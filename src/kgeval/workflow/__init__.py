@@ -1,0 +1,16 @@
+"""The workflow layer: configuration, the train-and-evaluate pipeline, and run directories.
+
+- :mod:`.config`: :class:`PipelineConfig`, the one configuration object;
+- :mod:`.pipeline`: the stages of ``kgeval.pipeline``;
+- :mod:`.evaluation`: the filtering protocol and re-evaluation of a model;
+- :mod:`.runs`: saving and loading run directories (manifest, dataset checks);
+- :mod:`.defaults`: per-model default settings.
+"""
+
+from __future__ import annotations
+
+from .config import PipelineConfig, UnknownConfigKeyError
+from .runs import CorruptRunError, DatasetMismatchError, OutputDirectoryError, Run, load_run
+
+__all__ = ["PipelineConfig", "UnknownConfigKeyError", "CorruptRunError", "DatasetMismatchError",
+           "OutputDirectoryError", "Run", "load_run"]

@@ -1,0 +1,132 @@
+"""The workflow's evaluation rules: which triples are filtered, restriction by labels, re-evaluation.
+
+- training reads only the training split;
+- early stopping evaluates on the validation split, filtering with training + validation
+  (the validation triples are themselves known answers);
+- the final evaluation runs on the test split, filtering with training + validation + test
+  (``filter_validation_when_testing=False``: training + test);
+- test triples never influence training or model selection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..errors import InvalidInputError, unknown_name
+
+
+def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) -> list[int] | None:
+    """Map a whitelist of labels and/or ids to sorted unique ids (``None`` = no whitelist).
+
+    Strings are looked up as labels first; a string of digits that is not a label is read
+    as an id. Unknown labels raise :class:`~kgeval.errors.UnknownNameError`.
+    """
+    if values is None:
+        return None
+    if isinstance(values, (str, int, np.integer)):
+        values = [values]
+    ids: set[int] = set()
+    for v in values:
+        if isinstance(v, (bool, np.bool_)):
+            raise InvalidInputError(f"{kind} whitelist: invalid entry {v!r}")
+        if isinstance(v, str):
+            if v in mapping:
+                ids.add(int(mapping[v]))
+                continue
+            if not v.strip().isdigit():
+                raise unknown_name(kind, v, mapping)
+            v = int(v)
+        if not isinstance(v, (int, np.integer)):
+            raise InvalidInputError(f"{kind} whitelist: entries must be labels or ids, got {v!r}")
+        if not 0 <= int(v) < size:
+            raise InvalidInputError(f"{kind} whitelist: id {int(v)} outside [0, {size})")
+        ids.add(int(v))
+    if not ids:
+        raise InvalidInputError(f"the {kind} whitelist is empty")
+    return sorted(ids)
+
+
+def restrict_mask(triples: np.ndarray, relations: list[int] | None, entities: list[int] | None) -> np.ndarray:
+    """Which triples survive the whitelists (relation allowed, head and tail allowed)."""
+    keep = np.ones(len(triples), dtype=bool)
+    if relations is not None:
+        keep &= np.isin(triples[:, 1], relations)
+    if entities is not None:
+        keep &= np.isin(triples[:, 0], entities) & np.isin(triples[:, 2], entities)
+    return keep
+
+
+def check_split_to_evaluate(dataset, split: str, relations, entities, *, purpose: str = "") -> None:
+    """Refuse an empty split, or one the whitelists leave empty."""
+    triples = dataset.split(split)
+    if len(triples) == 0:
+        raise InvalidInputError(f"dataset {dataset.name!r} has no {split} triples to evaluate on{purpose}")
+    if (relations or entities) and not restrict_mask(triples, relations, entities).any():
+        raise InvalidInputError(f"the evaluation whitelist matches none of the {len(triples)} {split} triples{purpose}")
+
+
+def testing_filter_sets(dataset, *, filter_validation_when_testing: bool = True) -> dict[str, np.ndarray]:
+    """Known triples filtered when evaluating on test (the test triples themselves always are)."""
+    sets = {"training": dataset.training}
+    if filter_validation_when_testing:
+        sets["validation"] = dataset.validation
+    return sets
+
+
+def validation_filter_sets(dataset) -> dict[str, np.ndarray]:
+    """Known triples filtered when evaluating on validation: training (+ validation itself, implicit)."""
+    return {"training": dataset.training}
+
+
+def evaluate_model(model, dataset, *, split: str = "test", filter_validation_when_testing: bool = True,
+                   evaluation_relation_whitelist=None, evaluation_entity_whitelist=None, progress: bool = False,
+                   **evaluate_kwargs):
+    """Evaluate ``model`` on one split of ``dataset`` with the pipeline's filtering rules.
+
+    ``split="test"``: filter training + validation + test (or training + test);
+    ``split="valid"``: filter training + validation, never reading the test split.
+    Returns :class:`~kgeval.Results`.
+    """
+    import torch
+
+    from ..data import get_dataset
+    from ..data.io import normalize_split
+    from ..evaluation import evaluate
+
+    dataset = get_dataset(dataset)
+    split_name = normalize_split(split)
+    if split_name == "training":
+        raise InvalidInputError("evaluate on 'valid' or 'test'; training triples are used for filtering")
+    check_model_fits(model, dataset)
+    rel = resolve_whitelist(evaluation_relation_whitelist, dataset.relation_to_id, dataset.num_relations, "relation")
+    ent = resolve_whitelist(evaluation_entity_whitelist, dataset.entity_to_id, dataset.num_entities, "entity")
+    check_split_to_evaluate(dataset, split_name, rel, ent)
+    if split_name == "testing":
+        filters = testing_filter_sets(dataset, filter_validation_when_testing=filter_validation_when_testing)
+    else:
+        filters = validation_filter_sets(dataset)
+    model.eval()
+    with torch.no_grad():
+        return evaluate(model, dataset.split(split_name), filter_triples=filters, restrict_entities=ent,
+                        restrict_relations=rel, progress=progress, **evaluate_kwargs)
+
+
+def check_model_fits(model, dataset) -> None:
+    """Refuse a model whose entity / relation counts differ from the dataset's."""
+    ne, nr = getattr(model, "num_entities", None), getattr(model, "num_relations", None)
+    if ne != dataset.num_entities or (nr is not None and nr != dataset.num_relations):
+        raise InvalidInputError(
+            f"the model has {ne} entities / {nr} relations but dataset {dataset.name!r} has "
+            f"{dataset.num_entities} / {dataset.num_relations}: it was trained on another dataset"
+        )
+
+
+def metric_direction(metric: str) -> str:
+    """``"maximize"`` for increasing metrics (MRR, hits@k, AMRI), ``"minimize"`` for mean rank etc."""
+    from .. import metrics
+    from ..keys import parse_key
+
+    _, _, name = parse_key(metric)
+    return "maximize" if metrics.get(name).increasing else "minimize"

@@ -1,0 +1,295 @@
+"""Run directories: saving a pipeline run safely, and loading it back only if it is intact.
+
+A run directory holds ``config.json`` (configuration, versions, dataset identity),
+``results.json``, ``rank_table.npz``, ``model.pt``, ``losses.json`` and ``manifest.json``
+(the sha256 of every other file).
+
+Saving (:func:`save_run`) writes into a temporary directory beside the target and renames it
+into place, so a crash never leaves a half-written run. It never replaces a directory it did
+not create: a non-existent target is claimed with ``mkdir`` (atomic) just before the rename,
+an existing target must be empty (the kernel's rename refuses a non-empty one), and a target
+that appeared during the run keeps its content while the run goes to a fresh sibling.
+A symlinked target is written through the link. Directories and files get the umask's mode.
+
+Loading (:func:`load_run`) verifies the manifest (a run saved before manifests existed only
+warns) and :func:`check_dataset` refuses to evaluate a model on a dataset other than the one
+it was trained on (other label -> id maps or other split hashes) unless explicitly allowed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import secrets
+import shutil
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._json import current_umask, write_json
+from ..errors import InvalidInputError, KGEvalError
+from .config import PipelineConfig
+
+MANIFEST = "manifest.json"
+RUN_FILES = ("config.json", "results.json", "rank_table.npz", "model.pt", "losses.json")
+
+
+class CorruptRunError(InvalidInputError):
+    """A run directory's files do not match its manifest (changed, truncated or missing)."""
+
+
+class DatasetMismatchError(InvalidInputError):
+    """A saved model is being evaluated on a dataset other than the one it was trained on."""
+
+
+class OutputDirectoryError(InvalidInputError):
+    """The output directory cannot be written (exists and is not empty, is a file, not writable).
+
+    ``saved_to``: where the run was saved instead, if it was.
+    """
+
+    saved_to: Path | None = None
+
+
+# ---------------------------------------------------------------------------- identity
+def versions() -> dict[str, str]:
+    import numpy as np
+    import torch
+
+    from .. import __version__
+
+    return {"kgeval": __version__, "torch": torch.__version__, "numpy": np.__version__,
+            "python": platform.python_version()}
+
+
+def dataset_identity(ds) -> dict[str, Any]:
+    """What ``config.json`` records about the training dataset (compared by :func:`check_dataset`)."""
+    if ds is None:
+        return {"name": None, "reference": None, "hashes": None, "summary": None}
+    return {"name": ds.name, "reference": ds.reference or ds.name, "hashes": ds.hashes(), "summary": ds.summary()}
+
+
+def check_dataset(model, dataset, metadata: dict | None = None, *, allow_mismatch: bool = False) -> None:
+    """Refuse to evaluate ``model`` on ``dataset`` unless it is the dataset the model was trained on.
+
+    Compares the label -> id maps stored in the model file (:meth:`Model.save` with labels)
+    and the split hashes stored in the run's ``config.json``. Sizes must always agree; other
+    differences raise :class:`DatasetMismatchError`, or only warn with ``allow_mismatch=True``.
+    """
+    from .evaluation import check_model_fits
+
+    check_model_fits(model, dataset)
+    problems = []
+    for kind, saved, current in (("entity", getattr(model, "entity_labels", None), dataset.entity_labels),
+                                 ("relation", getattr(model, "relation_labels", None), dataset.relation_labels)):
+        if saved is not None and list(saved) != list(current):
+            i = next(i for i, (a, b) in enumerate(zip(saved, current)) if a != b)
+            problems.append(f"{kind} id {i} is {saved[i]!r} in the training data but {current[i]!r} here")
+    hashes = ((metadata or {}).get("dataset") or {}).get("hashes")
+    if hashes:
+        current = dataset.hashes()
+        differ = [s for s in ("training", "validation", "testing") if s in hashes and hashes[s] != current.get(s)]
+        if differ:
+            problems.append(f"the {', '.join(differ)} split(s) differ from the training dataset's (sha256)")
+    if not problems:
+        return
+    message = (f"dataset {dataset.name!r} is not the dataset the model was trained on: " + "; ".join(problems))
+    if not allow_mismatch:
+        raise DatasetMismatchError(message + " (allow it explicitly with allow_dataset_mismatch / "
+                                   "--allow-dataset-mismatch)")
+    warnings.warn(message + "; evaluating anyway as asked", UserWarning, stacklevel=2)
+
+
+# ---------------------------------------------------------------------------- manifest
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(directory: Path) -> dict[str, Any]:
+    """Record the sha256 and size of every file of ``directory`` in ``manifest.json``."""
+    files = {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size}
+             for p in sorted(directory.iterdir()) if p.is_file() and p.name != MANIFEST}
+    manifest = {"format": "kgeval-run-manifest", "version": 1, "files": files}
+    write_json(directory / MANIFEST, manifest)
+    return manifest
+
+
+def verify_manifest(directory: str | os.PathLike, names=None) -> bool:
+    """Check files of a run against its manifest (all listed files, or only ``names``).
+
+    Returns False (with a warning) for a run without a manifest; raises
+    :class:`CorruptRunError` naming every file that is missing or changed.
+    """
+    directory = Path(directory)
+    path = directory / MANIFEST
+    if not path.exists():
+        warnings.warn(f"{directory} has no {MANIFEST} (saved by an older kgeval): its files cannot be verified",
+                      UserWarning, stacklevel=2)
+        return False
+    try:
+        files = json.loads(path.read_text())["files"]
+        if not isinstance(files, dict):
+            raise TypeError("'files' is not a mapping")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptRunError(f"{path}: unreadable manifest ({exc})") from None
+    bad = []
+    for name, entry in files.items():
+        if names is not None and name not in names:
+            continue
+        file = directory / name
+        if not file.is_file():
+            bad.append(f"{name} is missing")
+        elif file.stat().st_size != entry.get("bytes") or _sha256(file) != entry.get("sha256"):
+            bad.append(f"{name} has changed since it was saved (sha256 mismatch)")
+    if bad:
+        raise CorruptRunError(f"run directory {directory} is corrupt: {'; '.join(bad)}")
+    return True
+
+
+# ---------------------------------------------------------------------------- output directory
+def default_run_name(dataset: str, model: str, seed: int) -> str:
+    """A run name no other run picks: dataset, model, seed, time, process id and a random suffix."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    clean = str(dataset).lower().replace("/", "_").replace(os.sep, "_")
+    return f"{clean}-{str(model).lower()}-seed{seed}-{stamp}-{os.getpid()}{secrets.token_hex(2)}"
+
+
+def resolve_output(directory: str | os.PathLike) -> Path:
+    """The absolute output path, with a symlink (to a directory) followed to its target."""
+    path = Path(directory).expanduser().absolute()
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def check_output(directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Check before any work that ``directory`` can receive a run; returns its resolved path.
+
+    It must be absent or an empty directory (unless ``overwrite``), and its nearest
+    existing ancestor must be a directory in which a directory can be created.
+    """
+    target = resolve_output(directory)
+    if target.exists() and not overwrite and (not target.is_dir() or any(target.iterdir())):
+        raise OutputDirectoryError(f"output directory {target} already exists and is not empty")
+    ancestor = target.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OutputDirectoryError(f"cannot write to {target}: {ancestor} is not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".kgeval-probe-", dir=ancestor))
+    except OSError as exc:
+        raise OutputDirectoryError(f"cannot write to {target}: {ancestor} is not writable ({exc.strerror})") from None
+    return target
+
+
+def save_run(result, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write ``result`` (a :class:`PipelineResult`) as a run directory; see the module docstring."""
+    target = check_output(directory, overwrite=overwrite)
+    existed = target.exists()  # an empty directory named by the caller is filled; anything else is claimed
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~current_umask())
+        _write_files(result, tmp)
+        return _commit(tmp, target, existed=existed, overwrite=overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_files(result, directory: Path) -> None:
+    ds = result.dataset
+    write_json(directory / "config.json", result.metadata())
+    result.results.save_json(directory / "results.json")
+    result.results.rank_table.save(directory / "rank_table.npz")
+    labels = {} if ds is None else {"entity_labels": ds.entity_labels, "relation_labels": ds.relation_labels}
+    result.model.save(directory / "model.pt", **labels)
+    write_json(directory / "losses.json", {"losses": result.losses, "training": result.training.to_dict()})
+    write_manifest(directory)
+
+
+def _commit(tmp: Path, target: Path, *, existed: bool, overwrite: bool) -> Path:
+    """Move the finished ``tmp`` into place without ever replacing someone else's files."""
+    if existed and target.is_dir() and not any(target.iterdir()):
+        os.chmod(tmp, target.stat().st_mode & 0o7777)
+        os.rename(tmp, target)  # the kernel refuses if ``target`` stopped being empty
+        return target
+    if existed and overwrite:
+        old = target.with_name(f".{target.name}.old-{os.getpid()}-{secrets.token_hex(2)}")
+        target.rename(old)
+        os.rename(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+        return target
+    try:
+        os.mkdir(target)  # claim the name: fails if another process created it meanwhile
+    except FileExistsError:
+        kept = _claim_sibling(target)
+        os.rename(tmp, kept)
+        error = OutputDirectoryError(f"output directory {target} appeared while this run was saving; "
+                                     f"the run was saved to {kept} instead")
+        error.saved_to = kept
+        raise error from None
+    os.rename(tmp, target)  # replaces the empty directory claimed just above
+    return target
+
+
+def _claim_sibling(target: Path) -> Path:
+    while True:
+        candidate = target.with_name(f"{target.name}-{os.getpid()}{secrets.token_hex(2)}")
+        try:
+            os.mkdir(candidate)
+            return candidate
+        except FileExistsError:
+            continue
+
+
+# ---------------------------------------------------------------------------- loading
+@dataclass
+class Run:
+    """A saved run: its directory, ``config.json``'s content and the :class:`PipelineConfig`."""
+
+    directory: Path
+    metadata: dict[str, Any]
+    config: PipelineConfig
+
+    def load_model(self):
+        from ..models import load_model
+
+        return load_model(self.directory / "model.pt")
+
+    def load_dataset(self, model, dataset=None, *, data_dir=None, allow_dataset_mismatch: bool = False):
+        """The run's dataset (or ``dataset``), checked to be the one ``model`` was trained on (:func:`check_dataset`)."""
+        from ..data import get_dataset
+
+        ds = get_dataset(self.config.dataset if dataset is None else dataset, data_dir=data_dir,
+                         drop_unseen=self.config.drop_unseen)
+        check_dataset(model, ds, self.metadata, allow_mismatch=allow_dataset_mismatch)
+        return ds
+
+
+def load_run(directory: str | os.PathLike) -> Run:
+    """Read a run directory after verifying its manifest; raises ``InvalidInputError`` if it is not one."""
+    directory = Path(directory)
+    path = directory / "config.json"
+    if not directory.is_dir() or not path.exists():
+        raise InvalidInputError(f"{directory} is not a kgeval run directory (no config.json)")
+    verify_manifest(directory)
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("configuration"), dict):
+        raise InvalidInputError(f"{path}: not a kgeval pipeline configuration")
+    try:
+        config = PipelineConfig.from_dict(meta["configuration"])
+    except KGEvalError as exc:
+        raise InvalidInputError(f"{path}: invalid configuration: {exc}") from None
+    return Run(directory, meta, config)

@@ -1,0 +1,134 @@
+"""`kgeval pipeline` / `kgeval evaluate` against the reliability cases of issue 7, through CliRunner."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kgeval.cli import main
+from kgeval.workflow.runs import verify_manifest
+
+FAST = ["--model", "distmult", "--epochs", "2", "--dim", "8"]
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _mrr(text: str) -> str:
+    m = re.search(r"^MRR \(inverse_harmonic_mean_rank\)\s+\S+\s+\S+\s+(\S+)", text, re.M)
+    assert m, text
+    return m.group(1)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli-runs") / "run"
+    res = run("pipeline", "-d", "nations", *FAST, "-o", out)
+    assert res.exit_code == 0, res.output
+    return out, res.output
+
+
+def _swapped_nations(directory: Path) -> Path:
+    directory.mkdir()
+    swap = {"usa": "uk", "uk": "usa"}
+    for stem in ("train", "valid", "test"):
+        text = resources.files("kgeval.data").joinpath("builtin", "nations", f"{stem}.txt").read_text()
+        rows = [[swap.get(x, x) for x in line.split("\t")] for line in text.splitlines()]
+        (directory / f"{stem}.txt").write_text("".join("\t".join(r) + "\n" for r in rows))
+    return directory
+
+
+def test_evaluate_refuses_another_dataset_unless_allowed(trained, tmp_path):
+    out, _ = trained
+    other = _swapped_nations(tmp_path / "swapped")
+    for model_file in (out, out / "model.pt"):
+        res = run("evaluate", "--model-file", model_file, "-d", other)
+        assert res.exit_code == 2 and "not the dataset the model was trained on" in res.output, res.output
+        assert "Traceback" not in res.output and "MRR" not in res.output
+    res = run("evaluate", "--model-file", out, "-d", other, "--allow-dataset-mismatch")
+    assert res.exit_code == 0, res.output
+    assert "warning: dataset" in res.output and "MRR" in res.output
+
+
+def test_evaluate_refuses_a_corrupted_model_file(trained, tmp_path):
+    import shutil
+
+    out, _ = trained
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    blob = bytearray((copy / "model.pt").read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    (copy / "model.pt").write_bytes(bytes(blob))
+    res = run("evaluate", "--model-file", copy)
+    assert res.exit_code == 2 and "model.pt has changed since it was saved" in res.output, res.output
+    (copy / "manifest.json").unlink()
+    (copy / "model.pt").write_bytes((out / "model.pt").read_bytes())
+    res = run("evaluate", "--model-file", copy)  # an old run without a manifest: a warning, then numbers
+    assert res.exit_code == 0 and "warning:" in res.output and "no manifest.json" in res.output
+
+
+def test_unwritable_output_is_refused_before_training(tmp_path, monkeypatch):
+    import kgeval.workflow.pipeline
+
+    monkeypatch.setattr(kgeval.workflow.pipeline, "pipeline", lambda *a, **k: pytest.fail("trained anyway"))
+    (tmp_path / "somefile").write_text("x")
+    res = run("pipeline", "-d", "nations", *FAST, "-o", tmp_path / "somefile" / "out")
+    assert res.exit_code == 2 and "somefile is not a directory" in res.output, res.output
+
+
+def test_save_failing_after_training_keeps_the_run(tmp_path, monkeypatch):
+    import kgeval.workflow.runs as runs
+
+    real = runs.save_run
+    target = tmp_path / "out"
+
+    def flaky(result, directory, **kw):
+        if Path(directory) == target:
+            raise OSError(28, "No space left on device")
+        return real(result, directory, **kw)
+
+    monkeypatch.setattr(runs, "save_run", flaky)
+    res = run("pipeline", "-d", "nations", *FAST, "-o", target)
+    assert res.exit_code == 2, res.output
+    assert "MRR (inverse_harmonic_mean_rank)" in res.output  # the metrics are printed anyway
+    m = re.search(r"error: could not save the run to \S+ \(.*No space left.*\); it was saved to (\S+) instead",
+                  res.output)
+    assert m, res.output
+    assert verify_manifest(m.group(1))
+
+
+def test_symlinked_output(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "results").symlink_to(real)
+    res = run("pipeline", "-d", "nations", *FAST, "-o", tmp_path / "results")
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "results").is_symlink() and verify_manifest(real)
+
+
+def test_default_output_names_differ_per_seed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for seed in (1, 2):
+        assert run("pipeline", "-d", "nations", *FAST, "--seed", seed).exit_code == 0
+    names = sorted(p.name for p in (tmp_path / "kgeval-output").iterdir())
+    assert len(names) == 2 and names[0].startswith("nations-distmult-seed1-")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["pipeline", "-d", "nations", *FAST, "--seed", str(2**70)], "seed must be an integer in [0, 2**32)"),
+        (["pipeline", "-d", "nations", *FAST, "--seed", "-1"], "seed must be an integer in [0, 2**32)"),
+        (["evaluate", "--model-file", "{dir}"], "not a kgeval run directory"),
+        (["evaluate", "--model-file", "{dir}/missing.pt", "-d", "nations"], "does not exist"),
+    ],
+)
+def test_errors_are_one_line(args, message, tmp_path):
+    res = run(*[a.replace("{dir}", str(tmp_path)) for a in args])
+    assert res.exit_code == 2, res.output
+    assert message in res.output and "Traceback" not in res.output
