@@ -23,8 +23,10 @@ def as_triples(name: str, value, *, allow_empty: bool = False) -> np.ndarray:
             arr = np.asarray(value)
         except Exception as exc:
             raise InvalidInputError(f"{name}: cannot be converted to an array ({exc})") from None
-    if arr.size == 0 and allow_empty:
-        return np.zeros((0, 3), dtype=np.int64)
+    if arr.size == 0:  # empty before dtype: ``[]`` is float64 to numpy, but the problem is the emptiness
+        if allow_empty:
+            return np.zeros((0, 3), dtype=np.int64)
+        raise InvalidInputError(f"{name} is empty: at least one (head, relation, tail) triple is needed")
     if arr.dtype.kind not in "iu":
         raise InvalidInputError(f"{name} must hold integer ids, got dtype {arr.dtype}")
     if arr.ndim != 2 or arr.shape[1] != 3:

@@ -91,7 +91,7 @@ def brute_query_metrics(table, test, known, ks, E):
             p, rc = np.mean(vals[k], axis=0)
             ep, er = np.mean(nulls[k], axis=0)
             out.update({f"{side}.precision_at_{k}": p, f"{side}.recall_at_{k}": rc,
-                        f"{side}.expected_precision_at_{k}": ep, f"{side}.expected_recall_at_{k}": er})
+                        f"{side}.random_precision_at_{k}": ep, f"{side}.random_recall_at_{k}": er})
     return out
 
 
@@ -125,4 +125,4 @@ def test_query_metrics_of_a_perfect_scorer():
     assert out.extra["tail.precision_at_1"] == 1.0
     assert out.extra["tail.recall_at_2"] == 1.0
     assert out.extra["tail.precision_at_2"] == pytest.approx((1.0 + 0.5) / 2)
-    assert out.extra["tail.expected_recall_at_1"] == pytest.approx(1 / E)
+    assert out.extra["tail.random_recall_at_1"] == pytest.approx(1 / E)

@@ -17,13 +17,19 @@ random, so (hypergeometric mean) ``E[hits@k] = rel_gt + (k - n_gt) * rel_eq / n_
 Null model (uniformly random ranking of the ``N`` candidates): ``E[hits@k] = min(k, N) * m / N``,
 so ``E[P@k] = min(k, N) * m / (N * k)`` and ``E[R@k] = min(k, N) / N``.
 
-Reported values are arithmetic means over queries (per side, and over both sides' queries).
+Reported values are arithmetic means over queries (per side, and over both sides' queries):
+``{side}.precision_at_{k}``, ``{side}.recall_at_{k}`` and the null model's
+``{side}.random_precision_at_{k}``, ``{side}.random_recall_at_{k}`` (called
+``expected_precision_at_{k}`` / ``expected_recall_at_{k}`` in earlier versions; "expected" now means
+only the expectation over tie-breaking).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from ..ranks import SIDE_NAMES
 
 
 def expected_hits(
@@ -84,9 +90,6 @@ class QueryMetricAccumulator:
         part["n"] = num_candidates.cpu().numpy().astype(np.float64)
         self.parts.setdefault(side, []).append(part)
 
-    def num_queries(self, side: str) -> int:
-        return int(sum(p["m"].shape[0] for p in self.parts.get(side, [])))
-
     def to_flat_dict(self) -> dict[str, float]:
         out: dict[str, float] = {}
         cols = {}
@@ -100,7 +103,31 @@ class QueryMetricAccumulator:
                 hits = c[f"hits{k}"]
                 null_hits = np.minimum(k, n) * m / n
                 out[f"{side}.precision_at_{k}"] = float(np.mean(hits / k))
-                out[f"{side}.expected_precision_at_{k}"] = float(np.mean(null_hits / k))
+                out[f"{side}.random_precision_at_{k}"] = float(np.mean(null_hits / k))
                 out[f"{side}.recall_at_{k}"] = float(np.mean(hits / m))
-                out[f"{side}.expected_recall_at_{k}"] = float(np.mean(np.minimum(k, n) / n))
+                out[f"{side}.random_recall_at_{k}"] = float(np.mean(np.minimum(k, n) / n))
         return out
+
+
+def add_query_metrics(qacc: QueryMetricAccumulator, side: int, scores, task_q, col, masked, nan_policy: str) -> None:
+    """Add the query rows of one batch: relevant answers (the batch's tasks) get their scores back,
+    answers known only from the filter sets become ``-inf`` and leave the candidates.
+
+    ``scores``: the batch's ``(q, C)`` rows, with the known answers masked when ``masked`` =
+    ``(rows, columns, saved scores)`` is given (then ``scores`` is the evaluator's own tensor).
+    """
+    dev = scores.device
+    nq, ncols = scores.shape
+    code = torch.unique(task_q * ncols + col)  # unique (query row, relevant column) pairs
+    rel_rows, rel_cols = code // ncols, code % ncols
+    num_rel = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rel_rows, torch.ones_like(rel_rows))
+    n_excl = torch.zeros(nq, dtype=torch.long, device=dev)
+    if masked is not None:
+        rows, fcol, saved = masked
+        is_rel = torch.isin(rows * ncols + fcol, code)
+        scores[rows, fcol] = torch.where(is_rel, saved, torch.full_like(saved, float("-inf")))
+        n_excl.index_add_(0, rows, (~is_rel).long())
+    if nan_policy == "worst" and bool(torch.isnan(scores).any()):
+        scores = torch.nan_to_num(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+    hits = expected_hits(scores, rel_rows, rel_cols, num_rel, n_excl, qacc.ks)
+    qacc.add(SIDE_NAMES[side], hits, num_rel, ncols - n_excl)

@@ -34,15 +34,17 @@ def sample_negatives(
 
     ``keys``/``answers``: query key and true answer of each task; ``universe``: sorted allowed
     entity ids; ``index``: known answers per key (``None`` = unfiltered: exclude only the answer).
-    Returns ``(negatives, counts)``: ``negatives`` is ``(n, num_negatives)`` int64 padded with
-    -1 when fewer than ``num_negatives`` entities are available, ``counts[i]`` the number drawn.
+    Returns ``(negatives, counts)``: ``negatives`` is ``(n, min(num_negatives, #universe))`` int64
+    padded with -1 when fewer entities are available, ``counts[i]`` the number drawn.
     """
     rng = np.random.default_rng([int(seed), int(side)])
     n = keys.shape[0]
-    k = int(num_negatives)
+    u = universe.shape[0]
+    # no task can have more negatives than candidates: cap before allocating (n, k), so a huge
+    # num_negatives costs nothing extra (the draws are the same: each task draws min(k, available))
+    k = max(1, min(int(num_negatives), u))
     out = np.full((n, k), -1, dtype=np.int64)
     counts = np.zeros(n, dtype=np.int64)
-    u = universe.shape[0]
     cache: dict[int, np.ndarray] = {}
     for i in range(n):
         key = int(keys[i])

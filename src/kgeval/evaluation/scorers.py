@@ -19,8 +19,10 @@ Optional extras, used by the evaluator when present:
 - ``score_triples(heads, relations, tails) -> Tensor (batch,)``: used by the consistency check.
 - ``num_relations: int``: enables the relation-id range check.
 
-The evaluator may overwrite entries of a returned score tensor (for query-level metrics), so
-return a fresh tensor (views are detected and copied first).
+Returned scores may be float16/bfloat16 (widened to float32) and on any device (moved to the
+evaluation device). The evaluator writes into a returned score tensor only when it holds the
+tensor's whole storage and the storage is none of the scorer's own tensors; otherwise (``expand``
+views, slices, cached buffers) it works on a copy.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import torch
+
+from ..errors import InvalidInputError
 
 
 @runtime_checkable
@@ -167,9 +171,13 @@ class PyKEENScorer:
 
 
 def as_scorer(obj):
-    """Return ``obj`` as a scorer: scorers pass through, PyKEEN models are wrapped."""
+    """Return ``obj`` as a scorer: scorers pass through, PyKEEN models are wrapped, anything else
+    raises :class:`~kgeval.errors.InvalidInputError`."""
     if hasattr(obj, "score_tails") or hasattr(obj, "score_heads"):
         return obj
     if hasattr(obj, "score_t") and hasattr(obj, "score_h") and hasattr(obj, "num_entities"):
         return PyKEENScorer(obj)
-    return obj
+    raise InvalidInputError(
+        f"{type(obj).__name__} is not a scorer: it needs num_entities, score_tails(heads, relations) and "
+        "score_heads(relations, tails) (see kgeval.evaluation.scorers), or must be a PyKEEN model"
+    )

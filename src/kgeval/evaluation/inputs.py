@@ -1,0 +1,107 @@
+"""The data of one evaluation, validated: scorer, evaluation triples, filter sets, restriction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import InvalidInputError
+from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
+from ..triples import as_triples, check_ids
+from .options import EvaluationOptions
+from .scorers import as_scorer
+
+__all__ = ["Inputs", "prepare_inputs"]
+
+
+@dataclass
+class Inputs:
+    scorer: object
+    num_entities: int
+    num_relations: int
+    side_codes: list[int]
+    triples: np.ndarray  # (n, 3) evaluation triples
+    filter_sets: list[tuple[str, np.ndarray]]  # named known-triple sets beyond ``triples``
+    keep: np.ndarray  # bool per evaluation triple: inside the restriction
+    entities: np.ndarray | None  # allowed entity ids (None = all)
+    relations: np.ndarray | None  # allowed relation ids (None = all)
+    device: torch.device
+
+    @property
+    def universe(self) -> np.ndarray:
+        """The candidate entity ids, sorted."""
+        return self.entities if self.entities is not None else np.arange(self.num_entities, dtype=np.int64)
+
+
+def _filter_sets(filter_triples) -> list[tuple[str, object]]:
+    if filter_triples is None:
+        return []
+    if isinstance(filter_triples, Mapping):
+        return [(str(k), v) for k, v in filter_triples.items()]
+    if isinstance(filter_triples, (np.ndarray, torch.Tensor)):
+        return [("filter_triples", filter_triples)]
+    items = list(filter_triples)
+    if not items:
+        return []
+    # a single list of 3 ints per row also counts as one array
+    if all(isinstance(x, (list, tuple)) and len(x) == 3 and all(isinstance(v, (int, np.integer)) for v in x) for x in items):
+        return [("filter_triples", np.asarray(items))]
+    return [(f"filter_triples[{i}]", x) for i, x in enumerate(items)]
+
+
+def _in_range(name: str, ids: tuple[int, ...] | None, limit: int, what: str) -> np.ndarray | None:
+    """A restriction's ids (sorted, distinct, non-negative: see the options) checked against ``limit``."""
+    if ids is None:
+        return None
+    arr = np.asarray(ids, dtype=np.int64)
+    if arr[-1] >= limit:
+        raise InvalidInputError(f"{name}: {what} id {int(arr[-1])} is out of range [0, {limit})")
+    return arr
+
+
+def _check_scorer(scorer, sides) -> tuple[object, int, list[int]]:
+    scorer = as_scorer(scorer)
+    num_entities = getattr(scorer, "num_entities", None)
+    if not isinstance(num_entities, (int, np.integer)) or isinstance(num_entities, bool) or num_entities <= 0:
+        raise InvalidInputError(f"the scorer must have a positive integer num_entities, got {num_entities!r}")
+    side_codes = [side_code(s) for s in sides]
+    for c in side_codes:
+        meth = "score_heads" if c == SIDE_HEAD else "score_tails"
+        if not callable(getattr(scorer, meth, None)):
+            raise InvalidInputError(f"the scorer has no {meth}() method, needed for {SIDE_NAMES[c]} prediction")
+    return scorer, int(num_entities), side_codes
+
+
+def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> Inputs:
+    """Validate the data against the scorer and the options; raise before any work starts."""
+    scorer, num_entities, side_codes = _check_scorer(scorer, opts.sides)
+    tri = as_triples("triples", triples, allow_empty=False)
+    fsets = [(name, as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
+    num_relations = opts.num_relations if opts.num_relations is not None else getattr(scorer, "num_relations", None)
+    rel_limit = int(num_relations) if num_relations is not None else None
+    check_ids("triples", tri, num_entities, rel_limit)
+    for name, arr in fsets:
+        check_ids(name, arr, num_entities, rel_limit)
+    if rel_limit is None:
+        rel_limit = int(max([int(tri[:, 1].max())] + [int(a[:, 1].max()) for _, a in fsets if a.shape[0]])) + 1
+    ents = _in_range("restrict_entities", opts.restrict_entities, num_entities, "entity")
+    rels = _in_range("restrict_relations", opts.restrict_relations, rel_limit, "relation")
+    keep = np.ones(tri.shape[0], dtype=bool)
+    if ents is not None:
+        keep &= np.isin(tri[:, 0], ents) & np.isin(tri[:, 2], ents)
+    if rels is not None:
+        keep &= np.isin(tri[:, 1], rels)
+    if not keep.any():
+        raise InvalidInputError(
+            "the restriction excludes every evaluation triple "
+            f"({tri.shape[0]} triples, restrict_entities={None if ents is None else ents.size} ids, "
+            f"restrict_relations={None if rels is None else rels.size} ids)"
+        )
+    if ents is not None and ents.size == num_entities:
+        ents = None  # restricting to everything is no restriction
+    device = opts.device if opts.device is not None else getattr(scorer, "device", None)
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    return Inputs(scorer, num_entities, rel_limit, side_codes, tri, fsets, keep, ents, rels, device)

@@ -1,0 +1,154 @@
+"""One adapter per side between the evaluator and a scorer.
+
+:class:`SideScorer` owns the side dispatch (``score_tails(h, r)`` vs ``score_heads(r, t)``), the
+scorer's thread count, entity subsets (rows of the allowed entities, column chunks), candidates
+(sampled ranking) and the single-triple score of the consistency check. Every returned tensor
+is checked, cheaply, on every call (type, shape, dtype, device): float16/bfloat16 scores are
+widened to float32, scores on another device are moved to the evaluation device, anything else
+raises one clear :class:`~kgeval.errors.InvalidInputError`.
+
+The evaluator writes into score tensors (filter masking); :meth:`SideScorer.writable` returns a
+tensor that is safe to write: the scorer's own result when the evaluator holds its only storage,
+a copy otherwise (stride-0 ``expand`` views, slices of a larger tensor, the scorer's own buffers).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._threads import torch_threads
+from ..errors import InvalidInputError
+from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL
+from .scorers import accepts_entities
+
+__all__ = ["SideScorer"]
+
+_WIDEN = (torch.float16, torch.bfloat16)
+
+
+def _tensors_of(obj, depth: int = 2):
+    """The tensors an object holds (attributes, module parameters and buffers), a few levels deep."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+        return
+    if isinstance(obj, torch.nn.Module):
+        yield from obj.parameters()
+        yield from obj.buffers()
+        return
+    if depth == 0:
+        return
+    for value in getattr(obj, "__dict__", {}).values():
+        if isinstance(value, (torch.Tensor, torch.nn.Module)) or (
+            hasattr(value, "__dict__") and not isinstance(value, type) and not callable(value)
+        ):
+            yield from _tensors_of(value, depth - 1)
+
+
+class SideScorer:
+    """Scores of one side's queries ``(ent, rel)``: ``ent`` is the head for tail prediction and
+    the tail for head prediction."""
+
+    def __init__(self, scorer, side: int, *, num_entities: int, device: torch.device,
+                 allowed: torch.Tensor | None, threads: int | None):
+        self.scorer = scorer
+        self.side = side
+        self.num_entities = num_entities
+        self.device = device
+        self.allowed = allowed  # sorted allowed entity ids, or None = all
+        self.num_columns = num_entities if allowed is None else int(allowed.shape[0])
+        self.threads = threads
+        self.method = scorer.score_heads if side == SIDE_HEAD else scorer.score_tails
+        self.accepts_entities = accepts_entities(self.method)
+        cand = getattr(scorer, "score_head_candidates" if side == SIDE_HEAD else "score_tail_candidates", None)
+        self.candidates_method = cand if callable(cand) else None
+        self._scorer_storages: set[int] | None = None
+
+    def _call(self, method, ent, rel, *args, **kw):
+        q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
+        with torch_threads(self.threads):
+            return method(*q, *args, **kw)
+
+    def _checked(self, out, shape: tuple[int, ...], name: str) -> torch.Tensor:
+        """``out`` checked against ``shape``, widened to float32 if half precision, on our device."""
+        if not isinstance(out, torch.Tensor):
+            raise InvalidInputError(f"scorer.{name} must return a torch.Tensor, got {type(out).__name__}")
+        if tuple(out.shape) != shape:
+            raise InvalidInputError(
+                f"scorer.{name} returned shape {tuple(out.shape)}, expected {shape} "
+                f"({SIDE_NAMES[self.side]} prediction of {shape[0]} queries)"
+            )
+        if not out.is_floating_point():
+            raise InvalidInputError(f"scorer.{name} must return floating-point scores, got dtype {out.dtype}")
+        if out.dtype in _WIDEN:
+            out = out.float()
+        if out.device != self.device:
+            out = out.to(self.device)
+        return out
+
+    # ------------------------------------------------------------------ scoring
+    def rows(self, ent: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+        """Scores of all allowed entities for each query: ``(b, num_columns)``."""
+        b = ent.shape[0]
+        if self.allowed is not None and self.accepts_entities:
+            out = self._call(self.method, ent, rel, entities=self.allowed)
+            return self._checked(out, (b, self.num_columns), self.method.__name__)
+        out = self._checked(self._call(self.method, ent, rel), (b, self.num_entities), self.method.__name__)
+        return out if self.allowed is None else out.index_select(1, self.allowed)
+
+    def chunk(self, ent: torch.Tensor, rel: torch.Tensor, c0: int, c1: int) -> torch.Tensor:
+        """Scores of the allowed entities at column positions ``[c0, c1)``: ``(b, c1 - c0)``."""
+        entities = slice(c0, c1) if self.allowed is None else self.allowed[c0:c1]
+        out = self._call(self.method, ent, rel, entities=entities)
+        return self._checked(out, (ent.shape[0], c1 - c0), self.method.__name__)
+
+    def candidates(self, ent: torch.Tensor, rel: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+        """Scores of the listed candidates ``cand`` ``(b, m)`` of each query: ``(b, m)``.
+
+        Without a ``score_*_candidates`` method, whole rows are scored and the candidates gathered.
+        """
+        if self.candidates_method is not None:
+            out = self._call(self.candidates_method, ent, rel, cand)
+            return self._checked(out, tuple(cand.shape), self.candidates_method.__name__)
+        full = self._checked(self._call(self.method, ent, rel), (ent.shape[0], self.num_entities), self.method.__name__)
+        return full.gather(1, cand)
+
+    def alone(self, h: int, r: int, t: int) -> float:
+        """The score of one triple computed on its own (for the consistency check)."""
+        s = self.scorer
+        hh, rr, tt = (torch.tensor([x], device=self.device) for x in (h, r, t))
+        # models with inverse relations score head prediction (?, r, t) as the tail prediction
+        # (t, r⁻¹, ?): a genuinely different number from score_triples(h, r, t), so compare rows
+        inverse_head = self.side == SIDE_HEAD and bool(getattr(s, "inverse_relations", False))
+        if callable(getattr(s, "score_triples", None)) and not inverse_head:
+            return float(s.score_triples(hh, rr, tt).reshape(-1)[0])
+        if self.side == SIDE_TAIL:
+            return float(s.score_tails(hh, rr).reshape(-1)[t])
+        return float(s.score_heads(rr, tt).reshape(-1)[h])
+
+    # ------------------------------------------------------------------ ownership
+    def writable(self, scores: torch.Tensor) -> torch.Tensor:
+        """``scores``, or a copy when writing into it could change memory the evaluator does not own.
+
+        ``Tensor._is_view()`` cannot tell: tensors made under ``torch.inference_mode`` carry no view
+        metadata (an ``expand``-ed popularity row looked like a fresh matrix and the filter wrote
+        into the shared row). The storage itself can: a result the evaluator may overwrite is
+        contiguous, fills its whole storage, and is none of the scorer's own tensors.
+        """
+        if self._owns(scores):
+            return scores
+        return scores.clone(memory_format=torch.contiguous_format)
+
+    def _owns(self, t: torch.Tensor) -> bool:
+        if not t.is_contiguous() or t.storage_offset() != 0:
+            return False
+        storage = t.untyped_storage()
+        if storage.nbytes() != t.numel() * t.element_size():
+            return False  # a window on a larger storage, or a broadcast of a smaller one
+        if self._scorer_storages is None:
+            self._scorer_storages = set()
+            for x in _tensors_of(self.scorer):
+                try:
+                    self._scorer_storages.add(x.untyped_storage().data_ptr())
+                except (RuntimeError, NotImplementedError):  # sparse or meta tensors hold no plain storage
+                    pass
+        return storage.data_ptr() not in self._scorer_storages
