@@ -33,20 +33,24 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+# the benchmark datasets (FB15k-237, WN18RR) are not shipped with the package: pass their parent
+# directory with --data-dir (default: ../shared/datasets next to the repository)
 DATASETS = REPO.parent / "shared" / "datasets"
 
 
 def load_dataset(name: str):
-    splits = {}
-    for s in ("train", "valid", "test"):
-        rows = [line.split("\t") for line in (DATASETS / name / f"{s}.txt").read_text().splitlines() if line.strip()]
-        splits[s] = rows
-    ents = sorted({x for rows in splits.values() for h, _, t in rows for x in (h, t)})
-    rels = sorted({r for rows in splits.values() for _, r, _ in rows})
-    eid = {e: i for i, e in enumerate(ents)}
-    rid = {r: i for i, r in enumerate(rels)}
-    arr = {s: np.array([[eid[h], rid[r], eid[t]] for h, r, t in rows], dtype=np.int64) for s, rows in splits.items()}
-    return arr, len(ents), len(rels)
+    """``({split: id triples}, #entities, #relations)`` through kgeval's own loader (R14)."""
+    from kgeval.data import get_dataset
+
+    ds = get_dataset(name, data_dir=DATASETS)
+    arr = {s: np.asarray(getattr(ds, attr), dtype=np.int64)
+           for s, attr in (("train", "training"), ("valid", "validation"), ("test", "testing"))}
+    return arr, ds.num_entities, ds.num_relations
+
+
+def set_data_dir(path: str) -> None:
+    global DATASETS
+    DATASETS = Path(path)
 
 
 def synthetic(num_entities: int, num_relations: int = 100, num_test: int = 5000, num_train: int = 1_000_000, seed=0):
@@ -75,7 +79,7 @@ def matmul_floor(scorer, test, batch_size, num_relations) -> float:
 
 def run_single(args) -> dict:
     from kgeval.evaluation import DistMultScorer, evaluate_ranks
-    from kgeval.evaluation.evaluator import _auto_batch, default_memory_budget
+    from kgeval.evaluation.batching import auto_batch, default_memory_budget
 
     if args.single.startswith("synthetic:"):
         data, ne, nr = synthetic(int(float(args.single.split(":")[1])))
@@ -95,7 +99,7 @@ def run_single(args) -> dict:
         t0 = time.perf_counter()
         evaluate_ranks(scorer, test, filter_triples=filt, progress=False, query_metrics_k=(), check_consistency=False)
         t_ranks = min(t_ranks, time.perf_counter() - t0)
-    bs = _auto_batch(default_memory_budget(), ne, len(test))
+    bs = auto_batch(default_memory_budget(), ne, len(test))
     floor = matmul_floor(scorer, test, bs, nr)
     tab = out.rank_table
     return {
@@ -157,15 +161,17 @@ def main():
     p.add_argument("--scaling", action="store_true", help="1e5 and 1e6 random entities, 5,000 test triples, dim 64")
     p.add_argument("--dim", type=int, default=200)
     p.add_argument("--pykeen-python", default=None, help="python of a venv with pykeen 1.11.1 installed")
+    p.add_argument("--data-dir", default=str(DATASETS), help="directory holding the dataset folders")
     p.add_argument("--single", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    set_data_dir(args.data_dir)
     if args.single:
         print(json.dumps(run_single(args)))
         return
     configs = ["synthetic:1e5", "synthetic:1e6"] if args.scaling else list(args.datasets)
     rows = []
     for name in configs:
-        cmd = [sys.executable, __file__, "--single", name, "--dim", str(args.dim)]
+        cmd = [sys.executable, __file__, "--single", name, "--dim", str(args.dim), "--data-dir", args.data_dir]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)

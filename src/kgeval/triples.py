@@ -15,9 +15,9 @@ from .errors import InvalidInputError
 def as_triples(name: str, value, *, allow_empty: bool = False) -> np.ndarray:
     """``value`` (array, list or tensor) as an int64 ``(n, 3)`` array, or a clear error."""
     if isinstance(value, torch.Tensor):
-        if value.is_floating_point() or value.is_complex():
+        if (value.is_floating_point() or value.is_complex()) and value.numel():
             raise InvalidInputError(f"{name} must hold integer ids, got dtype {value.dtype}")
-        arr = value.detach().cpu().numpy()
+        arr = value.detach().cpu().numpy() if value.numel() else np.zeros((0, 3), dtype=np.int64)
     else:
         try:
             arr = np.asarray(value)
@@ -31,8 +31,6 @@ def as_triples(name: str, value, *, allow_empty: bool = False) -> np.ndarray:
         raise InvalidInputError(f"{name} must hold integer ids, got dtype {arr.dtype}")
     if arr.ndim != 2 or arr.shape[1] != 3:
         raise InvalidInputError(f"{name} must have shape (n, 3) of (head, relation, tail) ids, got shape {arr.shape}")
-    if arr.shape[0] == 0:
-        raise InvalidInputError(f"{name} is empty: at least one (head, relation, tail) triple is needed")
     return arr.astype(np.int64, copy=False)
 
 

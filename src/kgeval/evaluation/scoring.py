@@ -61,7 +61,6 @@ class SideScorer:
         self.accepts_entities = accepts_entities(self.method)
         cand = getattr(scorer, "score_head_candidates" if side == SIDE_HEAD else "score_tail_candidates", None)
         self.candidates_method = cand if callable(cand) else None
-        self._scorer_storages: set[int] | None = None
 
     def _call(self, method, ent, rel, *args, **kw):
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
@@ -144,11 +143,12 @@ class SideScorer:
         storage = t.untyped_storage()
         if storage.nbytes() != t.numel() * t.element_size():
             return False  # a window on a larger storage, or a broadcast of a smaller one
-        if self._scorer_storages is None:
-            self._scorer_storages = set()
-            for x in _tensors_of(self.scorer):
-                try:
-                    self._scorer_storages.add(x.untyped_storage().data_ptr())
-                except (RuntimeError, NotImplementedError):  # sparse or meta tensors hold no plain storage
-                    pass
-        return storage.data_ptr() not in self._scorer_storages
+        # looked up on every call: a scorer may replace its buffers between calls
+        ptr = storage.data_ptr()
+        for x in _tensors_of(self.scorer):
+            try:
+                if x.untyped_storage().data_ptr() == ptr:
+                    return False
+            except (RuntimeError, NotImplementedError):  # sparse or meta tensors hold no plain storage
+                pass
+        return True
