@@ -5,7 +5,10 @@ Modules:
   :class:`PyKEENScorer`, reference :class:`DistMultScorer`);
 - :mod:`.filter_index`: the CSR index of known true answers;
 - :mod:`.options`: :class:`EvaluationOptions`, every option of an evaluation, validated once;
-- :mod:`.evaluator`: the streaming evaluator producing the rank table;
+- :mod:`.evaluator`: the streaming evaluator producing the rank table and the protocol, over
+  :mod:`.inputs` (data checks), :mod:`.scoring` (one adapter per side), :mod:`.counting`
+  (better/tied counts, NaN rule, consistency check), :mod:`.batching` (memory budget, the
+  out-of-memory-aware batch driver), :mod:`.full` and :mod:`.sampled` ranking;
 - :mod:`.sampling`: negatives for the sampled protocol;
 - :mod:`.query_metrics`: query-level precision@k / recall@k.
 """
@@ -15,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..protocol import EvaluationProtocol
-from .evaluator import EvaluationOutput, default_memory_budget, evaluate_ranks, run_evaluation
+from .batching import default_memory_budget
+from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
 from .options import EvaluationOptions, canonical_names
 from .filter_index import FilterIndex
 from .sampling import sample_negatives

@@ -35,7 +35,7 @@ from .sampled import rank_sampled
 from .sampling import sample_negatives
 from .scoring import SideScorer
 
-__all__ = ["EvaluationOutput", "evaluate_ranks", "run_evaluation", "default_memory_budget"]
+__all__ = ["EvaluationOutput", "evaluate_ranks", "run_evaluation"]
 
 
 @dataclass
