@@ -1,11 +1,15 @@
-"""Metric keys: ``side.rank_type.metric`` (PyKEEN's grammar), with synonyms.
+"""Metric keys: ``side.rank_type.metric[.k]`` (PyKEEN's grammar), with synonyms.
 
-Any part may be omitted (defaults: side ``both``, rank type ``realistic``) and the parts
-may come in any order: ``mrr``, ``tail.mrr``, ``pessimistic.hits@10``,
-``both.realistic.inverse_harmonic_mean_rank``, ``left.best.mr`` all parse.
+Any part may be omitted (defaults: side ``both``, rank type ``realistic``) and side and rank
+type may come in either order: ``mrr``, ``tail.mrr``, ``pessimistic.hits@10``,
+``both.realistic.inverse_harmonic_mean_rank``, ``left.best.mr``, and PyKEEN's
+``head.best.hits_at_k.3`` (k after the name) all parse. Rank-type synonyms follow PyKEEN:
+best = optimistic, worst = pessimistic, avg/average = realistic.
 """
 
 from __future__ import annotations
+
+import difflib
 
 from .errors import unknown_name
 
@@ -46,7 +50,24 @@ def parse_key(key: str) -> tuple[str, str, str]:
             rest.append(part.strip())
     if not rest:
         raise unknown_name("metric", key, [])
+    # a metric name holds no dot except PyKEEN's trailing ".k": any other leading part is a
+    # misspelt side or rank type
+    named = rest[:-1] if len(rest) == 2 and rest[1].isdigit() else rest
+    if len(named) > 1:
+        raise _unknown_qualifier(named[0], side is None, rank_type is None)
     return side or DEFAULT_SIDE, rank_type or DEFAULT_RANK_TYPE, ".".join(rest)
+
+
+def _unknown_qualifier(part: str, side_open: bool, rank_type_open: bool):
+    """Name the misspelt part as a side or a rank type, whichever it resembles (or is still missing)."""
+    sides = list(SIDE_SYNONYMS) if side_open else []
+    types = list(RANK_TYPE_SYNONYMS) if rank_type_open else []
+    best = difflib.get_close_matches(part.lower(), sides + types, n=1, cutoff=0.5)
+    if not best and sides and types:
+        return unknown_name("side or rank type", part, sides + types)
+    if (best and best[0] in SIDE_SYNONYMS and side_open) or not types:
+        return unknown_name("side", part, sides or list(SIDE_SYNONYMS))
+    return unknown_name("rank type", part, types)
 
 
 def flat_key(side: str, rank_type: str, metric_key: str) -> str:

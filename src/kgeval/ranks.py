@@ -3,7 +3,7 @@
 Every number kgeval reports is a pure function of a :class:`RankTable`. A row holds
 
 - ``side``: 0 = head prediction ``(?, r, t)``, 1 = tail prediction ``(h, r, ?)``,
-  -1 = unspecified (all such rows form one pool, reported as ``both``);
+  -1 = unspecified (all such rows form one pool, reported as ``both``); see :class:`Side`;
 - ``optimistic``: 1 + #(candidates scoring strictly better than the true answer);
 - ``pessimistic``: optimistic + #(other candidates tying with the true answer);
 - ``num_candidates``: how many candidates were ranked, the true answer included and
@@ -13,86 +13,166 @@ Every number kgeval reports is a pure function of a :class:`RankTable`. A row ho
   from (-1 when unknown), filled by the evaluator for breakdowns and macro averages.
 
 Ranks come from counts, never from sorting, so tables from shards simply concatenate.
+Every way of building a table (the constructor included) goes through one validation, and
+the stored columns are read-only copies, so a table cannot hold an inconsistent row.
+Reading and writing rank files lives in :mod:`kgeval.rankfile`.
 """
 
 from __future__ import annotations
 
-import csv
+import numbers
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
+from ._validation import Side, as_1d, as_whole_numbers, check_weights, to_numpy
 from .errors import InvalidInputError
 
-SIDE_HEAD, SIDE_TAIL, SIDE_NONE = 0, 1, -1
-SIDE_NAMES = {SIDE_HEAD: "head", SIDE_TAIL: "tail", SIDE_NONE: "both"}
-_SIDE_CODES = {"head": SIDE_HEAD, "left": SIDE_HEAD, "tail": SIDE_TAIL, "right": SIDE_TAIL}
+# Old spellings of the side codes, kept for callers that import them (Side is the one source).
+SIDE_HEAD, SIDE_TAIL, SIDE_NONE = Side.HEAD, Side.TAIL, Side.NONE
+SIDE_NAMES = {s: s.label for s in Side}
 
 _COLUMNS = ("side", "optimistic", "pessimistic", "num_candidates", "weight", "triple_index", "relation")
+_LARGEST = 2**62  # ranks and counts beyond this cannot be 1 + count without int64 overflow
 
 
-def _as_1d(name: str, values, dtype=None) -> np.ndarray:
-    try:
-        arr = np.asarray(values.detach().cpu().numpy() if hasattr(values, "detach") else values)
-    except Exception as exc:  # pragma: no cover - exotic inputs
-        raise InvalidInputError(f"{name}: cannot be converted to an array ({exc})") from None
-    if arr.ndim == 0:
-        arr = arr.reshape(1)
-    if arr.ndim != 1:
-        raise InvalidInputError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if dtype is not None and arr.dtype != dtype:
-        arr = arr.astype(dtype)
-    return arr
-
-
-def _as_int_ranks(name: str, values) -> np.ndarray:
-    arr = _as_1d(name, values)
-    if arr.dtype.kind not in "iuf":
-        raise InvalidInputError(f"{name} must be numeric, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)):
-            bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-            raise InvalidInputError(f"{name} contains a non-finite value ({arr[bad]}) at position {bad}")
-        if np.any(arr != np.round(arr)):
-            bad = int(np.flatnonzero(arr != np.round(arr))[0])
-            raise InvalidInputError(
-                f"{name} must hold whole numbers, got {arr[bad]} at position {bad} "
-                "(pass optimistic and pessimistic ranks, not realistic ones)"
-            )
-    arr = arr.astype(np.int64)
-    if arr.size and arr.min() < 1:
-        bad = int(np.argmin(arr))
-        raise InvalidInputError(f"{name} must be >= 1 (ranks are 1-based), got {arr[bad]} at position {bad}")
-    return arr
+def parse_side(value) -> Side:
+    """:meth:`Side.parse`, plus the labels a rank file holds: ``'both'`` (= unspecified) and
+    the codes ``'-1'``/``'0'``/``'1'`` written as text."""
+    if isinstance(value, str):
+        key = value.strip().lower()
+        if key == "both":
+            return Side.NONE
+        if key in ("-1", "0", "1"):
+            return Side(int(key))
+    return Side.parse(value)
 
 
 def side_code(side) -> int:
-    """Map ``'head'``/``'tail'`` (or 0/1) to the integer side code."""
-    if isinstance(side, str):
+    """The integer code of a side name (``'head'``/``'tail'``) or code; see :func:`parse_side`."""
+    return int(parse_side(side))
+
+
+def side_codes(side, n: int) -> np.ndarray:
+    """The ``side`` column for ``n`` tasks as int8 codes: None (all unspecified), one side for
+    all rows, or one side per row (names, codes or :class:`Side` members)."""
+    if side is None:
+        return np.full(n, Side.NONE, dtype=np.int8)
+    if isinstance(side, (str, numbers.Integral, np.integer, np.str_)):
+        return np.full(n, parse_side(side), dtype=np.int8)
+    arr = as_1d("side", side)
+    if arr.shape[0] != n:
+        raise InvalidInputError(f"length mismatch: {n} ranks but {arr.shape[0]} sides")
+    if arr.dtype.kind in "iuf":
+        codes = as_whole_numbers("side", arr)
+        bad = (codes < -1) | (codes > 1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InvalidInputError(
+                f"side codes must be 0 (head), 1 (tail) or -1 (unspecified), got {codes[i]} at position {i}"
+            )
+        return codes.astype(np.int8)
+    cache: dict = {}
+    out = np.empty(n, dtype=np.int8)
+    for i, v in enumerate(arr.tolist()):
         try:
-            return _SIDE_CODES[side.strip().lower()]
-        except KeyError:
-            raise InvalidInputError(f"unknown side {side!r}; expected 'head' or 'tail'") from None
-    if side in (SIDE_HEAD, SIDE_TAIL, SIDE_NONE):
-        return int(side)
-    raise InvalidInputError(f"unknown side {side!r}; expected 'head' or 'tail'")
+            out[i] = cache[v] if v in cache else cache.setdefault(v, parse_side(v))
+        except TypeError:  # unhashable element
+            out[i] = parse_side(v)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{exc} (position {i})") from None
+    return out
+
+
+def _rank_column(name: str, values) -> np.ndarray:
+    """1-based whole-number ranks (or candidate counts) as a fresh int64 array."""
+    arr = as_1d(name, values, "iuf")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        i = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise InvalidInputError(f"{name} contains a non-finite value ({arr[i]}) at position {i}")
+    try:
+        out = as_whole_numbers(name, arr)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{exc} (pass optimistic and pessimistic ranks, not realistic ones)") from None
+    if out.size and out.min() < 1:
+        i = int(np.argmin(out))
+        raise InvalidInputError(f"{name} must be >= 1 (ranks are 1-based), got {out[i]} at position {i}")
+    if out.size and out.max() > _LARGEST:
+        i = int(np.argmax(out))
+        raise InvalidInputError(f"{name}: value {out[i]} at position {i} is too large (max 2**62)")
+    return out
+
+
+def _check_columns(side, optimistic, pessimistic, num_candidates, weight, triple_index, relation) -> dict:
+    """Validate and normalise all columns; the one path every table goes through."""
+    if optimistic is None:
+        raise InvalidInputError("no ranks given: pass optimistic= (and pessimistic=) or ranks=")
+    opt = _rank_column("optimistic ranks", optimistic)
+    n = opt.shape[0]
+    if n == 0:
+        raise InvalidInputError("empty rank table: at least one ranking task is needed")
+    pes = opt.copy() if pessimistic is None else _rank_column("pessimistic ranks", pessimistic)
+    if pes.shape[0] != n:
+        raise InvalidInputError(f"length mismatch: {n} optimistic ranks but {pes.shape[0]} pessimistic ranks")
+    if np.any(pes < opt):
+        i = int(np.flatnonzero(pes < opt)[0])
+        raise InvalidInputError(f"pessimistic rank below optimistic rank at position {i} ({pes[i]} < {opt[i]})")
+    nc = None
+    if num_candidates is not None:
+        nc = as_1d("num_candidates", num_candidates)
+        nc = _rank_column("num_candidates", np.repeat(nc, n) if nc.shape[0] == 1 and n > 1 else nc)
+        if nc.shape[0] != n:
+            raise InvalidInputError(f"length mismatch: {n} ranks but {nc.shape[0]} num_candidates")
+        if np.any(pes > nc):
+            i = int(np.flatnonzero(pes > nc)[0])
+            raise InvalidInputError(
+                f"rank above its number of candidates at position {i} "
+                f"(pessimistic rank {pes[i]} > num_candidates {nc[i]})"
+            )
+    w = None
+    if weight is not None:
+        w = as_1d("weights", weight, "iuf").astype(np.float64)  # astype copies: the table owns it
+        if w.shape[0] != n:
+            raise InvalidInputError(f"length mismatch: {n} ranks but {w.shape[0]} weights")
+        check_weights("weights", w, n)  # validation only: the stored weights stay as given
+    ids = {}
+    for name, col in (("triple_index", triple_index), ("relation", relation)):
+        if col is not None:
+            ids[name] = as_whole_numbers(name, col, minimum=-1)  # -1 = unknown
+            if ids[name].shape[0] != n:
+                raise InvalidInputError(f"length mismatch: {n} ranks but {ids[name].shape[0]} {name} values")
+    cols = dict(side=side_codes(side, n), optimistic=opt, pessimistic=pes, num_candidates=nc, weight=w,
+                triple_index=ids.get("triple_index"), relation=ids.get("relation"))
+    for arr in cols.values():
+        if arr is not None:
+            arr.flags.writeable = False  # a table's rows cannot change behind its validation
+    return cols
 
 
 @dataclass(frozen=True, eq=False)
 class RankTable:
-    """Columnar table of ranking tasks. Build it with :meth:`from_ranks`, :meth:`from_counts`
-    or :meth:`from_scores`; all constructors validate their input."""
+    """Columnar table of ranking tasks (see the module docstring for the columns).
 
-    side: np.ndarray
-    optimistic: np.ndarray
-    pessimistic: np.ndarray
+    Build it with :meth:`from_ranks`, :meth:`from_counts` or :meth:`from_scores`, or directly
+    (``RankTable(optimistic=..., pessimistic=..., side=...)``): every way validates the columns
+    and stores read-only copies. ``pessimistic`` defaults to ``optimistic`` (no ties), ``side``
+    to unspecified.
+    """
+
+    side: np.ndarray | None = None
+    optimistic: np.ndarray | None = None
+    pessimistic: np.ndarray | None = None
     num_candidates: np.ndarray | None = None
     weight: np.ndarray | None = None
     triple_index: np.ndarray | None = None
     relation: np.ndarray | None = None
+
+    def __post_init__(self):
+        for name, value in _check_columns(**{f.name: getattr(self, f.name) for f in fields(self)}).items():
+            object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -111,112 +191,65 @@ class RankTable:
         """Build a table from rank arrays.
 
         Give ``optimistic`` and ``pessimistic`` ranks, or a single ``ranks`` array (no ties).
-        ``side`` is one string for all rows, or an array of 'head'/'tail' strings or 0/1 codes.
+        ``side`` is one side for all rows, or an array of 'head'/'tail' names or 0/1 codes;
+        ``num_candidates`` may be one number for all rows.
         """
         if ranks is not None:
             if optimistic is not None or pessimistic is not None:
                 raise InvalidInputError("give either ranks= or optimistic=/pessimistic=, not both")
-            optimistic = pessimistic = ranks
-        if optimistic is None:
-            raise InvalidInputError("no ranks given: pass optimistic= (and pessimistic=) or ranks=")
-        opt = _as_int_ranks("optimistic ranks", optimistic)
-        pes = opt if pessimistic is None else _as_int_ranks("pessimistic ranks", pessimistic)
-        n = opt.shape[0]
-        if n == 0:
-            raise InvalidInputError("empty rank table: at least one ranking task is needed")
-        if pes.shape[0] != n:
-            raise InvalidInputError(f"length mismatch: {n} optimistic ranks but {pes.shape[0]} pessimistic ranks")
-        if np.any(pes < opt):
-            bad = int(np.flatnonzero(pes < opt)[0])
-            raise InvalidInputError(
-                f"pessimistic rank below optimistic rank at position {bad} ({pes[bad]} < {opt[bad]})"
-            )
-        nc = None
-        if num_candidates is not None:
-            nc = _as_1d("num_candidates", num_candidates)
-            if nc.shape[0] == 1 and n > 1:
-                nc = np.repeat(nc, n)
-            nc = _as_int_ranks("num_candidates", nc)
-            if nc.shape[0] != n:
-                raise InvalidInputError(f"length mismatch: {n} ranks but {nc.shape[0]} num_candidates")
-            if np.any(pes > nc):
-                bad = int(np.flatnonzero(pes > nc)[0])
-                raise InvalidInputError(
-                    f"rank above its number of candidates at position {bad} "
-                    f"(pessimistic rank {pes[bad]} > num_candidates {nc[bad]})"
-                )
-        w = None
-        if weights is not None:
-            w = _as_1d("weights", weights).astype(np.float64)
-            if w.shape[0] != n:
-                raise InvalidInputError(f"length mismatch: {n} ranks but {w.shape[0]} weights")
-            if not np.all(np.isfinite(w)):
-                raise InvalidInputError("weights contain NaN or infinite values")
-            if np.any(w < 0):
-                raise InvalidInputError(f"weights must be non-negative, got {w[np.flatnonzero(w < 0)[0]]}")
-            if not np.any(w > 0):
-                raise InvalidInputError("weights are all zero: at least one task must have positive weight")
-        if side is None:
-            s = np.full(n, SIDE_NONE, dtype=np.int8)
-        elif isinstance(side, (str, int, np.integer)):
-            s = np.full(n, side_code(side), dtype=np.int8)
-        else:
-            arr = _as_1d("side", side)
-            if arr.shape[0] != n:
-                raise InvalidInputError(f"length mismatch: {n} ranks but {arr.shape[0]} sides")
-            if arr.dtype.kind in "iu":
-                if not np.all(np.isin(arr, (SIDE_HEAD, SIDE_TAIL, SIDE_NONE))):
-                    raise InvalidInputError("side codes must be 0 (head), 1 (tail) or -1 (unspecified)")
-                s = arr.astype(np.int8)
-            else:
-                s = np.array([side_code(str(x)) for x in arr], dtype=np.int8)
-        ti = None if triple_index is None else _as_1d("triple_index", triple_index, np.int64)
-        rel = None if relation is None else _as_1d("relation", relation, np.int64)
-        for name, col in (("triple_index", ti), ("relation", rel)):
-            if col is not None and col.shape[0] != n:
-                raise InvalidInputError(f"length mismatch: {n} ranks but {col.shape[0]} {name} values")
-        return cls(side=s, optimistic=opt, pessimistic=pes, num_candidates=nc, weight=w, triple_index=ti, relation=rel)
+            optimistic = ranks
+        return cls(side=side, optimistic=optimistic, pessimistic=pessimistic, num_candidates=num_candidates,
+                   weight=weights, triple_index=triple_index, relation=relation)
 
     @classmethod
-    def from_counts(cls, num_better, num_tied, num_candidates=None, **kwargs) -> RankTable:
+    def from_counts(
+        cls, num_better, num_tied, num_candidates=None, *, side=None, weights=None, triple_index=None, relation=None
+    ) -> RankTable:
         """Build a table from counts: ``optimistic = 1 + num_better``,
         ``pessimistic = optimistic + num_tied`` (``num_tied`` excludes the true answer itself)."""
-        better = _as_1d("num_better", num_better, np.int64)
-        tied = _as_1d("num_tied", num_tied, np.int64)
-        if np.any(better < 0) or np.any(tied < 0):
-            raise InvalidInputError("counts of better/tied candidates must be non-negative")
-        return cls.from_ranks(1 + better, 1 + better + tied, num_candidates=num_candidates, **kwargs)
+        better = as_whole_numbers("num_better", num_better, minimum=0)
+        tied = as_whole_numbers("num_tied", num_tied, minimum=0)
+        if better.shape != tied.shape:
+            raise InvalidInputError(f"length mismatch: {better.shape[0]} num_better but {tied.shape[0]} num_tied")
+        if better.size and max(int(better.max()), int(tied.max())) > _LARGEST // 2:
+            raise InvalidInputError("counts of better/tied candidates are too large (max 2**61)")
+        return cls.from_ranks(1 + better, 1 + better + tied, num_candidates=num_candidates, side=side,
+                              weights=weights, triple_index=triple_index, relation=relation)
 
     @classmethod
-    def from_scores(cls, scores, true_index, *, candidate_mask=None, **kwargs) -> RankTable:
+    def from_scores(
+        cls, scores, true_index, *, candidate_mask=None, side=None, weights=None, triple_index=None, relation=None
+    ) -> RankTable:
         """Build a table from candidate scores (larger = better), exact float comparison.
 
         ``scores``: ``(n, m)`` scores of all candidates of each task, the true answer included,
         at column ``true_index[i]``. ``candidate_mask``: optional boolean ``(n, m)``, False for
         candidates that are not ranked (e.g. filtered); the true answer is always ranked.
         """
-        s = np.asarray(scores.detach().cpu().numpy() if hasattr(scores, "detach") else scores)
+        s = to_numpy("scores", scores)
         if s.ndim != 2:
             raise InvalidInputError(f"scores must be a 2-d (tasks, candidates) array, got shape {s.shape}")
         if s.shape[0] == 0 or s.shape[1] == 0:
             raise InvalidInputError(f"scores are empty (shape {s.shape})")
-        if np.isnan(s).any():
+        if s.dtype.kind not in "iuf":
+            raise InvalidInputError(f"scores must be real numbers, got dtype {s.dtype}")
+        if s.dtype.kind == "f" and np.isnan(s).any():
             row = int(np.flatnonzero(np.isnan(s).any(axis=1))[0])
             raise InvalidInputError(f"scores contain NaN (first in task {row})")
-        idx = _as_1d("true_index", true_index, np.int64)
+        idx = as_whole_numbers("true_index", true_index)
         if idx.shape[0] != s.shape[0]:
             raise InvalidInputError(f"length mismatch: {s.shape[0]} score rows but {idx.shape[0]} true indices")
         if np.any((idx < 0) | (idx >= s.shape[1])):
-            raise InvalidInputError(f"true_index out of range [0, {s.shape[1]})")
+            i = int(np.flatnonzero((idx < 0) | (idx >= s.shape[1]))[0])
+            raise InvalidInputError(f"true_index {idx[i]} at position {i} is out of range [0, {s.shape[1]})")
         rows = np.arange(s.shape[0])
         true = s[rows, idx][:, None]
-        mask = np.ones(s.shape, dtype=bool) if candidate_mask is None else np.asarray(candidate_mask, dtype=bool).copy()
-        if mask.shape != s.shape:
-            raise InvalidInputError(f"candidate_mask shape {mask.shape} differs from scores shape {s.shape}")
+        mask = np.ones(s.shape, dtype=bool) if candidate_mask is None else _boolean_mask(candidate_mask, s.shape)
         mask[rows, idx] = False  # count the true answer separately
         better = ((s > true) & mask).sum(axis=1)
         tied = ((s == true) & mask).sum(axis=1)
-        return cls.from_counts(better, tied, num_candidates=mask.sum(axis=1) + 1, **kwargs)
+        return cls.from_counts(better, tied, num_candidates=mask.sum(axis=1) + 1, side=side, weights=weights,
+                               triple_index=triple_index, relation=relation)
 
     # ------------------------------------------------------------------ basics
     def __len__(self) -> int:
@@ -229,22 +262,28 @@ class RankTable:
     @property
     def sides(self) -> list[str]:
         """Names of the sides present (``head``/``tail``); empty when sides are unspecified."""
-        return [SIDE_NAMES[c] for c in (SIDE_HEAD, SIDE_TAIL) if np.any(self.side == c)]
+        return [s.label for s in (Side.HEAD, Side.TAIL) if np.any(self.side == s)]
 
     def subset(self, mask) -> RankTable:
-        """Rows where ``mask`` (boolean array or index array) selects."""
-        m = np.asarray(mask)
-        take = lambda a: None if a is None else a[m]  # noqa: E731
-        out = RankTable(**{c: take(getattr(self, c)) for c in _COLUMNS})
-        if len(out) == 0:
+        """Rows where ``mask`` selects: a boolean array of length ``len(self)`` or row indices."""
+        m = to_numpy("mask", mask)
+        if m.dtype.kind == "b":
+            if m.shape != (len(self),):
+                raise InvalidInputError(f"a boolean mask needs shape ({len(self)},), got {m.shape}")
+        else:
+            m = as_whole_numbers("row indices", m)
+            if m.size and (m.min() < -len(self) or m.max() >= len(self)):
+                raise InvalidInputError(f"row indices out of range for a table of {len(self)} tasks")
+        cols = {c: None if getattr(self, c) is None else getattr(self, c)[m] for c in _COLUMNS}
+        if cols["optimistic"].shape[0] == 0:
             raise InvalidInputError("the selection leaves no ranking task")
-        return out
+        return RankTable(**cols)
 
     def select_side(self, side: str) -> RankTable:
         """Tasks of one side; ``'both'`` returns all tasks."""
-        if side == "both":
+        if isinstance(side, str) and side.strip().lower() == "both":
             return self
-        return self.subset(self.side == side_code(side))
+        return self.subset(self.side == Side.parse(side))
 
     def ranks(self, rank_type: str) -> np.ndarray:
         """Rank array for ``optimistic``, ``pessimistic`` or ``realistic`` (their mean, as PyKEEN)."""
@@ -278,117 +317,38 @@ class RankTable:
 
     # ------------------------------------------------------------------ I/O
     def to_columns(self) -> dict[str, np.ndarray]:
+        """The present columns by name (``num_candidates``, ``weight`` and ids only when set)."""
         return {c: getattr(self, c) for c in _COLUMNS if getattr(self, c) is not None}
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Save as ``.npz`` (columnar, exact) or ``.csv``/``.tsv`` (text, with a header)."""
-        path = Path(path)
-        suffix = path.suffix.lower()
-        if suffix == ".npz":
-            np.savez_compressed(path, **self.to_columns())
-        elif suffix in (".csv", ".tsv"):
-            cols = self.to_columns()
-            delim = "," if suffix == ".csv" else "\t"
-            with open(path, "w", newline="") as fh:
-                w = csv.writer(fh, delimiter=delim)
-                w.writerow(cols)
-                names = list(cols)
-                for i in range(len(self)):
-                    row = []
-                    for c in names:
-                        v = cols[c][i]
-                        row.append(SIDE_NAMES[int(v)] if c == "side" else (repr(float(v)) if c == "weight" else int(v)))
-                    w.writerow(row)
-        else:
-            raise InvalidInputError(f"unknown rank-table format {path.suffix!r}: use .npz, .csv or .tsv")
-        return path
+        """Save as ``.npz`` (columnar, exact) or ``.csv``/``.tsv`` (text, with a header);
+        :meth:`load` and ``kgeval metrics`` read every file this writes."""
+        from .rankfile import write_rank_file
+
+        return write_rank_file(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RankTable:
-        """Load a table written by :meth:`save` (or any CSV/TSV rank file, see :func:`read_rank_file`)."""
-        path = Path(path)
-        if not path.exists():
-            raise InvalidInputError(f"rank file not found: {path}")
-        if path.suffix.lower() == ".npz":
-            try:
-                with np.load(path, allow_pickle=False) as data:
-                    cols = {c: data[c] for c in _COLUMNS if c in data.files}
-            except Exception as exc:
-                raise InvalidInputError(f"{path}: not a readable rank table ({exc})") from None
-            if "optimistic" not in cols:
-                raise InvalidInputError(f"{path}: no 'optimistic' column")
-            return cls.from_ranks(
-                cols["optimistic"],
-                cols.get("pessimistic"),
-                num_candidates=cols.get("num_candidates"),
-                side=cols.get("side"),
-                weights=cols.get("weight"),
-                triple_index=cols.get("triple_index"),
-                relation=cols.get("relation"),
-            )
-        return read_rank_file(path)
+        """Load a table written by :meth:`save`, or any CSV/TSV rank file (see :func:`read_rank_file`)."""
+        from .rankfile import load_rank_file
+
+        return load_rank_file(path)
+
+
+def _boolean_mask(mask, shape: tuple) -> np.ndarray:
+    """A writable boolean copy of ``mask``; 0/1 integers are accepted, anything else refused
+    (``np.asarray(mask, bool)`` would turn 0.5 or the string 'False' into True)."""
+    m = to_numpy("candidate_mask", mask)
+    if m.shape != shape:
+        raise InvalidInputError(f"candidate_mask shape {m.shape} differs from scores shape {shape}")
+    if m.dtype.kind != "b":
+        if m.dtype.kind not in "iu" or not np.isin(m, (0, 1)).all():
+            raise InvalidInputError(f"candidate_mask must hold booleans (or 0/1), got dtype {m.dtype}")
+    return m.astype(bool)  # a copy: the caller's mask is never written
 
 
 def read_rank_file(path: str | os.PathLike) -> RankTable:
-    """Read a CSV/TSV rank file with a header.
+    """Read a CSV/TSV rank file with a header; see :func:`kgeval.rankfile.read_rank_file`."""
+    from .rankfile import read_rank_file as read
 
-    Columns: ``optimistic`` and ``pessimistic`` (or a single ``rank``), optional
-    ``num_candidates``, ``side`` (head/tail), ``weight``, ``triple_index``, ``relation``.
-    The delimiter is sniffed (comma, tab, semicolon or whitespace).
-    """
-    path = Path(path)
-    if not path.exists():
-        raise InvalidInputError(f"rank file not found: {path}")
-    text = path.read_text()
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    if not lines:
-        raise InvalidInputError(f"{path}: the rank file is empty")
-    header_line = lines[0]
-    delim = "\t" if "\t" in header_line else ("," if "," in header_line else (";" if ";" in header_line else None))
-    split = (lambda s: s.split(delim)) if delim else (lambda s: s.split())
-    header = [h.strip().lower() for h in split(header_line)]
-    aliases = {"weights": "weight", "candidates": "num_candidates", "ranks": "rank"}
-    header = [aliases.get(h, h) for h in header]
-    known = {"optimistic", "pessimistic", "rank", "num_candidates", "side", "weight", "triple_index", "relation"}
-    unknown = [h for h in header if h not in known]
-    if unknown:
-        raise InvalidInputError(
-            f"{path}: unknown column(s) {unknown} in the header; expected some of {sorted(known)}"
-        )
-    if "rank" not in header and "optimistic" not in header:
-        raise InvalidInputError(f"{path}: the header needs an 'optimistic' (and 'pessimistic') or a 'rank' column")
-    data: dict[str, list] = {h: [] for h in header}
-    for lineno, line in enumerate(lines[1:], start=2):
-        fields = [f.strip() for f in split(line)]
-        if len(fields) != len(header):
-            raise InvalidInputError(
-                f"{path}, line {lineno}: expected {len(header)} fields, got {len(fields)}: {line!r}"
-            )
-        for h, f in zip(header, fields):
-            if h == "side":
-                data[h].append(f)
-                continue
-            try:
-                data[h].append(float(f))
-            except ValueError:
-                raise InvalidInputError(f"{path}, line {lineno}: column {h!r} is not a number: {f!r}") from None
-    if not data[header[0]]:
-        raise InvalidInputError(f"{path}: the rank file has a header but no rows")
-    try:
-        return RankTable.from_ranks(
-            data.get("optimistic"),
-            data.get("pessimistic"),
-            ranks=data.get("rank"),
-            num_candidates=data.get("num_candidates"),
-            side=data.get("side"),
-            weights=data.get("weight"),
-            triple_index=data.get("triple_index"),
-            relation=data.get("relation"),
-        )
-    except InvalidInputError as exc:
-        raise InvalidInputError(f"{path}: {exc}") from None
-
-
-def concat(tables: Iterable[RankTable]) -> RankTable:
-    """Concatenate rank tables; see :meth:`RankTable.concat`."""
-    return RankTable.concat(list(tables))
+    return read(path)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kgeval import metrics
 from kgeval.errors import NoClosedFormError
 from kgeval.metrics.derived import AdjustedIndex, DerivedMetric
-from kgeval.ranks import RankTable, concat
+from kgeval.ranks import RankTable
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ALL_METRICS = metrics.default_metrics() + [metrics.get("power_mean_rank", p=2), metrics.get("power_mean_rank", p=-0.5),
@@ -176,7 +176,7 @@ def test_rank_table_save_load_round_trip(suffix, data, seed):
 @given(a=tasks(weighted=True), b=tasks(weighted=False), seed=st.integers(0, 1000))
 def test_concat(a, b, seed):
     ta, tb = _table(a, seed), _table(b, seed + 1)
-    t = concat([ta, tb])
+    t = RankTable.concat([ta, tb])
     assert len(t) == len(ta) + len(tb)
     np.testing.assert_array_equal(t.optimistic, np.r_[a[0], b[0]])
     np.testing.assert_array_equal(t.pessimistic, np.r_[a[1], b[1]])

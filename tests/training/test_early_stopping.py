@@ -97,7 +97,6 @@ def test_bad_stopper_options(kwargs, match):
 
 def test_default_evaluate_fn_is_kgeval_evaluate():
     """Without an injected evaluate_fn the stopper calls kgeval.evaluate and reads MRR from its Results."""
-    pytest.importorskip("kgeval.evaluation")
     from kgeval.evaluation import evaluate
 
     model = _model()
@@ -108,3 +107,32 @@ def test_default_evaluate_fn_is_kgeval_evaluate():
     # the restored weights are the best ones, so re-evaluating them reproduces best_metric
     assert stopper.best_metric == pytest.approx(expected.get_metric("both.realistic.inverse_harmonic_mean_rank"))
     assert 0 < stopper.best_metric <= 1
+
+
+def test_evaluation_options_reach_the_evaluator():
+    """options= (an EvaluationOptions) and the older evaluate_kwargs dict evaluate the same way."""
+    from kgeval.evaluation import EvaluationOptions, evaluate
+
+    model = _model()
+    opts = EvaluationOptions(sides="tail", filtered=False)
+    expected = evaluate(model, TRIPLES[:3], filter_triples=[TRIPLES], options=opts, progress=False)
+    expected = expected.get_metric("tail.realistic.inverse_harmonic_mean_rank")
+    stoppers = [EarlyStopper(TRIPLES[:3], [TRIPLES], metric="tail.realistic.inverse_harmonic_mean_rank", **kw)
+                for kw in ({"options": opts}, {"options": {"sides": "tail"}, "evaluate_kwargs": {"filtered": False}},
+                           {"evaluate_kwargs": {"sides": "tail", "filtered": False}})]
+    for stopper in stoppers:
+        assert stopper.options == opts
+        model.train()
+        stopper.evaluate(model, 1)
+        assert stopper.history == [(1, pytest.approx(expected))]
+
+
+def test_bad_evaluation_options_are_refused_before_training():
+    from kgeval.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="tie_tolerance"):
+        EarlyStopper(TRIPLES, TRIPLES, evaluate_kwargs={"tie_tolerence": 1e-6})
+    with pytest.raises(InvalidInputError, match="sides"):
+        EarlyStopper(TRIPLES, TRIPLES, options={"sides": ()})
+    with pytest.raises(InvalidInputError, match="options"):
+        EarlyStopper(TRIPLES, TRIPLES, options="tail")

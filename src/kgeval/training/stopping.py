@@ -23,14 +23,19 @@ class EarlyStopper:
     ``evaluation_triples`` and train+valid as ``filter_triples``: the stopper must never see
     test triples.
 
-    ``evaluate_fn`` (default :func:`kgeval.evaluate`) is called as
-    ``evaluate_fn(model, evaluation_triples, filter_triples=..., progress=False, **evaluate_kwargs)``
-    and may return a Results object (``get_metric``), a mapping or a plain number.
+    ``options``: the :class:`~kgeval.evaluation.EvaluationOptions` of each evaluation (or a
+    mapping of them); ``evaluate_kwargs``, the older spelling, is a dict of the same options
+    applied on top. With the default ``evaluate_fn`` (:func:`kgeval.evaluate`) both are validated
+    here, before any training; the progress bar is always off.
+
+    A custom ``evaluate_fn`` is called as ``evaluate_fn(model, evaluation_triples,
+    filter_triples=..., progress=False, **evaluate_kwargs)`` (plus ``options=`` when given) and may
+    return a Results object (``get_metric``), a mapping or a plain number.
     """
 
     def __init__(self, evaluation_triples, filter_triples, *, metric: str = DEFAULT_METRIC, frequency: int = 10,
                  patience: int = 2, relative_delta: float = 0.0, larger_is_better: bool = True,
-                 evaluate_kwargs: dict | None = None, evaluate_fn: Callable | None = None):
+                 options=None, evaluate_kwargs: Mapping | None = None, evaluate_fn: Callable | None = None):
         frequency = check_positive_int("frequency", frequency)
         patience = check_positive_int("patience", patience)
         if not (isinstance(relative_delta, (int, float)) and 0 <= relative_delta < 1):
@@ -42,8 +47,13 @@ class EarlyStopper:
         self.patience = patience
         self.relative_delta = float(relative_delta)
         self.larger_is_better = bool(larger_is_better)
+        if evaluate_kwargs is not None and not isinstance(evaluate_kwargs, Mapping):
+            raise InvalidInputError(f"evaluate_kwargs must be a mapping, got {type(evaluate_kwargs).__name__}")
         self.evaluate_kwargs = dict(evaluate_kwargs or {})
         self.evaluate_fn = evaluate_fn
+        self.options = _evaluation_options(options, self.evaluate_kwargs if evaluate_fn is None else {})
+        if evaluate_fn is None:
+            self.evaluate_kwargs = {}  # now part of self.options
         self.reset()
 
     def reset(self) -> None:
@@ -72,12 +82,13 @@ class EarlyStopper:
         fn = self.evaluate_fn
         if fn is None:
             from ..evaluation import evaluate as fn  # lazy: the evaluator is a heavier import
+        extra = {} if self.options is None else {"options": self.options}
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad():
                 result = fn(model, self.evaluation_triples, filter_triples=self.filter_triples, progress=False,
-                            **self.evaluate_kwargs)
+                            **extra, **self.evaluate_kwargs)
         finally:
             model.train(was_training)
         if hasattr(result, "get_metric"):
@@ -107,3 +118,18 @@ class EarlyStopper:
             return False
         model.load_state_dict(self._best_state)
         return True
+
+
+def _evaluation_options(options, kwargs: Mapping):
+    """``options`` (EvaluationOptions, mapping or None) with ``kwargs`` on top, validated; None when both are empty."""
+    if options is None and not kwargs:
+        return None
+    from ..evaluation.options import EvaluationOptions, canonical_names
+
+    if options is None:
+        options = EvaluationOptions()
+    elif isinstance(options, Mapping):
+        options = EvaluationOptions(**canonical_names(options))
+    elif not isinstance(options, EvaluationOptions):
+        raise InvalidInputError(f"options must be EvaluationOptions, a mapping or None, got {type(options).__name__}")
+    return options.replace(**canonical_names(kwargs)) if kwargs else options

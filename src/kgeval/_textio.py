@@ -1,0 +1,37 @@
+"""Decoding text files: one rule for every reader (rank files, triple files).
+
+UTF-8 only; a UTF-8 byte-order mark at the start is dropped (Excel and Windows editors write
+one, and it must not become part of the first label or column name); line endings are
+universal (``\\n``, ``\\r\\n`` and a lone ``\\r`` all end a line, as Python's text mode reads them).
+Anything that is not UTF-8 is refused with the file, line and column of the first bad byte.
+"""
+
+from __future__ import annotations
+
+from .errors import InvalidInputError
+
+_BOM = "\ufeff"
+
+
+def decode_text(data: bytes, source: str) -> str:
+    """``data`` as text with ``\\n`` line endings, or an :class:`InvalidInputError` naming ``source``."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InvalidInputError(f"{source}: UTF-16 text (byte-order mark {data[:2]!r}); save the file as UTF-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        hint = " (it looks like a zip/npz archive)" if data.startswith(b"PK\x03\x04") else ""
+        raise InvalidInputError(
+            f"{source}, line {line}, column {column}: byte 0x{data[exc.start]:02x} is not UTF-8{hint}; "
+            "save the file as UTF-8"
+        ) from None
+    if text.startswith(_BOM):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def text_lines(data: bytes, source: str) -> list[str]:
+    """The decoded lines of ``data`` (1-based line ``i`` is element ``i - 1``)."""
+    return decode_text(data, source).split("\n")

@@ -1,0 +1,119 @@
+"""The registry as the single source of synonyms, PyKEEN's full key grammar, and key errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kgeval import metrics
+from kgeval.errors import KGEvalError, UnknownNameError
+from kgeval.keys import parse_key
+from kgeval.metrics import wrapper_key
+from kgeval.ranks import RankTable
+from kgeval.results import Results
+
+
+def test_every_listed_synonym_resolves_to_its_metric():
+    """Count().synonyms listed 'n' while get('n') failed; MR listed 'amr', which is the adjusted MR."""
+    ms = metrics.default_metrics() + [metrics.get("power_mean_rank", p=2), metrics.get("hits@7")]
+    for m in ms:
+        for s in m.synonyms:
+            assert metrics.get(s).key == m.key, (m.key, s)
+    assert "amr" not in metrics.ArithmeticMeanRank().synonyms
+    assert metrics.get("amr").key == "adjusted_arithmetic_mean_rank"
+    assert metrics.get("n").key == "count" and "n" in metrics.Count().synonyms
+
+
+def test_synonyms_are_not_class_attributes():
+    assert "synonyms" not in vars(metrics.ArithmeticMeanRank)
+    assert "synonyms" not in vars(metrics.get("mrr"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "base", "increasing", "key"),
+    [
+        ("norm", "arithmetic_mean_rank", False, "adjusted_arithmetic_mean_rank"),
+        ("index", "arithmetic_mean_rank", False, "adjusted_arithmetic_mean_rank_index"),
+        ("index", "hits_at_3", True, "adjusted_hits_at_3"),
+        ("z", "inverse_harmonic_mean_rank", True, "z_inverse_harmonic_mean_rank"),
+    ],
+)
+def test_wrapper_key_is_a_pure_function(kind, base, increasing, key):
+    assert wrapper_key(kind, base, increasing) == key
+    assert metrics.get(key).key == key
+
+
+# RankBasedMetricResults.key_from_string(key) in PyKEEN 1.11.1, recorded once (importing PyKEEN
+# here would cost ~10 s of the test budget)
+PYKEEN_KEYS = [
+    ("head.best.hits_at_k.3", ("head", "optimistic", "hits_at_3")),
+    ("tail.worst.hits_at_10", ("tail", "pessimistic", "hits_at_10")),
+    ("both.avg.hits@5", ("both", "realistic", "hits_at_5")),
+    ("both.average.mean_rank", ("both", "realistic", "arithmetic_mean_rank")),
+    ("head.optimistic.mean_reciprocal_rank", ("head", "optimistic", "inverse_harmonic_mean_rank")),
+    ("tail.realistic.adjusted_mean_rank_index", ("tail", "realistic", "adjusted_arithmetic_mean_rank_index")),
+    ("hits@k", ("both", "realistic", "hits_at_10")),
+    ("h@3", ("both", "realistic", "hits_at_3")),
+    ("optimistic.mean_rank", ("both", "optimistic", "arithmetic_mean_rank")),
+    ("head.mean_rank", ("head", "realistic", "arithmetic_mean_rank")),
+    ("both.realistic.inverse_geometric_mean_rank", ("both", "realistic", "inverse_geometric_mean_rank")),
+    ("z_inverse_harmonic_mean_rank", ("both", "realistic", "z_inverse_harmonic_mean_rank")),
+    ("worst.hits_at_k.7", ("both", "pessimistic", "hits_at_7")),
+    ("tail.hits@1", ("tail", "realistic", "hits_at_1")),
+]
+
+
+@pytest.mark.parametrize(("key", "pykeen"), PYKEEN_KEYS, ids=[k for k, _ in PYKEEN_KEYS])
+def test_pykeen_key_grammar(key, pykeen):
+    """Every key PyKEEN 1.11.1 resolves means the same (side, rank type, metric) here."""
+    side, rank_type, name = parse_key(key)
+    assert (side, rank_type, metrics.get(name).key) == pykeen
+
+
+def test_pykeen_key_grammar_reads_values():
+    o, p = np.array([1, 2, 4, 1]), np.array([2, 2, 6, 1])
+    res = Results(RankTable.from_ranks(o, p, num_candidates=[10] * 4, side=[0, 0, 1, 1]))
+    assert res.get_metric("head.best.hits_at_k.3") == res.get_metric("head.optimistic.hits_at_3") == 1.0
+    assert res.get_metric("tail.worst.hits_at_k.5") == pytest.approx(0.5)
+    assert res.get_metric("both.pessimistic.adjusted_hits_at_k.3") == res.get_metric("both.pessimistic.adjusted_hits_at_3")
+
+
+@pytest.mark.parametrize(
+    ("key", "kind", "suggestion"),
+    [
+        ("both.realstic.mrr", "rank type", "realistic"),
+        ("tail.pessimstic.hits@10", "rank type", "pessimistic"),
+        ("haed.mrr", "side", "head"),
+        ("head.bset.mrr", "rank type", "best"),
+    ],
+)
+def test_misspelt_rank_type_or_side_is_named(key, kind, suggestion):
+    with pytest.raises(UnknownNameError, match=f"unknown {kind}") as info:
+        parse_key(key)
+    assert suggestion in str(info.value).split("Did you mean:")[1].split("?")[0]
+
+
+def test_name_dot_k_only_for_hits_families():
+    assert metrics.get("hits_at_k.7").key == "hits_at_7"
+    assert metrics.get("z_hits_at_k.2").key == "z_hits_at_2"
+    with pytest.raises(UnknownNameError):
+        metrics.get("mrr.3")
+
+
+def test_huge_k_gives_a_value_not_an_overflow():
+    """hits@99999999999999999999 raised OverflowError deep in numpy."""
+    m = metrics.get("hits@99999999999999999999")
+    assert m.key == "hits_at_99999999999999999999"
+    assert m([1, 5, 9], [10, 10, 10]) == 1.0
+    assert m.expected_value([3, 4]) == 1.0 and m.variance([3, 4]) == 0.0
+    res = Results(RankTable.from_ranks([1, 5], num_candidates=[10, 10]))
+    assert res.get_metric("hits@99999999999999999999") == 1.0
+    assert res.get_metric("z_hits@99999999999999999999") == 0.0
+
+
+def test_unknown_names_never_raise_other_errors():
+    for name in ["", "..", "hits@", "hits@-1", "h@1e9", "power_mean_rank_p", "pmr_neg", "x" * 200, "both..mrr"]:
+        try:
+            metrics.get(name) if "." not in name else parse_key(name)
+        except KGEvalError:
+            pass
