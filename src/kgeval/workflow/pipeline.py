@@ -133,10 +133,8 @@ def _handle_stopper(config: PipelineConfig, ds):
     options.setdefault("metric", DEFAULT_METRIC)
     options.setdefault("larger_is_better", metric_direction(options["metric"]) == "maximize")
     config = config.replace(early_stopping=type(config.early_stopping)(options))
-    restrict = {"restrict_relations": None if rel is None else list(rel),
-                "restrict_entities": None if ent is None else list(ent)}
-    evaluate_kwargs = {"options": config.evaluation.options, **restrict, **dict(options.get("evaluate_kwargs") or {})}
-    stopper = EarlyStopper(ds.validation, validation_filter_sets(ds), **{**options, "evaluate_kwargs": evaluate_kwargs})
+    evaluation = config.evaluation.options.replace(restrict_relations=rel, restrict_entities=ent)
+    stopper = EarlyStopper(ds.validation, validation_filter_sets(ds), options=evaluation, **options)
     return stopper, config
 
 
