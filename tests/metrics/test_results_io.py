@@ -95,3 +95,10 @@ def test_one_table_renderer_with_labels(results):
     assert lines[2].startswith("MRR ") and lines[3].startswith("hits_at_10 ")
     assert len(lines) == 4  # hits@9 is not among the stored values: row dropped
     assert results.summary_table(["mrr"]) == metric_table(results, ["mrr"])
+
+
+def test_typed_protocol_view(results, tmp_path):
+    typed = results.evaluation_protocol
+    assert typed.rank_types == ("optimistic", "pessimistic", "realistic", "expected")
+    assert "rank types:" in typed.describe()
+    assert Results.load_json(results.save_json(tmp_path / "r.json")).evaluation_protocol.rank_types == typed.rank_types

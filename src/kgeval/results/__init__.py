@@ -28,18 +28,13 @@ from .. import metrics as _metrics
 from ..errors import InvalidInputError, UnknownNameError, unknown_name
 from ..keys import RANK_TYPES, SIDES, flat_key, parse_key
 from ..metrics.base import Metric, NullMoments
+from ..protocol import RANK_TYPE_MEANINGS, EvaluationProtocol
 from ..ranks import RankTable
 from . import io as _io
 from .compute import approximate_keys, compute_values, relation_breakdown
 from .render import HEADLINE, describe_protocol, metric_table
 
 __all__ = ["Results", "HEADLINE", "compute_values", "describe_protocol", "metric_table"]
-
-_RANK_TYPE_MEANINGS = {
-    "realistic": "metric of the mean of optimistic and pessimistic rank (PyKEEN)",
-    "expected": "exact expectation of the metric under uniformly random tie-breaking",
-}
-
 
 class Results:
     """Metric values of one evaluation, addressable by PyKEEN-style keys.
@@ -48,7 +43,8 @@ class Results:
     (every metric, hits@{1,3,5,10}, all adjusted and z variants) for every side and rank
     type. ``extra`` is a flat dict of additional values (e.g. query-level precision@k)
     merged into :meth:`to_flat_dict`. :attr:`null_moments` holds the null-model moments of
-    every base metric per side (``{side: {key: NullMoments}}``).
+    every wrapped base metric per side (``{side: {key: NullMoments}}``). :attr:`protocol` is
+    the JSON-able dict form; :attr:`evaluation_protocol` the typed record.
     """
 
     def __init__(
@@ -80,7 +76,9 @@ class Results:
             "given per task" if rank_table.num_candidates is not None else "unknown: adjusted and z metrics omitted",
         )
         p["approximate_null_moments"] = approximate_keys(null)
-        p.setdefault("rank_type_meanings", dict(_RANK_TYPE_MEANINGS))
+        for rt in ("realistic", "expected"):  # the layout of EvaluationProtocol.to_dict()
+            if rt in rank_types:
+                p.setdefault(rt, RANK_TYPE_MEANINGS[rt])
 
     def _init(self, rank_table, values, null, protocol, extra) -> None:
         self.rank_table = rank_table
@@ -102,6 +100,11 @@ class Results:
         return cls(RankTable.from_ranks(*args, **kwargs), protocol=protocol)
 
     # ------------------------------------------------------------------ lookup
+    @property
+    def evaluation_protocol(self) -> EvaluationProtocol:
+        """The protocol as a typed :class:`~kgeval.protocol.EvaluationProtocol` (with ``describe()``)."""
+        return EvaluationProtocol.from_dict(self.protocol)
+
     @property
     def null_model(self) -> dict[str, dict[str, dict]]:
         """``{side: {base_key: {"expected_value", "variance", "exact"}}}`` for every base metric

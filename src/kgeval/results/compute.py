@@ -1,8 +1,9 @@
 """Computing every metric value of a rank table: the one null-moment path.
 
-For each side the weights are normalised once, each base metric's :class:`NullMoments` is
-computed once (``Metric.null_moments``: E and Var together), each base value once per rank
-type, and every wrapper (adjusted, z, expectation-normalised) is then ``metric.adjust(value,
+For each side the weights are normalised once, the :class:`NullMoments` of each wrapped base
+metric is computed once (``Metric.null_moments``: E and Var together; bases that no requested
+wrapper needs are skipped, since their moments can cost more than all values together), each
+base value once per rank type, and every wrapper (adjusted, z, expectation-normalised) is then ``metric.adjust(value,
 moments)`` — an affine map, no further moment computation.
 """
 
@@ -38,10 +39,10 @@ def _side_values(
     out: dict[tuple[str, str], float] = {}
     for metric in metrics:
         base = _base_of(metric)
-        if base.key not in null:
-            null[base.key] = UNKNOWN if c is None else base.null_moments(c, w)
-        moments = null[base.key]
         derived = metric is not base
+        if derived and base.key not in null:
+            null[base.key] = UNKNOWN if c is None else base.null_moments(c, w)
+        moments = null.get(base.key, UNKNOWN)
         if derived and (c is None or metric.coefficients(moments) is None):
             continue
         for rt in rank_types:
@@ -67,7 +68,7 @@ def compute_values(
     rank_types: Iterable[str] = RANK_TYPES,
 ) -> tuple[dict[ValueKey, float], dict[str, dict[str, NullMoments]]]:
     """All defined ``(side, rank_type, metric_key) -> value`` pairs, and the null moments of
-    every base metric per side (``{side: {base_key: NullMoments}}``; empty without
+    every wrapped base metric per side (``{side: {base_key: NullMoments}}``; empty without
     num_candidates)."""
     if sides is None:
         sides = [*table.sides, "both"]
