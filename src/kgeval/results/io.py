@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from .._json import finite_or_none, json_default  # the package's one JSON hook
+from .._json import finite_or_none, json_default, write_atomic  # the package's one JSON hook
 from ..errors import InvalidInputError
 from ..metrics.base import NullMoments
 
@@ -38,9 +38,8 @@ def to_json(results) -> dict:
 
 
 def save_json(results, path: str | os.PathLike) -> Path:
-    path = Path(path)
-    path.write_text(dumps(to_json(results)))
-    return path
+    """Write the results atomically (a reader never sees half a file)."""
+    return write_atomic(path, dumps(to_json(results)))
 
 
 def parse(data, source: str = "results") -> tuple[dict, dict, dict[str, dict[str, NullMoments]]]:
