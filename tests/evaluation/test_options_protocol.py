@@ -89,7 +89,11 @@ def test_options_object_and_keywords_give_the_same_result():
     b = kgeval.evaluate(scorer, test, filter_triples=train, options=EvaluationOptions(**kw))
     c = kgeval.evaluate(scorer, test, filter_triples=train, options=EvaluationOptions(seed=3), sides="tail",
                         num_negatives=4, macro=True, progress=False)
-    assert a.to_flat_dict() == b.to_flat_dict() == c.to_flat_dict()
+    d = kgeval.evaluate(scorer, test, filter_triples=train, options={"seed": 3, "sides": "tail", "num_negatives": 4,
+                                                                      "macro": True, "progress": False})
+    assert a.to_flat_dict() == b.to_flat_dict() == c.to_flat_dict() == d.to_flat_dict()
+    with pytest.raises(InvalidInputError, match="options must be"):
+        kgeval.evaluate(scorer, test, options=["tail"])
 
 
 def test_protocol_records_rank_types_present_and_one_realistic_key():

@@ -20,7 +20,7 @@ import dataclasses
 from ..protocol import EvaluationProtocol
 from .batching import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
-from .options import EvaluationOptions, canonical_names
+from .options import EvaluationOptions, as_options, canonical_names
 from .filter_index import FilterIndex
 from .sampling import sample_negatives
 from .scorers import DistMultScorer, FunctionScorer, PyKEENScorer, Scorer, as_scorer
@@ -63,7 +63,7 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         known true triples beyond ``triples`` (which are always known): one array, a list of
         arrays, or a dict ``name -> array`` (names appear in the protocol). Typically train + valid.
     options:
-        an :class:`EvaluationOptions` (default: all defaults).
+        an :class:`EvaluationOptions` or a mapping of its fields (default: all defaults).
     overrides:
         any field of :class:`EvaluationOptions` (``sides``, ``filtered``, ``num_negatives``,
         ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
@@ -74,7 +74,7 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     restriction, sampling, averaging, ties) is in ``results.protocol``; the rank table in
     ``results.rank_table``.
     """
-    opts = options if options is not None else EvaluationOptions()
+    opts = as_options(options)
     if overrides:
         opts = dataclasses.replace(opts, **canonical_names(overrides))
     out = run_evaluation(scorer, triples, filter_triples, opts)

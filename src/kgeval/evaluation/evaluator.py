@@ -15,6 +15,7 @@ and halves on out-of-memory errors, resuming at the failed batch (:mod:`.batchin
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +30,7 @@ from .counting import ConsistencyCheck, Counter
 from .filter_index import FilterIndex, answer_column, query_keys, sorted_unique
 from .full import rank_full
 from .inputs import Inputs, prepare_inputs
-from .options import EvaluationOptions
+from .options import EvaluationOptions, as_options
 from .query_metrics import QueryMetricAccumulator
 from .sampled import rank_sampled
 from .sampling import sample_negatives
@@ -48,10 +49,10 @@ class EvaluationOutput:
     sampled_negatives: dict[str, np.ndarray] | None = None
 
 
-def evaluate_ranks(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None,
+def evaluate_ranks(scorer, triples, *, filter_triples=(), options: EvaluationOptions | Mapping | None = None,
                    **overrides) -> EvaluationOutput:
     """Rank every evaluation task; the arguments are those of :func:`kgeval.evaluation.evaluate`."""
-    opts = options if options is not None else EvaluationOptions()
+    opts = as_options(options)
     if overrides:
         opts = opts.replace(**overrides)
     return run_evaluation(scorer, triples, filter_triples, opts)
@@ -121,8 +122,7 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
     opts = ctx.options
     index = None
     if opts.filtered:
-        known = np.concatenate([inp.triples] + [a for _, a in inp.filter_sets], axis=0)
-        index = FilterIndex(known, side=side, num_entities=inp.num_entities, num_relations=inp.num_relations,
+        index = FilterIndex(inp.known, side=side, num_entities=inp.num_entities, num_relations=inp.num_relations,
                             device=ctx.device)
     allowed = None if inp.entities is None else torch.as_tensor(inp.entities, device=ctx.device)
     sc = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=allowed,
@@ -157,7 +157,7 @@ def _protocol(inp: Inputs, opts: EvaluationOptions, ctx: RunContext, table: Rank
     filtered = opts.filtered
     num_known = None
     if filtered:  # = the (query, answer) pairs of either side's filter index: unique known triples
-        known = np.concatenate([tri] + [a for _, a in inp.filter_sets], axis=0)
+        known = inp.known
         num_known = int(sorted_unique(known[:, 0] * (nr * ne) + known[:, 1] * ne + known[:, 2]).shape[0])
     sampling = None
     if opts.num_negatives is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -29,6 +30,11 @@ class Inputs:
     entities: np.ndarray | None  # allowed entity ids (None = all)
     relations: np.ndarray | None  # allowed relation ids (None = all)
     device: torch.device
+
+    @cached_property
+    def known(self) -> np.ndarray:
+        """Every known true triple: the evaluation triples and the filter sets (duplicates kept)."""
+        return np.concatenate([self.triples] + [a for _, a in self.filter_sets], axis=0)
 
     @property
     def universe(self) -> np.ndarray:

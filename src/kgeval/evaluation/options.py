@@ -27,7 +27,7 @@ from .._validation import (
 )
 from ..errors import InvalidInputError, unknown_name
 
-__all__ = ["EvaluationOptions", "ALIASES", "NAN_POLICIES", "canonical_names"]
+__all__ = ["EvaluationOptions", "ALIASES", "NAN_POLICIES", "as_options", "canonical_names"]
 
 NAN_POLICIES = ("raise", "worst")
 
@@ -189,6 +189,17 @@ class EvaluationOptions:
     def replace(self, **changes) -> EvaluationOptions:
         """A copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **canonical_names(changes, aliases=False))
+
+
+def as_options(options) -> EvaluationOptions:
+    """``options`` as :class:`EvaluationOptions`: None = defaults, a mapping goes through ``from_dict``."""
+    if options is None:
+        return EvaluationOptions()
+    if isinstance(options, EvaluationOptions):
+        return options
+    if isinstance(options, Mapping):
+        return EvaluationOptions.from_dict(options)
+    raise InvalidInputError(f"options must be EvaluationOptions, a mapping or None, got {type(options).__name__}")
 
 
 def _fields():
