@@ -212,10 +212,13 @@ class EvaluationProtocol(Mapping):
         if self.num_evaluated_triples is not None and self.num_evaluated_triples != self.num_triples:
             what += f" ({n(self.num_evaluated_triples)} evaluated)"
         lines = [what + f", sides {sides} ({n(self.num_tasks)} ranking tasks)"]
-        if self.candidates:
-            ents = (f"the {n(self.restrict_entities)} allowed entities" if self.restrict_entities is not None
-                    else f"all {n(self.num_entities)} entities" if self.num_entities is not None else "all entities")
-            lines.append(f"candidates: {ents}; {self.candidates}")
+        ents = (f"the {n(self.restrict_entities)} allowed entities" if self.restrict_entities is not None
+                else f"all {n(self.num_entities)} entities" if self.num_entities is not None else "all entities")
+        if self.sampling is not None:
+            lines.append("candidates: the true answer + sampled negatives")
+        elif self.filtered is not None:
+            other = " minus the other known answers of the query" if self.filtered else ""
+            lines.append(f"candidates: {ents}{other} (the true answer counted)")
         if self.filtered is not None:
             if self.filtered and self.filter_sets:
                 sets = " + ".join(f"{s.name} ({n(s.num_triples)})" for s in self.filter_sets)
@@ -229,9 +232,11 @@ class EvaluationProtocol(Mapping):
             lines.append(f"restriction: {', '.join(parts)}; {n(self.num_triples_dropped)} triples dropped")
         if self.sampling is not None:
             s = self.sampling
-            lines.append(f"sampled: {s.num_negatives} negatives per task without replacement (seed {s.seed}), "
-                         f"excluding {s.excludes}; {n(s.capped_tasks)} tasks capped")
-        lines.append("rank types: " + "; ".join(f"{rt} = {RANK_TYPE_MEANINGS.get(rt, rt)}" for rt in self.rank_types))
+            lines.append(f"sampled: {s.num_negatives} negatives per task from {ents} without replacement "
+                         f"(seed {s.seed}), excluding {s.excludes}; {n(s.capped_tasks)} tasks have fewer")
+        brief = {"realistic": "realistic ((optimistic + pessimistic) / 2, PyKEEN)",
+                 "expected": "expected (expectation over random tie-breaking)"}
+        lines.append("rank types: " + ", ".join(brief.get(rt, rt) for rt in self.rank_types))
         tail = f"ties: {self._ties()}"
         if self.nan_policy:
             tail += f"; NaN scores: {self.nan_policy}"
