@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._validation import check_seed
 from .errors import InvalidInputError, KGEvalError, unknown_name
 from .training.stopping import DEFAULT_METRIC
 from .workflow.defaults import model_defaults
@@ -244,6 +245,7 @@ def hpo_pipeline(
     Every trial uses the same ``random_seed``, so trials differ only in their parameters.
     """
     optuna = _optuna()
+    random_seed = check_seed("random_seed", random_seed)  # the pipeline's seed rule
     from .data import get_dataset
     from .models import model_names
 

@@ -132,3 +132,10 @@ def test_errors_are_one_line(args, message, tmp_path):
     res = run(*[a.replace("{dir}", str(tmp_path)) for a in args])
     assert res.exit_code == 2, res.output
     assert message in res.output and "Traceback" not in res.output
+
+
+def test_hpo_and_pipeline_share_the_seed_rule(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'h.db'}"
+    res = run("hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--epochs", "1", "--storage", storage,
+              "--seed", "-1")
+    assert res.exit_code == 2 and "random_seed must be an integer in [0, 2**32)" in res.output, res.output

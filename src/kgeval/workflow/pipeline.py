@@ -12,7 +12,6 @@ The filtering protocol is in :mod:`kgeval.workflow.evaluation`.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import torch_threads
 from ..errors import InvalidInputError
 from .config import PipelineConfig, Restriction
 from .evaluation import check_split_to_evaluate, evaluate_model, metric_direction, resolve_whitelist, restrict_mask, \
@@ -73,21 +73,6 @@ def resolve_num_threads(num_threads: int | None, num_entities: int) -> int | Non
     if num_threads is not None:
         return num_threads
     return 1 if num_entities <= SMALL_GRAPH_ENTITIES else None
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None):
-    """Run with ``torch.set_num_threads(n)`` (``None`` = unchanged), restoring the old value."""
-    import torch
-
-    old = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if n is not None:
-            torch.set_num_threads(old)
 
 
 def seed_everything(seed: int) -> None:
