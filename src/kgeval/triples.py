@@ -7,22 +7,17 @@ user mistake gets the same clear message everywhere.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
+from ._validation import to_numpy
 from .errors import InvalidInputError
 
 
 def as_triples(name: str, value, *, allow_empty: bool = False) -> np.ndarray:
-    """``value`` (array, list or tensor) as an int64 ``(n, 3)`` array, or a clear error."""
-    if isinstance(value, torch.Tensor):
-        if (value.is_floating_point() or value.is_complex()) and value.numel():
-            raise InvalidInputError(f"{name} must hold integer ids, got dtype {value.dtype}")
-        arr = value.detach().cpu().numpy() if value.numel() else np.zeros((0, 3), dtype=np.int64)
-    else:
-        try:
-            arr = np.asarray(value)
-        except Exception as exc:
-            raise InvalidInputError(f"{name}: cannot be converted to an array ({exc})") from None
+    """``value`` (array, list or tensor) as an int64 ``(n, 3)`` array, or a clear error.
+
+    Float ids are refused, never truncated; unsigned ids beyond int64 are refused, never wrapped.
+    """
+    arr = to_numpy(name, value)
     if arr.size == 0:  # empty before dtype: ``[]`` is float64 to numpy, but the problem is the emptiness
         if allow_empty:
             return np.zeros((0, 3), dtype=np.int64)
@@ -31,6 +26,8 @@ def as_triples(name: str, value, *, allow_empty: bool = False) -> np.ndarray:
         raise InvalidInputError(f"{name} must hold integer ids, got dtype {arr.dtype}")
     if arr.ndim != 2 or arr.shape[1] != 3:
         raise InvalidInputError(f"{name} must have shape (n, 3) of (head, relation, tail) ids, got shape {arr.shape}")
+    if arr.dtype.kind == "u" and int(arr.max()) > np.iinfo(np.int64).max:
+        raise InvalidInputError(f"{name}: id {int(arr.max())} is too large")
     return arr.astype(np.int64, copy=False)
 
 

@@ -158,7 +158,7 @@ def test_map_triples_and_unknown_label():
 def test_from_id_arrays_checks_range():
     ds = Dataset.from_id_arrays([[0, 0, 1]], [[1, 0, 0]], [[1, 0, 1]])
     assert ds.num_entities == 2 and ds.num_relations == 1
-    with pytest.raises(InvalidInputError, match="outside"):
+    with pytest.raises(InvalidInputError, match=r"tail id 5 of triple 0 .* out of range \[0, 3\)"):
         Dataset.from_id_arrays([[0, 0, 5]], num_entities=3)
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from ..errors import InvalidInputError, unknown_name
 from . import io
-from .dataset import SPLITS, Dataset, map_triples
+from .splits import ATTRIBUTES, FILE_STEMS, SPLITS, canonical_split
+from .dataset import Dataset, map_triples
 from .registry import DATASETS, ENV_VAR, DatasetInfo, data_dirs, dataset_names, locate, lookup
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "dataset_available",
     "map_triples",
     "data_dirs",
+    "canonical_split",
+    "SPLITS",
 ]
 
 
@@ -45,14 +48,14 @@ def _load_registered(info: DatasetInfo, data_dir, drop_unseen: bool) -> Dataset:
         root = _builtin_dir(info)
         source = f"kgeval builtin {info.name}"
         for split in SPLITS:
-            data = root.joinpath(f"{io.SPLIT_STEMS[split][0]}.txt").read_bytes()
-            hashes[split] = io.sha256_of(data)
-            labels[split] = io.parse_triples(data, source=f"{info.name}/{io.SPLIT_STEMS[split][0]}.txt")
+            data = root.joinpath(f"{split}.txt").read_bytes()
+            hashes[ATTRIBUTES[split]] = io.sha256_of(data)
+            labels[split] = io.parse_triples(data, source=f"{info.name}/{split}.txt")
     else:
         dirs = data_dirs(data_dir)
         directory = locate(info, dirs)
         files = {split: io.find_split_file(directory, split) if directory else None for split in SPLITS}
-        missing = [io.SPLIT_STEMS[s][0] + ".txt" for s, f in files.items() if f is None]
+        missing = [FILE_STEMS[s][0] + ".txt" for s, f in files.items() if f is None]
         if missing:
             where = directory if directory else dirs[0] / info.name
             raise InvalidInputError(
@@ -64,22 +67,23 @@ def _load_registered(info: DatasetInfo, data_dir, drop_unseen: bool) -> Dataset:
         source = str(directory)
         for split, f in files.items():
             data = io.read_bytes(f)
-            hashes[split] = io.sha256_of(data)
-            if hashes[split] != info.sha256[split]:
+            key = ATTRIBUTES[split]
+            hashes[key] = io.sha256_of(data)
+            if hashes[key] != info.sha256[key]:
                 raise InvalidInputError(
-                    f"dataset {info.name}: {f} has sha256 {hashes[split]}, expected {info.sha256[split]} "
+                    f"dataset {info.name}: {f} has sha256 {hashes[key]}, expected {info.sha256[key]} "
                     f"(the canonical file from {info.source}); replace it with the canonical file"
                 )
             labels[split] = io.parse_triples(data, source=str(f))
     # the hash already pins the content; the size check guards the registry itself and the parser
-    for split, expected in info.sizes.items():
+    for split in SPLITS:
+        expected = info.sizes[ATTRIBUTES[split]]
         if len(labels[split]) != expected:
             raise InvalidInputError(f"dataset {info.name}: {split} has {len(labels[split])} triples, expected {expected}")
     ds = Dataset.from_labeled_arrays(
-        labels["training"], labels["validation"], labels["testing"],
-        name=info.name, drop_unseen=drop_unseen, hashes=hashes, source=source,
+        labels["train"], labels["valid"], labels["test"],
+        name=info.name, drop_unseen=drop_unseen, hashes=hashes, source=source, reference=info.name,
     )
-    ds.reference = info.name
     if not drop_unseen and (ds.num_entities, ds.num_relations) != (info.num_entities, info.num_relations):
         raise InvalidInputError(
             f"dataset {info.name}: {ds.num_entities} entities / {ds.num_relations} relations, "

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_nonnegative_int
 from ..errors import InvalidInputError
+from ..triples import as_triples, check_ids
 from . import io
-
-SPLITS = ("training", "validation", "testing")
+from .splits import ATTRIBUTES, FILE_STEMS, SPLITS, split_attribute
 
 
 def _as_label_array(name: str, triples: Any) -> np.ndarray:
@@ -70,6 +71,7 @@ class Dataset:
         hashes: Mapping[str, str] | None = None,
         source: str | None = None,
         dropped: Mapping[str, Mapping[str, int]] | None = None,
+        reference: str | None = None,
     ):
         self.name = name
         self.entity_labels: list[str] = list(entity_labels)
@@ -83,7 +85,7 @@ class Dataset:
         self.source = source
         #: what :func:`kgeval.data.get_dataset` needs to load this dataset again (canonical name or
         #: absolute directory path); None for in-memory datasets
-        self.reference: str | None = None
+        self.reference: str | None = reference
         self.dropped = {k: dict(v) for k, v in (dropped or {}).items()}
 
     # ------------------------------------------------------------------ basics
@@ -96,29 +98,19 @@ class Dataset:
         return len(self.relation_labels)
 
     def _check_ids(self, split: str, triples) -> np.ndarray:
-        arr = np.asarray(triples)
-        if arr.size == 0:
-            return np.empty((0, 3), dtype=np.int64)
-        if arr.ndim != 2 or arr.shape[1] != 3 or arr.dtype.kind not in "iu":
-            raise InvalidInputError(f"{split}: id triples must be an integer array of shape (n, 3), got {arr.dtype} {arr.shape}")
-        arr = arr.astype(np.int64)
-        for col, bound, kind in ((0, self.num_entities, "entity"), (1, self.num_relations, "relation"), (2, self.num_entities, "entity")):
-            bad = np.flatnonzero((arr[:, col] < 0) | (arr[:, col] >= bound))
-            if bad.size:
-                raise InvalidInputError(
-                    f"{split}: triple {int(bad[0])} has {kind} id {int(arr[bad[0], col])} outside [0, {bound})"
-                )
+        arr = as_triples(split, triples, allow_empty=True)
+        check_ids(split, arr, self.num_entities, self.num_relations)
         return arr
 
     def split(self, name: str) -> np.ndarray:
         """The id triples of ``train``/``valid``/``test`` (or ``training``/``validation``/``testing``)."""
-        return getattr(self, io.normalize_split(name))
+        return getattr(self, split_attribute(name))
 
     def hashes(self) -> dict[str, str]:
         """sha256 per split: of the source file's (decompressed) bytes, or of the canonical TSV for in-memory data."""
         if self._hashes is None:
             self._hashes = {
-                split: io.sha256_of(io.serialize_triples(self.to_labels(getattr(self, split)))) for split in SPLITS
+                key: io.sha256_of(io.serialize_triples(self.to_labels(getattr(self, key)))) for key in ATTRIBUTES.values()
             }
         return dict(self._hashes)
 
@@ -184,6 +176,7 @@ class Dataset:
         drop_unseen: bool = False,
         hashes: Mapping[str, str] | None = None,
         source: str | None = None,
+        reference: str | None = None,
     ) -> Dataset:
         """Build from ``(n, 3)`` arrays (or lists of tuples) of string labels.
 
@@ -238,6 +231,7 @@ class Dataset:
             hashes=hashes,
             source=source,
             dropped=dropped if drop_unseen else None,
+            reference=reference,
         )
 
     @classmethod
@@ -260,11 +254,19 @@ class Dataset:
         num_relations: int | None = None,
         name: str = "custom",
     ) -> Dataset:
-        """Build from integer id triples; labels are the ids as strings."""
-        arrs = [np.asarray(a if a is not None else np.empty((0, 3)), dtype=np.int64).reshape(-1, 3) for a in (training, validation, testing)]
+        """Build from integer id triples (floats are refused, never truncated); labels are the ids as strings.
+
+        ``num_entities``/``num_relations`` default to the largest id + 1.
+        """
+        arrs = [as_triples(split, a, allow_empty=True) if a is not None else np.empty((0, 3), np.int64)
+                for split, a in zip(ATTRIBUTES.values(), (training, validation, testing))]
         allt = np.concatenate(arrs)
-        ne = num_entities if num_entities is not None else (int(allt[:, [0, 2]].max()) + 1 if len(allt) else 0)
-        nr = num_relations if num_relations is not None else (int(allt[:, 1].max()) + 1 if len(allt) else 0)
+        ne = check_nonnegative_int("num_entities", num_entities, allow_none=True)
+        nr = check_nonnegative_int("num_relations", num_relations, allow_none=True)
+        if ne is None:
+            ne = max(int(allt[:, [0, 2]].max()) + 1, 0) if len(allt) else 0
+        if nr is None:
+            nr = max(int(allt[:, 1].max()) + 1, 0) if len(allt) else 0
         return cls(
             name=name,
             training=arrs[0],
@@ -276,27 +278,31 @@ class Dataset:
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike, *, name: str | None = None, drop_unseen: bool = False) -> Dataset:
-        """Load ``train``/``valid``/``test`` files (``.txt`` or ``.tsv``, optionally ``.gz``) from a directory."""
+        """Load ``train``/``valid``/``test`` files (``.txt`` or ``.tsv``, optionally ``.gz``) from a directory.
+
+        An empty (or blank) training file is refused; empty validation/test files give empty splits.
+        """
         directory = Path(path).expanduser()
         if not directory.is_dir():
             raise InvalidInputError(f"dataset directory {directory} does not exist")
         files = {split: io.find_split_file(directory, split) for split in SPLITS}
         missing = [split for split, f in files.items() if f is None]
         if missing:
-            wanted = ", ".join(f"{io.SPLIT_STEMS[s][0]}.txt" for s in missing)
+            wanted = ", ".join(f"{FILE_STEMS[s][0]}.txt" for s in missing)
             raise InvalidInputError(
-                f"dataset directory {directory} lacks the {', '.join(missing)} split: expected {wanted} "
-                f"(tab-separated head, relation, tail; .tsv and .gz also accepted)"
+                f"dataset directory {directory} lacks the {', '.join(ATTRIBUTES[s] for s in missing)} split: "
+                f"expected {wanted} (tab-separated head, relation, tail; .tsv and .gz also accepted)"
             )
         labels, hashes = {}, {}
         for split, f in files.items():
-            labels[split], hashes[split] = io.read_triples(f)
-        ds = cls.from_labeled_arrays(
-            labels["training"], labels["validation"], labels["testing"],
+            labels[split], hashes[ATTRIBUTES[split]] = io.read_triples(f)
+        if not len(labels["train"]):
+            raise InvalidInputError(f"{files['train']}: no triples (the training file is empty)")
+        return cls.from_labeled_arrays(
+            labels["train"], labels["valid"], labels["test"],
             name=name or directory.name, drop_unseen=drop_unseen, hashes=hashes, source=str(directory),
+            reference=str(directory.absolute()),
         )
-        ds.reference = str(directory.absolute())
-        return ds
 
 
 def map_triples(dataset: Dataset, label_triples, *, name: str = "triples") -> np.ndarray:

@@ -2,6 +2,8 @@
 
 Labels are kept as strings, always: WordNet synset ids such as ``00260881`` have
 significant leading zeros, so nothing here ever parses a label as a number.
+Text is decoded by :func:`kgeval._textio.decode_text` (UTF-8 only, a byte-order mark is
+dropped, any line ending is accepted).
 """
 
 from __future__ import annotations
@@ -9,38 +11,30 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
 
+from .._textio import text_lines
 from ..errors import InvalidInputError
+from .splits import FILE_STEMS, canonical_split, split_attribute
 
-#: File name stems accepted for each split, first = canonical.
-SPLIT_STEMS = {
-    "training": ("train", "training"),
-    "validation": ("valid", "validation", "dev"),
-    "testing": ("test", "testing"),
-}
 #: Accepted file extensions, tried in this order.
 EXTENSIONS = (".txt", ".tsv", ".txt.gz", ".tsv.gz")
 
-_SPLIT_ALIASES = {alias: split for split, stems in SPLIT_STEMS.items() for alias in stems}
-_SPLIT_ALIASES.update({"val": "validation", "validation": "validation", "testing": "testing", "training": "training"})
-
 
 def normalize_split(name: str) -> str:
-    """Map ``train``/``valid``/``test`` (and long forms) to ``training``/``validation``/``testing``."""
-    key = str(name).strip().lower()
-    if key not in _SPLIT_ALIASES:
-        raise InvalidInputError(
-            f"unknown split {name!r}; use one of: train, valid, test (or training, validation, testing)"
-        )
-    return _SPLIT_ALIASES[key]
+    """The Dataset attribute of a split (``test`` -> ``testing``), kept for existing callers.
+
+    New code: :func:`kgeval.data.splits.canonical_split` (``train``/``valid``/``test``).
+    """
+    return split_attribute(name)
 
 
 def find_split_file(directory: Path, split: str) -> Path | None:
     """The file holding ``split`` in ``directory`` (``train.txt``, ``train.tsv.gz``, ...), or None."""
-    for stem in SPLIT_STEMS[split]:
+    for stem in FILE_STEMS[canonical_split(split)]:
         for ext in EXTENSIONS:
             candidate = directory / f"{stem}{ext}"
             if candidate.is_file():
@@ -56,7 +50,7 @@ def read_bytes(path: str | os.PathLike) -> bytes:
             with gzip.open(path, "rb") as fh:
                 return fh.read()
         return path.read_bytes()
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError; a corrupt stream raises zlib.error
         raise InvalidInputError(f"cannot read triple file {path}: {exc}") from None
 
 
@@ -67,25 +61,24 @@ def sha256_of(data: bytes) -> str:
 def parse_triples(data: bytes, source: str = "<triples>") -> np.ndarray:
     """Parse tab-separated labeled triples into a ``(n, 3)`` object array of ``str``.
 
-    Blank lines are skipped; any other line must hold exactly three non-empty
-    tab-separated fields, else :class:`InvalidInputError` names the line number and content.
+    Blank lines are skipped and trailing whitespace (a ``\\r``, spaces, a trailing tab) ends a
+    line; every other line must hold exactly three non-empty tab-separated fields, each
+    stripped of surrounding spaces, else :class:`InvalidInputError` names the line.
     """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{source}: not UTF-8 text ({exc})") from None
     rows: list[list[str]] = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        line = line.rstrip("\r")
-        if not line.strip():
+    for lineno, line in enumerate(text_lines(data, source), start=1):
+        line = line.rstrip()
+        if not line:
             continue
-        fields = line.split("\t")
-        if len(fields) != 3 or any(not f.strip() for f in fields):
+        if "\ufeff" in line:  # a byte-order mark past the start: concatenated files; it would join a label
+            raise InvalidInputError(f"{source}, line {lineno}: a byte-order mark (U+FEFF) inside the file")
+        fields = [f.strip() for f in line.split("\t")]
+        if len(fields) != 3 or not all(fields):
             raise InvalidInputError(
                 f"{source}, line {lineno}: expected 3 non-empty tab-separated fields "
                 f"(head, relation, tail), got {len(fields)}: {line[:200]!r}"
             )
-        rows.append([f.strip() for f in fields])
+        rows.append(fields)
     out = np.empty((len(rows), 3), dtype=object)  # object dtype: Python str labels, no fixed-width copies
     if rows:
         out[:] = rows

@@ -1,7 +1,6 @@
 """The known benchmark datasets: names, published sizes and file hashes.
 
-Sizes and sha256 hashes are those of the canonical releases (see
-``/work/shared/datasets/README.md`` in the development environment): the sources are
+Sizes and sha256 hashes are those of the canonical releases, whose sources are
 TimDettmers/ConvE (FB15k-237 with CR line endings stripped, WN18RR, Nations,
 Kinships, UMLS), bi-graph/KGdatasets (WN18) and tsafavi/codex (CoDEx-S, CoDEx-M).
 

@@ -1,0 +1,124 @@
+"""Triple files are parsed without changing data: a byte-order mark, line endings and trailing
+whitespace never become part of a label; anything ambiguous is a clear error naming file and line."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from kgeval.data import Dataset, canonical_split, get_dataset
+from kgeval.data.io import normalize_split, parse_triples
+from kgeval.errors import InvalidInputError
+
+TRAIN = b"a\tr1\tb\nb\tr2\tc\nc\tr1\ta\n"
+
+
+def _dir(tmp_path, train: bytes, test: bytes = b"a\tr1\tc\n", name: str = "train.txt"):
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / name).write_bytes(train)
+    (tmp_path / "valid.txt").write_bytes(b"a\tr2\tb\n")
+    (tmp_path / "test.txt").write_bytes(test)
+    return tmp_path
+
+
+def _same(a: Dataset, b: Dataset):
+    assert a.entity_labels == b.entity_labels and a.relation_labels == b.relation_labels
+    for split in ("training", "validation", "testing"):
+        np.testing.assert_array_equal(getattr(a, split), getattr(b, split))
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        b"\xef\xbb\xbf" + TRAIN,  # UTF-8 byte-order mark: was part of the first label (4 entities, not 3)
+        TRAIN.replace(b"\n", b"\r\n"),
+        TRAIN.replace(b"\n", b"\r"),
+        b"\n\n" + TRAIN.replace(b"\n", b"\n  \n") + b"\n\n",
+        TRAIN.replace(b"\n", b" \t \n"),  # trailing whitespace, a trailing tab included
+        TRAIN.rstrip(b"\n"),  # no final newline
+    ],
+)
+def test_variants_parse_as_the_plain_file(tmp_path, variant):
+    plain = Dataset.from_directory(_dir(tmp_path / "plain", TRAIN))
+    other = Dataset.from_directory(_dir(tmp_path / "variant", variant))
+    _same(plain, other)
+    assert other.num_entities == 3 and "a" in other.entity_to_id
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (b"a\tr\tb\na\tr\n", r"<f>, line 2: expected 3 non-empty tab-separated fields.*got 2"),
+        (b"a\tr\tb\tc\n", r"line 1: .*got 4"),
+        (b"\ta\tr\tb\n", r"line 1: .*got 4"),  # a leading tab is an empty head, never a shifted row
+        (b"a\t \tb\n", r"line 1: expected 3 non-empty"),
+        (b"a r b\n", r"got 1"),
+        (b"a\tr\tb\n\xe9\tr\tb\n", r"<f>, line 2, column 1: byte 0xe9 is not UTF-8"),
+        (b"\xff\xfea\x00", r"UTF-16"),
+        (b"a\tr\tb\n\xef\xbb\xbfc\tr\tb\n", r"line 2: a byte-order mark \(U\+FEFF\) inside the file"),
+    ],
+)
+def test_malformed_triple_files_are_refused(data, match):
+    with pytest.raises(InvalidInputError, match=match):
+        parse_triples(data, source="<f>")
+
+
+def test_empty_training_file_is_refused_but_empty_test_is_an_empty_split(tmp_path):
+    with pytest.raises(InvalidInputError, match=r"train.txt: no triples"):
+        Dataset.from_directory(_dir(tmp_path, b"\n \n"))
+    ds = Dataset.from_directory(_dir(tmp_path, TRAIN, test=b""))
+    assert ds.testing.shape == (0, 3)
+
+
+def test_corrupt_gzip_is_a_clear_error(tmp_path):
+    data = gzip.compress(TRAIN)
+    _dir(tmp_path, data[:12] + b"\x00" * 8 + data[20:], name="train.txt.gz")
+    with pytest.raises(InvalidInputError, match="cannot read triple file"):
+        Dataset.from_directory(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"training": [[0.5, 0, 1]]}, "integer ids"),
+        ({"training": [[0, 0, 1]], "num_entities": True}, "num_entities must be a non-negative integer"),
+        ({"training": [[0, 0, 1]], "num_relations": 1.5}, "num_relations must be a non-negative integer"),
+        ({"training": np.array([[2**63, 0, 1]], dtype=np.uint64)}, "too large"),
+        ({"training": [[0, 0, -1]]}, r"tail id -1 of triple 0"),
+    ],
+)
+def test_from_id_arrays_refuses_silent_conversion(kwargs, match):
+    with pytest.raises(InvalidInputError, match=match):
+        Dataset.from_id_arrays(**kwargs)
+
+
+def test_reference_is_set_at_construction(tmp_path):
+    assert get_dataset("nations").reference == "Nations"
+    ds = Dataset.from_directory(_dir(tmp_path, TRAIN))
+    assert ds.reference == str(tmp_path.absolute())
+    assert get_dataset(ds.reference).hashes() == ds.hashes()
+    assert Dataset.from_labeled_arrays([["a", "r", "b"]]).reference is None
+    assert Dataset.from_labeled_arrays([["a", "r", "b"]], reference="x").reference == "x"
+
+
+@pytest.mark.parametrize(
+    ("spellings", "canonical", "attribute"),
+    [
+        (["train", "training", " Train "], "train", "training"),
+        (["valid", "validation", "dev", "val", "VALID"], "valid", "validation"),
+        (["test", "testing", "Test"], "test", "testing"),
+    ],
+)
+def test_one_split_vocabulary(spellings, canonical, attribute):
+    ds = get_dataset("nations")
+    for s in spellings:
+        assert canonical_split(s) == canonical and normalize_split(s) == attribute
+        assert ds.split(s) is getattr(ds, attribute)
+
+
+@pytest.mark.parametrize("bad", ["tests", "", None, 3])
+def test_unknown_split_is_named(bad):
+    with pytest.raises(InvalidInputError, match="unknown split"):
+        canonical_split(bad)
