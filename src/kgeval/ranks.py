@@ -63,6 +63,7 @@ def side_codes(side, n: int) -> np.ndarray:
         return np.full(n, Side.NONE, dtype=np.int8)
     if isinstance(side, (str, numbers.Integral, np.integer, np.str_)):
         return np.full(n, parse_side(side), dtype=np.int8)
+    _refuse_bools("side", side, "'head'/'tail' names or 0/1/-1 codes")
     arr = as_1d("side", side)
     if arr.shape[0] != n:
         raise InvalidInputError(f"length mismatch: {n} ranks but {arr.shape[0]} sides")
@@ -87,8 +88,18 @@ def side_codes(side, n: int) -> np.ndarray:
     return out
 
 
+def _refuse_bools(name: str, values, what: str = "numbers") -> None:
+    """``np.asarray([1, True])`` is ``[1, 1]``: a boolean inside a list of numbers would silently
+    become 0/1, so lists are scanned for them (arrays of booleans are refused by their dtype)."""
+    if isinstance(values, (list, tuple)):
+        for i, v in enumerate(values):
+            if isinstance(v, (bool, np.bool_)):
+                raise InvalidInputError(f"{name} must hold {what}, got {v!r} at position {i}")
+
+
 def _rank_column(name: str, values) -> np.ndarray:
     """1-based whole-number ranks (or candidate counts) as a fresh int64 array."""
+    _refuse_bools(name, values)
     arr = as_1d(name, values, "iuf")
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         i = int(np.flatnonzero(~np.isfinite(arr))[0])
@@ -122,6 +133,7 @@ def _check_columns(side, optimistic, pessimistic, num_candidates, weight, triple
         raise InvalidInputError(f"pessimistic rank below optimistic rank at position {i} ({pes[i]} < {opt[i]})")
     nc = None
     if num_candidates is not None:
+        _refuse_bools("num_candidates", num_candidates)
         nc = as_1d("num_candidates", num_candidates)
         nc = _rank_column("num_candidates", np.repeat(nc, n) if nc.shape[0] == 1 and n > 1 else nc)
         if nc.shape[0] != n:
@@ -134,6 +146,7 @@ def _check_columns(side, optimistic, pessimistic, num_candidates, weight, triple
             )
     w = None
     if weight is not None:
+        _refuse_bools("weights", weight)
         w = as_1d("weights", weight, "iuf").astype(np.float64)  # astype copies: the table owns it
         if w.shape[0] != n:
             raise InvalidInputError(f"length mismatch: {n} ranks but {w.shape[0]} weights")
@@ -141,6 +154,7 @@ def _check_columns(side, optimistic, pessimistic, num_candidates, weight, triple
     ids = {}
     for name, col in (("triple_index", triple_index), ("relation", relation)):
         if col is not None:
+            _refuse_bools(name, col)
             ids[name] = as_whole_numbers(name, col, minimum=-1)  # -1 = unknown
             if ids[name].shape[0] != n:
                 raise InvalidInputError(f"length mismatch: {n} ranks but {ids[name].shape[0]} {name} values")
@@ -207,6 +221,8 @@ class RankTable:
     ) -> RankTable:
         """Build a table from counts: ``optimistic = 1 + num_better``,
         ``pessimistic = optimistic + num_tied`` (``num_tied`` excludes the true answer itself)."""
+        _refuse_bools("num_better", num_better)
+        _refuse_bools("num_tied", num_tied)
         better = as_whole_numbers("num_better", num_better, minimum=0)
         tied = as_whole_numbers("num_tied", num_tied, minimum=0)
         if better.shape != tied.shape:
@@ -236,6 +252,7 @@ class RankTable:
         if s.dtype.kind == "f" and np.isnan(s).any():
             row = int(np.flatnonzero(np.isnan(s).any(axis=1))[0])
             raise InvalidInputError(f"scores contain NaN (first in task {row})")
+        _refuse_bools("true_index", true_index)
         idx = as_whole_numbers("true_index", true_index)
         if idx.shape[0] != s.shape[0]:
             raise InvalidInputError(f"length mismatch: {s.shape[0]} score rows but {idx.shape[0]} true indices")

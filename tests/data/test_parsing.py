@@ -122,3 +122,17 @@ def test_one_split_vocabulary(spellings, canonical, attribute):
 def test_unknown_split_is_named(bad):
     with pytest.raises(InvalidInputError, match="unknown split"):
         canonical_split(bad)
+
+
+@pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        ([[b"a", "r", "b"]], r"labels must be text, got bytes b'a'"),  # str(b"a") would be the label "b'a'"
+        ([["a\tb", "r", "c"]], r"triple 0 has a label with '\\t'"),
+        ([["a", "r", "c"], ["a", "r\n", "c"]], r"triple 1 has a label with '\\n'"),
+        ([["\udc80", "r", "c"]], r"a label with '\\udc80'"),  # hashes() could not encode it
+    ],
+)
+def test_in_memory_labels_a_triple_file_cannot_hold_are_refused(rows, match):
+    with pytest.raises(InvalidInputError, match=match):
+        Dataset.from_labeled_arrays(rows)

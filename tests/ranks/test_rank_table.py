@@ -21,14 +21,25 @@ from kgeval.ranks import SIDE_HEAD, SIDE_NAMES, SIDE_NONE, SIDE_TAIL, RankTable,
         ({"side": [0, 3]}, r"side codes must be 0 \(head\), 1 \(tail\) or -1.*got 3 at position 1"),
         ({"side": [0.0, 0.5]}, r"side must hold whole numbers"),
         ({"side": ["head", "middle"]}, r"unknown side 'middle'.*position 1"),
-        ({"side": [True, False]}, r"unknown side True"),
+        ({"side": [True, False]}, r"side must hold 'head'/'tail' names or 0/1/-1 codes, got True at position 0"),
         ({"weights": [1.0, np.inf]}, r"NaN or infinite"),
         ({"relation": [True, False]}, r"relation must hold numbers"),
+        ({"relation": [0, True]}, r"relation must hold numbers, got True at position 1"),
+        ({"num_candidates": [5, True]}, r"num_candidates must hold numbers, got True at position 1"),
+        ({"side": [0, True]}, r"side must hold 'head'/'tail' names or 0/1/-1 codes, got True at position 1"),
+        ({"weights": [1.0, False]}, r"weights must hold numbers, got False at position 1"),
     ],
 )
 def test_from_ranks_refuses_what_it_would_truncate(kwargs, match):
     with pytest.raises(InvalidInputError, match=match):
         RankTable.from_ranks([1, 2], [1, 3], **kwargs)
+
+
+def test_a_boolean_in_a_list_of_ranks_is_refused():  # found by the fuzz test: [1, True] was read as [1, 1]
+    with pytest.raises(InvalidInputError, match="optimistic ranks must hold numbers, got True at position 1"):
+        RankTable.from_ranks([1, True])
+    with pytest.raises(InvalidInputError, match="num_better must hold numbers"):
+        RankTable.from_counts([0, True], [0, 0])
 
 
 def test_integer_floats_are_kept_exactly():

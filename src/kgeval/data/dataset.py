@@ -40,12 +40,31 @@ def _as_label_array(name: str, triples: Any) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[1] != 3:
         raise InvalidInputError(f"{name}: labeled triples must have shape (n, 3), got {arr.shape}")
     if not all(type(v) is str for v in arr.ravel()):  # noqa: E721 - exact str, as parse_triples gives
+        raw = next((v for v in arr.ravel() if isinstance(v, (bytes, bytearray))), None)
+        if raw is not None:  # str(b"x") is "b'x'": a silent new label
+            raise InvalidInputError(f"{name}: labels must be text, got bytes {raw[:40]!r}; decode them first")
         arr = np.vectorize(lambda v: v if v is None else str(v), otypes=[object])(arr)
     empty = np.fromiter((v is None or not v.strip() for v in arr.ravel()), dtype=bool, count=arr.size)
     if empty.any():
         i = int(np.flatnonzero(empty)[0]) // 3
         raise InvalidInputError(f"{name}: triple {i} has an empty or missing label: {list(arr[i])!r}")
+    _check_writable(name, arr)
     return arr
+
+
+def _check_writable(name: str, arr: np.ndarray) -> None:
+    """Labels must survive the TSV form that hashes and saved runs use: no tab or line break
+    (it would split the label), no lone surrogate (not encodable as UTF-8)."""
+    joined = "\x00".join(arr.ravel())
+    bad = next((c for c in "\t\n\r" if c in joined), None)
+    if bad is None:
+        try:
+            joined.encode("utf-8")
+            return
+        except UnicodeEncodeError as exc:
+            bad = joined[exc.start]
+    i = next(k for k, v in enumerate(arr.ravel()) if bad in v) // 3
+    raise InvalidInputError(f"{name}: triple {i} has a label with {bad!r}, which a triple file cannot hold: {list(arr[i])!r}")
 
 
 def _ids(mapping: dict[str, int], column: np.ndarray) -> np.ndarray:
