@@ -70,17 +70,21 @@ def parse_rank_bytes(data: bytes, source: str = "<rank file>") -> RankTable:
     header_no, header_line = rows[0]
     delim = next((d for d in ("\t", ",", ";") if d in header_line), None)
     header = _header(_fields(header_line, delim, source, header_no), source)
-    values: dict[str, list[str]] = {h: [] for h in header}
-    line_of: list[int] = []
-    for lineno, line in rows[1:]:
-        fields = _fields(line, delim, source, lineno)
-        if len(fields) != len(header):
-            raise InvalidInputError(f"{source}, line {lineno}: expected {len(header)} fields, got {len(fields)}: {line!r}")
-        for h, f in zip(header, fields):
-            values[h].append(f)
-        line_of.append(lineno)
-    if not line_of:
+    body = rows[1:]
+    if not body:
         raise InvalidInputError(f"{source}: the rank file has a header but no rows")
+    # plain split where a line has no quote (fields keep surrounding spaces: every parser below
+    # ignores them), the csv module where it has one
+    if delim is None:
+        fields = [_fields(line, None, source, no) if '"' in line else line.split() for no, line in body]
+    else:
+        fields = [_fields(line, delim, source, no) if '"' in line else line.split(delim) for no, line in body]
+    bad = next((i for i, f in enumerate(fields) if len(f) != len(header)), None)
+    if bad is not None:
+        no, line = body[bad]
+        raise InvalidInputError(f"{source}, line {no}: expected {len(header)} fields, got {len(fields[bad])}: {line!r}")
+    line_of = [no for no, _ in body]
+    values = dict(zip(header, zip(*fields)))
     cols = {h: _column(h, v, line_of, source) for h, v in values.items()}
     try:
         return RankTable.from_ranks(
@@ -129,17 +133,17 @@ def _header(names: list[str], source: str) -> list[str]:
     return header
 
 
-def _column(name: str, values: list[str], line_of: list[int], source: str):
+def _column(name: str, values: tuple[str, ...], line_of: list[int], source: str):
     """Parse one column's text fields; errors name the line."""
     if name == "side":
-        cache: dict[str, int] = {}
-        out = np.empty(len(values), dtype=np.int8)
-        for i, v in enumerate(values):
+        labels, inverse = np.unique(np.asarray(values), return_inverse=True)
+        codes = []
+        for label in labels.tolist():
             try:
-                out[i] = cache[v] if v in cache else cache.setdefault(v, int(parse_side(v)))
+                codes.append(int(parse_side(label)))
             except InvalidInputError as exc:
-                raise InvalidInputError(f"{source}, line {line_of[i]}: {exc}") from None
-        return out
+                raise InvalidInputError(f"{source}, line {line_of[values.index(label)]}: {exc}") from None
+        return np.asarray(codes, dtype=np.int8)[inverse.reshape(-1)]
     integer = name in _INTEGER_COLUMNS
     try:  # fast path: numpy parses every field exactly, or raises
         return np.asarray(values).astype(np.int64 if integer else np.float64)

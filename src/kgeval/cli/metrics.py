@@ -1,4 +1,4 @@
-"""``kgeval metrics FILE``: every rank-based metric from a CSV/TSV rank file."""
+"""``kgeval metrics FILE``: every rank-based metric from a rank file (format: :mod:`kgeval.rankfile`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def command(file, example, fmt, selected, rank_type):
     """Compute every rank-based metric from a CSV/TSV rank FILE.
 
     Columns (header required): optimistic and pessimistic (or a single rank),
-    num_candidates (needed for adjusted/z metrics), optional side (head/tail) and weight.
+    num_candidates (needed for adjusted/z metrics), optional side (head/tail/both), weight,
+    triple_index and relation. Also reads the .npz files RankTable.save writes.
     """
     from ..keys import RANK_TYPES
     from ..ranks import RankTable
