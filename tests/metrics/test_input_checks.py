@@ -249,3 +249,11 @@ def test_ci_runs_the_readme_test_command():
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert commands[0] in [ln.strip() for ln in ci]
     assert commands[0].endswith("python -m pytest -q")
+
+
+def test_candidates_beyond_int64_are_refused_not_wrapped():
+    """expected_value([1e20]) returned -4.6e18 (the float wrapped around in int64)."""
+    with pytest.raises(InvalidInputError, match="too large"):
+        metrics.get("mr").expected_value([1e20])
+    with pytest.raises(InvalidInputError, match="too large"):
+        metrics.get("mrr")([1.0], [1e20])
