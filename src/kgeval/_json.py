@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,15 +56,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path`` in one ``os.replace``.
 
     A reader sees the old file or the complete new one, never a partial write; on error the
-    temporary file is removed. The file gets the mode a plain ``open(path, "w")`` would give
-    (``0o666`` less the umask), not ``mkstemp``'s 0600.
+    temporary file is removed. As with a plain ``open(path, "w")``: a symlink is written
+    through (its target is replaced, the link stays), an existing file keeps its mode, a new
+    one gets ``0o666`` less the umask (not ``mkstemp``'s 0600).
     """
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~current_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~current_umask())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

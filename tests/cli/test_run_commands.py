@@ -139,3 +139,16 @@ def test_hpo_and_pipeline_share_the_seed_rule(tmp_path):
     res = run("hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--epochs", "1", "--storage", storage,
               "--seed", "-1")
     assert res.exit_code == 2 and "random_seed must be an integer in [0, 2**32)" in res.output, res.output
+
+
+def test_evaluate_output_checked_first_and_written_through_a_symlink(trained, tmp_path, monkeypatch):
+    out, _ = trained
+    res = run("evaluate", "--model-file", out, "-o", tmp_path / "nosuchdir" / "r.json")
+    assert res.exit_code == 2 and "nosuchdir is not an existing directory" in res.output and "MRR" not in res.output
+    real = tmp_path / "real.json"
+    real.write_text("{}")
+    (tmp_path / "link.json").symlink_to(real)
+    res = run("evaluate", "--model-file", out, "-o", tmp_path / "link.json")
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "link.json").is_symlink() and '"metrics"' in real.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]  # no probe or temp file left

@@ -34,9 +34,11 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
 def command(model_file, dataset, split, relation_whitelist, entity_whitelist, no_filter_validation,
             allow_dataset_mismatch, output, data_dir, fmt):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
-    from .._json import atomic_path
     from ..workflow.evaluation import evaluate_model
+    from ..workflow.runs import check_output_file
 
+    if output:
+        check_output_file(output)  # before the (possibly long) evaluation
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         model, ds, defaults = _load(Path(model_file), dataset, data_dir, allow_dataset_mismatch)
@@ -48,8 +50,7 @@ def command(model_file, dataset, split, relation_whitelist, entity_whitelist, no
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False)
     if output:
-        with atomic_path(output) as tmp:
-            results.save_json(tmp)
+        results.save_json(output)  # atomic
     split_name = "testing" if split == "test" else "validation"
     if fmt == "json":
         click.echo(json.dumps({"dataset": ds.name, "split": split, "metrics": metrics_payload(results),

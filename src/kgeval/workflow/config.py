@@ -310,6 +310,8 @@ class PipelineConfig:
     @classmethod
     def from_kwargs(cls, base: PipelineConfig | None = None, **kwargs) -> PipelineConfig:
         """Apply :func:`kgeval.pipeline`'s keyword arguments to ``base`` (default: an empty configuration)."""
+        from .kwargs import kwargs_to_paths
+
         return (base or cls()).with_paths(kwargs_to_paths(kwargs))
 
     def to_kwargs(self) -> dict[str, Any]:
@@ -352,54 +354,3 @@ class PipelineConfig:
             lr = defaults["optimizer_kwargs"].get("lr")
         return self.replace(model=model, training=TrainingSpec(loop, epochs, options),
                             optimizer=OptimizerSpec(self.optimizer.name, lr))
-
-
-# keyword argument of kgeval.pipeline -> configuration path (None: a section given as a mapping)
-_KWARG_PATHS = {
-    "dataset": "dataset", "drop_unseen": "drop_unseen", "model": "model.name", "model_kwargs": ("model", None),
-    "training_loop": "training.loop", "training_kwargs": ("training", None), "optimizer": "optimizer.name",
-    "optimizer_kwargs": ("optimizer", None), "epochs": "training.epochs",
-    "stopper": "early_stopping", "stopper_kwargs": ("early_stopping", None),
-    "evaluation_relation_whitelist": "restriction.relations", "evaluation_entity_whitelist": "restriction.entities",
-    "filter_validation_when_testing": "evaluation.filter_validation_when_testing",
-    "evaluation_split": "evaluation.split", "evaluation_kwargs": "evaluation.options",
-    "random_seed": "seed", "device": "device", "num_threads": "threads",
-}
-#: keywords of kgeval.training.train that the pipeline sets from other settings
-_RESERVED_TRAINING_KEYS = {"loop", "optimizer", "lr", "epochs", "stopper", "seed", "progress", "num_entities",
-                           "callback"}
-
-
-def kwargs_to_paths(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`kgeval.pipeline` keyword arguments as dotted configuration paths."""
-    check_keys("pipeline()", kwargs, _KWARG_PATHS)
-    if "random_seed" in kwargs:
-        check_seed("random_seed", kwargs["random_seed"])  # name the argument the caller wrote
-    paths: dict[str, Any] = {}
-    stopper = kwargs.get("stopper")
-    if "stopper" in kwargs:
-        if stopper not in (None, "early", "early_stopping", "EarlyStopper"):
-            raise unknown_name("stopper", stopper, ["early"])
-        paths["early_stopping"] = None if stopper is None else {}
-    if kwargs.get("stopper_kwargs") and stopper is None:
-        raise InvalidInputError("stopper_kwargs given without stopper='early'")
-    bad = sorted(set(kwargs.get("training_kwargs") or {}) & _RESERVED_TRAINING_KEYS)
-    if bad:
-        raise InvalidInputError(
-            f"training_kwargs must not set {bad}: use the pipeline's own arguments "
-            "(training_loop, optimizer, optimizer_kwargs={'lr': ...}, epochs, stopper, random_seed)"
-        )
-    check_keys("optimizer_kwargs", kwargs.get("optimizer_kwargs") or {}, ("lr",))
-    check_keys("stopper_kwargs", kwargs.get("stopper_kwargs") or {}, EARLY_STOPPING_OPTIONS)
-    check_keys("training_kwargs", kwargs.get("training_kwargs") or {}, training_options())
-    for key, value in kwargs.items():
-        target = _KWARG_PATHS[key]
-        if key == "stopper":
-            continue
-        if isinstance(target, tuple):  # a section's options, given as a mapping
-            if not isinstance(value or {}, Mapping):
-                raise InvalidInputError(f"{key} must be a mapping, got {value!r}")
-            paths.update({f"{target[0]}.{k}": v for k, v in (value or {}).items()})
-        else:
-            paths[target] = value
-    return paths

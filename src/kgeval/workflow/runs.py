@@ -190,6 +190,21 @@ def check_output(directory: str | os.PathLike, *, overwrite: bool = False) -> Pa
     return target
 
 
+def check_output_file(path: str | os.PathLike) -> Path:
+    """Check before any work that a file can be written at ``path`` (its directory exists and is writable)."""
+    path = resolve_output(path)
+    if path.is_dir():
+        raise OutputDirectoryError(f"cannot write {path}: it is a directory")
+    if not path.parent.is_dir():
+        raise OutputDirectoryError(f"cannot write {path}: {path.parent} is not an existing directory")
+    try:
+        with tempfile.NamedTemporaryFile(prefix=".kgeval-probe-", dir=path.parent):
+            pass
+    except OSError as exc:
+        raise OutputDirectoryError(f"cannot write {path}: {path.parent} is not writable ({exc.strerror})") from None
+    return path
+
+
 def save_run(result, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``result`` (a :class:`PipelineResult`) as a run directory; see the module docstring."""
     target = check_output(directory, overwrite=overwrite)
