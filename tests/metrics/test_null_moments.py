@@ -91,3 +91,24 @@ def test_huge_relative_weights_give_finite_metrics():
             assert math.isfinite(nm.mean) and nm.mean == pytest.approx(ref_nm.mean, rel=1e-9), m.key
     res = Results(RankTable.from_ranks([1, 2, 3], num_candidates=[5, 5, 5], weights=[1e308, 1e308, 1e308]))
     assert all(math.isfinite(v) for v in res.to_flat_dict().values())
+
+
+def test_default_result_does_not_import_scipy_stats():
+    """Importing scipy.stats (for the median's normal approximation) cost 1-2 s on the first call
+    in every process, more than the whole result; it is only needed for Monte Carlo intervals."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, numpy as np\n"
+        "from kgeval.ranks import RankTable\nfrom kgeval.results import Results\n"
+        "rng = np.random.default_rng(0); c = rng.integers(50, 2000, 3001)\n"
+        "Results(RankTable.from_ranks(np.minimum(rng.integers(1, 40, 3001), c), num_candidates=c,"
+        " side=np.arange(3001) % 2))\n"
+        "print('scipy.stats' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "False"
