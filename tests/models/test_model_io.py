@@ -97,3 +97,36 @@ def test_garbage_and_missing_files(tmp_path):
         load_model(path)
     with pytest.raises(InvalidInputError, match="missing.pt"):
         load_model(tmp_path / "missing.pt")
+
+
+def test_changed_weights_are_refused_outside_a_run(tmp_path):
+    """Issue 7 item 3 for a bare model file: the weights carry their own sha256."""
+    path = tmp_path / "m.pt"
+    get_model("distmult", 50, 4, dim=64, seed=0).save(path)
+    blob = torch.load(path, weights_only=True)
+    name = next(iter(blob["state_dict"]))
+    blob["state_dict"][name].view(-1)[:25] += 1e-3  # what flipped bytes in the tensor data do
+    torch.save(blob, path)
+    with pytest.raises(InvalidInputError, match="do not match their checksum"):
+        load_model(path)
+    get_model("distmult", 50, 4, dim=64, seed=0).save(path)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 100] = bytes(b ^ 0xFF for b in data[middle:middle + 100])
+    path.write_bytes(bytes(data))
+    with pytest.raises(InvalidInputError, match="corrupt|not a readable"):
+        load_model(path)
+
+
+def test_labels_round_trip_and_are_checked(tmp_path):
+    path = tmp_path / "m.pt"
+    get_model("distmult", 2, 1, dim=3).save(path, entity_labels=["a", "b"], relation_labels=["r"])
+    loaded = load_model(path)
+    assert loaded.entity_labels == ["a", "b"] and loaded.relation_labels == ["r"]
+    get_model("distmult", 2, 1, dim=3).save(path)
+    assert load_model(path).entity_labels is None
+    blob = torch.load(path, weights_only=True)
+    blob["labels"] = {"entities": ["a"], "relations": ["r"]}
+    torch.save(blob, path)
+    with pytest.raises(InvalidInputError, match="entity labels do not match"):
+        load_model(path)

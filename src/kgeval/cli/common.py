@@ -74,23 +74,11 @@ HEADLINE_METRICS = (
 
 
 def headline_table(results, rank_type: str = "realistic") -> str:
-    """Headline metrics, one row each, one column per side (``-`` where unavailable)."""
-    sides = list(results.sides)
-    rows = []
-    for label, key in HEADLINE_METRICS:
-        cells = []
-        for side in sides:
-            try:
-                v = results.get_metric(f"{side}.{rank_type}.{key}")
-                cells.append(f"{v:.4f}" if abs(v) < 1e5 else f"{v:.4g}")
-            except KGEvalError:
-                cells.append("-")
-        rows.append((f"{label} ({key})", cells))
-    width = max(len(r[0]) for r in rows)
-    lines = [f"{'metric':<{width}}  " + "  ".join(f"{s:>8}" for s in sides)]
-    lines.append("-" * len(lines[0]))
-    lines += [f"{k:<{width}}  " + "  ".join(f"{c:>8}" for c in cells) for k, cells in rows]
-    return "\n".join(lines)
+    """Headline metrics, one row each, one column per side (the results' one table renderer)."""
+    from ..results.render import metric_table
+
+    return metric_table(results, [(f"{label} ({key})", key) for label, key in HEADLINE_METRICS],
+                        rank_type=rank_type, footer=False)
 
 
 def metrics_payload(results) -> dict:

@@ -14,7 +14,7 @@ import os
 import torch
 
 from ..errors import InvalidInputError, unknown_name
-from .base import Model
+from .base import Model, state_digest
 from .complex import ComplEx
 from .distmult import DistMult
 from .pairre import PairRE
@@ -79,6 +79,8 @@ def load_model(path) -> Model:
     if not isinstance(blob, dict) or blob.get("format") != "kgeval-model" or not isinstance(blob.get("config"), dict) \
             or not isinstance(blob.get("state_dict"), dict):
         raise InvalidInputError(f"{path!r} is not a kgeval model file (expected a dict written by Model.save)")
+    if "sha256" in blob and blob["sha256"] != state_digest(blob["state_dict"]):
+        raise InvalidInputError(f"{path!r}: corrupt kgeval model file (the weights do not match their checksum)")
     cfg = blob["config"]
     try:
         model = get_model(cfg["name"], cfg["num_entities"], cfg["num_relations"], dim=cfg["dim"],

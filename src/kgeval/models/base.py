@@ -21,6 +21,7 @@ as given, so ``score_heads(r, t)[:, h] == score_triples(t, r + R, h)`` in that m
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -187,12 +188,14 @@ class Model(nn.Module):
         Only tensors and primitives are stored, so :func:`kgeval.models.load_model` can
         read it back with ``weights_only=True`` (no code is executed on load). The labels of
         the training dataset's ids, when given, let a later evaluation check that it uses the
-        same label -> id maps. The file is replaced atomically (never left half-written).
+        same label -> id maps. ``sha256`` (:func:`state_digest`) lets loading detect changed
+        weights even outside a run directory. The file is replaced atomically.
         """
         from .._json import atomic_path
 
-        blob = {"format": "kgeval-model", "config": self.config(),
-                "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()}}
+        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
+        blob = {"format": "kgeval-model", "config": self.config(), "state_dict": state,
+                "sha256": state_digest(state)}
         if entity_labels is not None or relation_labels is not None:
             blob["labels"] = {"entities": None if entity_labels is None else [str(x) for x in entity_labels],
                               "relations": None if relation_labels is None else [str(x) for x in relation_labels]}
@@ -246,6 +249,16 @@ class Model(nn.Module):
 
     def _score_triples(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
+
+
+def state_digest(state: dict[str, torch.Tensor]) -> str:
+    """sha256 over the names, dtypes, shapes and bytes of a state dict's tensors (in name order)."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().cpu().reshape(-1).contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(state[name].shape)}|".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def check_norm(p) -> int:
