@@ -18,7 +18,7 @@ _LAZY = {
     "evaluate": ("kgeval.evaluation", "evaluate"),
     "pipeline": ("kgeval.workflow.pipeline", "pipeline"),
     "PipelineConfig": ("kgeval.workflow.config", "PipelineConfig"),
-    "hpo_pipeline": ("kgeval.hpo", "hpo_pipeline"),
+    "hpo_pipeline": ("kgeval.workflow.hpo", "hpo_pipeline"),
     "metrics": ("kgeval.metrics", None),
 }
 

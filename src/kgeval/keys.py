@@ -17,6 +17,8 @@ SIDES = ("head", "tail", "both")
 RANK_TYPES = ("optimistic", "pessimistic", "realistic", "expected")
 DEFAULT_SIDE = "both"
 DEFAULT_RANK_TYPE = "realistic"
+#: the metric early stopping and hyper-parameter search optimise by default (MRR of both sides)
+DEFAULT_METRIC = "both.realistic.inverse_harmonic_mean_rank"
 
 SIDE_SYNONYMS = {"head": "head", "left": "head", "tail": "tail", "right": "tail", "both": "both"}
 RANK_TYPE_SYNONYMS = {

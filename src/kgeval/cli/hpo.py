@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -24,14 +25,15 @@ from .pipeline import OPTION_PATHS
 @click.option("--metric", help="Validation metric to optimise [default: MRR, both sides, realistic ranks].")
 @click.option("--search-space", type=click.Path(exists=True, dir_okay=False), help="JSON file with a search space.")
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Write best_pipeline_config.json and trials.json here.")
-@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True,
+              help="Pipeline seed of every trial; trial n's sampler is seeded from (seed, n).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop starting trials after this many seconds.")
 @data_dir_option
 @format_option
 def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name, metric, search_space, output,
             seed, timeout, data_dir, fmt):
     """Search hyper-parameters on the validation split (the test split is never read)."""
-    from ..hpo import hpo_pipeline
+    from ..workflow.hpo import HPOInterrupted, hpo_pipeline
 
     space = None
     if search_space:
@@ -39,9 +41,14 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
             space = json.loads(Path(search_space).read_text())
         except ValueError as exc:
             raise InvalidInputError(f"{search_space}: not valid JSON ({exc})") from None
-    res = hpo_pipeline(dataset=dataset, model=model, n_trials=trials, epochs=epochs, sampler=sampler, pruner=pruner,
-                       storage=storage, study_name=study_name, search_space=space, output_dir=output,
-                       random_seed=seed, timeout=timeout, data_dir=data_dir, **({"metric": metric} if metric else {}))
+    try:
+        res = hpo_pipeline(dataset=dataset, model=model, n_trials=trials, epochs=epochs, sampler=sampler,
+                           pruner=pruner, storage=storage, study_name=study_name, search_space=space,
+                           output_dir=output, random_seed=seed, timeout=timeout, data_dir=data_dir,
+                           **({"metric": metric} if metric else {}))
+    except HPOInterrupted as stop:  # Ctrl-C: the study is kept; say how to go on
+        click.echo(str(stop), err=True)
+        sys.exit(130)
     states: dict[str, int] = {}
     for t in res.study.trials:
         states[t.state.name.lower()] = states.get(t.state.name.lower(), 0) + 1
@@ -55,7 +62,7 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     click.echo(f"best validation {res.metric} ({res.direction}): {res.best_value:.4f} (trial {res.best_trial.number})")
     for k, v in res.best_params.items():
         click.echo(f"  {k} = {v}")
-    click.echo(f"resume: run again with --storage {res.storage} --study-name {res.study_name}")
+    click.echo(res.resume_hint())
     command_line = _pipeline_command_for(res.best_pipeline_kwargs(), res.best_params)
     if command_line:
         click.echo(f"test the best configuration: {command_line}")

@@ -9,8 +9,8 @@ import torch
 
 from .._validation import check_positive_int
 from ..errors import InvalidInputError
+from ..keys import DEFAULT_METRIC
 
-DEFAULT_METRIC = "both.realistic.inverse_harmonic_mean_rank"
 
 
 class EarlyStopper:

@@ -4,7 +4,9 @@
 - :mod:`.pipeline`: the stages of ``kgeval.pipeline``;
 - :mod:`.evaluation`: the filtering protocol and re-evaluation of a model;
 - :mod:`.runs`: saving and loading run directories (manifest, dataset checks);
-- :mod:`.defaults`: per-model default settings.
+- :mod:`.defaults`: per-model default settings;
+- :mod:`.hpo`: hyper-parameter search over configuration paths (:func:`~.hpo.hpo_pipeline`),
+  with :mod:`.search_space` (distributions, checked up front) and :mod:`.study` (shared Optuna studies).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ pytest.importorskip("optuna")
 
 from kgeval.data import Dataset, get_dataset  # noqa: E402
 from kgeval.errors import InvalidInputError, UnknownNameError  # noqa: E402
-from kgeval.hpo import MissingDependencyError, hpo_pipeline  # noqa: E402
+from kgeval.workflow.hpo import MissingDependencyError, hpo_pipeline  # noqa: E402
 
 SPACE = {"dim": [8, 16], "lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}}
 TINY = dict(model="distmult", search_space=SPACE, epochs=4, evaluation_frequency=2)

@@ -1,0 +1,344 @@
+"""Hyper-parameter search with Optuna: :func:`hpo_pipeline`.
+
+Every trial runs :func:`kgeval.pipeline` on a :class:`~kgeval.workflow.PipelineConfig`: the base
+configuration (any pipeline option) with the trial's values written at their dotted paths
+(``model.dim``, ``training.batch_size``, ``optimizer.lr``, ``evaluation.options.tie_tolerance``,
+...), and with ``evaluation.split = "valid"``: the model is trained on the training split and
+scored on the validation split, filtering with training + validation. The test split is never
+read, so the search cannot leak test information into model selection; evaluate the best
+configuration on test afterwards with ``kgeval.pipeline(result.best_config)``.
+
+Search spaces are described in :mod:`kgeval.workflow.search_space`; studies (shared storage,
+heartbeats of running trials, per-trial sampler seeds) in :mod:`kgeval.workflow.study`.
+Everything that can be checked without training is checked before the first trial: the
+configuration, the search space and every value it can take, and the metric (it must have a
+value under the evaluation options in use).
+
+Optuna is an optional dependency (``pip install kgeval[hpo]``) imported only here, lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._validation import check_positive_int, check_seed
+from ..errors import InvalidInputError, KGEvalError, UnknownNameError
+from ..keys import DEFAULT_METRIC
+from .config import PipelineConfig
+from .evaluation import evaluate_model, metric_direction
+from .pipeline import pipeline
+from .search_space import default_search_space, grid_points, normalize_space, probe_values, suggest
+
+INSTALL_HINT = "hyper-parameter search needs optuna: pip install 'kgeval[hpo]' (or pip install optuna)"
+#: pipeline keywords hpo_pipeline sets itself, and paths a search space must not move
+_RESERVED = ("evaluation_split", "callback", "progress")
+_FIXED_PATHS = ("dataset", "evaluation.split")
+
+
+class MissingDependencyError(KGEvalError, ImportError):
+    """An optional dependency (optuna) is not installed."""
+
+
+class TrialError(KGEvalError):
+    """A trial raised an error; the study keeps every finished trial and can be resumed."""
+
+
+class HPOInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the search; ``result`` holds the study so far (``None`` without a finished trial)."""
+
+    def __init__(self, message: str, result: HPOResult | None):
+        super().__init__(message)
+        self.result = result
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise MissingDependencyError(INSTALL_HINT) from None
+    return optuna
+
+
+@dataclass
+class HPOResult:
+    """Outcome of :func:`hpo_pipeline`: the Optuna ``study`` and the best trial's settings."""
+
+    study: Any
+    metric: str
+    direction: str
+    storage: str
+    study_name: str
+
+    @property
+    def best_trial(self):
+        return self.study.best_trial
+
+    @property
+    def best_params(self) -> dict[str, Any]:
+        return dict(self.study.best_trial.params)
+
+    @property
+    def best_value(self) -> float:
+        return float(self.study.best_trial.value)
+
+    @property
+    def best_config(self) -> PipelineConfig:
+        """The best trial's configuration, set to evaluate on test: ``kgeval.pipeline(result.best_config)``."""
+        return PipelineConfig.from_dict(self.study.best_trial.user_attrs["config"]).with_paths(
+            {"evaluation.split": "test"})
+
+    @property
+    def best_configuration(self) -> dict[str, Any]:
+        """The best trial's configuration as :func:`kgeval.pipeline` keywords (evaluated on validation)."""
+        return dict(self.study.best_trial.user_attrs["configuration"])
+
+    def best_pipeline_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments to re-run the best configuration with the final test evaluation."""
+        return {**self.best_configuration, "evaluation_split": "test"}
+
+    def resume_hint(self) -> str:
+        return f"resume: run again with --storage {self.storage} --study-name {self.study_name}"
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write ``best_pipeline_config.json`` and ``trials.json`` into ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        summary = {
+            "metric": self.metric, "direction": self.direction, "storage": self.storage,
+            "study_name": self.study_name, "best_value": self.best_value, "best_params": self.best_params,
+            "pipeline": self.best_pipeline_kwargs(), "config": self.best_config.to_dict(),
+        }
+        (directory / "best_pipeline_config.json").write_text(json.dumps(summary, indent=2) + "\n")
+        trials = [
+            {"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
+             "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()}}
+            for t in self.study.trials
+        ]
+        (directory / "trials.json").write_text(json.dumps(trials, indent=2) + "\n")
+        return directory
+
+
+def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None, n_trials: int = 10,
+                 search_space: Mapping[str, Any] | None = None, sampler: str = "tpe", pruner: str = "median",
+                 storage: str | None = None, study_name: str | None = None, load_if_exists: bool = True,
+                 metric: str = DEFAULT_METRIC, direction: str | None = None, evaluation_frequency: int | None = None,
+                 output_dir: str | os.PathLike | None = None, timeout: float | None = None, data_dir=None,
+                 progress: bool = False, **pipeline_kwargs) -> HPOResult:
+    """Search hyper-parameters on ``dataset``, optimising a validation metric.
+
+    ``config`` (a :class:`PipelineConfig` or its dict) and ``pipeline_kwargs`` (any keyword of
+    :func:`kgeval.pipeline`: ``model``, ``model_kwargs``, ``epochs``, ``training_kwargs``,
+    ``evaluation_kwargs``, ``device``, ``drop_unseen``, ``num_threads``, ``random_seed``, ...)
+    make the base configuration every trial starts from; ``random_seed`` is every trial's
+    pipeline seed, so trials differ only in their parameters.
+
+    - ``n_trials``: trials to run in this call (added to those of a resumed study);
+    - ``search_space``: dotted configuration paths -> distributions
+      (:mod:`kgeval.workflow.search_space`); default: dim, learning rate and one loop option;
+    - ``sampler`` (``"tpe"``, ``"random"``, ``"grid"``), ``pruner`` (``"median"``, ``"none"``):
+      trial ``n`` is sampled with the seed ``trial_seed(random_seed, n)``, so parallel workers
+      and resumed studies draw new configurations (:mod:`kgeval.workflow.study`);
+    - ``storage``, ``study_name``, ``load_if_exists``: an Optuna storage URL (default
+      ``sqlite:///<output_dir or cwd>/kgeval-hpo.db``) and study name (``<dataset>-<model>``);
+      an existing study is resumed, trials left RUNNING by a killed worker are marked FAILED;
+    - ``metric``, ``direction``: the validation metric (any :meth:`Results.get_metric` key with a
+      value under the evaluation options in use) and ``"maximize"``/``"minimize"`` (default: the
+      metric's own);
+    - ``evaluation_frequency``: every so many epochs (default ``epochs // 5``) the validation
+      metric is reported to Optuna for pruning.
+
+    A failing trial stops the search with a :class:`TrialError`, Ctrl-C with
+    :class:`HPOInterrupted` (after saving what exists); the study can be resumed either way.
+    """
+    optuna = _optuna()
+    from ..data import get_dataset
+    from .study import make_pruner, open_study
+
+    n_trials = check_positive_int("n_trials", n_trials)
+    frequency = check_positive_int("evaluation_frequency", evaluation_frequency, allow_none=True)
+    base = _base_config(config, pipeline_kwargs)
+    if dataset is None and base.dataset is None:
+        raise InvalidInputError("hpo_pipeline() needs a dataset")
+    ds = get_dataset(dataset if dataset is not None else base.dataset, data_dir=data_dir,
+                     drop_unseen=base.drop_unseen)
+    space = normalize_space(search_space if search_space is not None
+                            else default_search_space(base.resolve().training.loop))
+    _check_space_values(space, base)
+    sampler_obj = _sampler(sampler, base.seed, space)
+    pruner_obj = make_pruner(pruner)
+    _check_metric_has_value(metric, ds, base)
+    direction = _direction(metric, direction)
+
+    storage = storage if storage is not None else _default_storage(output_dir)
+    study_name = study_name or f"{ds.name}-{base.model.name}".lower()
+    # a failing trial is reported once, by TrialError; Optuna would also log its traceback as a warning
+    optuna.logging.set_verbosity(optuna.logging.INFO if progress else optuna.logging.ERROR)
+    study = open_study(storage, study_name, direction=direction, sampler=sampler_obj, pruner=pruner_obj,
+                       load_if_exists=load_if_exists)
+    result = HPOResult(study=study, metric=metric, direction=direction, storage=storage, study_name=study_name)
+    _optimize(result, _Objective(ds, base, space, metric, frequency), n_trials=n_trials, timeout=timeout,
+              output_dir=output_dir)
+    if output_dir is not None:
+        result.save(output_dir)
+    return result
+
+
+def _base_config(config, pipeline_kwargs: dict) -> PipelineConfig:
+    """The configuration every trial starts from, evaluating on validation."""
+    for key in _RESERVED:
+        if key in pipeline_kwargs:
+            raise InvalidInputError(f"hpo_pipeline sets {key!r} itself (trials evaluate on validation)")
+    if "random_seed" in pipeline_kwargs:  # named as the caller spelt it (the rule is PipelineConfig's)
+        check_seed("random_seed", pipeline_kwargs["random_seed"])
+    if config is not None and not isinstance(config, PipelineConfig):
+        config = PipelineConfig.from_dict(config)
+    base = PipelineConfig.from_kwargs(config, **pipeline_kwargs) if pipeline_kwargs else (config or PipelineConfig())
+    if base.model is None:
+        raise InvalidInputError("hpo_pipeline() needs a model")
+    return base.with_paths({"evaluation.split": "valid"})
+
+
+def _sampler(name: str, seed: int, space):
+    from .study import make_sampler
+
+    return make_sampler(name, seed, {n: grid_points(n, s) for n, s in space.items()} if name == "grid" else None)
+
+
+def _default_storage(output_dir) -> str:
+    base = Path(output_dir) if output_dir is not None else Path.cwd()
+    base.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(base / 'kgeval-hpo.db').absolute()}"
+
+
+def _check_space_values(space: Mapping[str, Mapping[str, Any]], base: PipelineConfig) -> None:
+    """Refuse, before any trial, paths the configuration does not have and values it, the model or
+    the training loop refuse (checked for every choice and at both ends of each range)."""
+    from ..models import get_model
+
+    for name, spec in space.items():
+        if name in _FIXED_PATHS or name.split(".")[0] in _FIXED_PATHS:
+            raise InvalidInputError(f"search space parameter {name!r}: the search fixes it (trials run on the "
+                                    "given dataset and are evaluated on validation)")
+        for value in probe_values(spec):
+            try:
+                cfg = base.with_paths({name: value}).resolve()
+                cfg.training_config()
+                get_model(cfg.model.name, 2, 1, **cfg.model.options)  # a 2-entity model checks options for free
+            except KGEvalError as exc:
+                raise InvalidInputError(f"search space parameter {name!r} can take {value!r}: {exc}") from None
+
+
+def _validation_results(model, ds, config: PipelineConfig):
+    """``model`` evaluated on the validation split as every trial is (restriction and evaluation options)."""
+    rel, ent = config.restriction.relations, config.restriction.entities
+    return evaluate_model(model, ds, split="valid", evaluation_relation_whitelist=None if rel is None else list(rel),
+                          evaluation_entity_whitelist=None if ent is None else list(ent), progress=False,
+                          options=config.evaluation.options)
+
+
+def _direction(metric: str, direction: str | None) -> str:
+    """``direction``, or the metric's own; query metrics (``tail.precision_at_10``) are maximised."""
+    if direction is None:
+        try:
+            direction = metric_direction(metric)
+        except KGEvalError:
+            name = metric.rsplit(".", 1)[-1].lower()
+            if not name.startswith(("precision_at_", "recall_at_")):
+                raise
+            direction = "maximize"
+    if direction not in ("maximize", "minimize"):
+        raise InvalidInputError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
+    return direction
+
+
+def _check_metric_has_value(metric: str, ds, config: PipelineConfig) -> None:
+    """Evaluate a constant scorer on validation and read ``metric``: a key that parses but has no
+    value under these options (a side not evaluated, a query metric not computed) is refused now."""
+    import torch
+
+    from ..evaluation import FunctionScorer
+
+    class ConstantScorer(FunctionScorer):
+        def eval(self):  # evaluate_model switches models to eval mode
+            return self
+
+    def zeros(h, r, t):
+        return torch.zeros(torch.broadcast_shapes(h.shape, r.shape, t.shape))
+
+    scorer = ConstantScorer(zeros, ds.num_entities, ds.num_relations)
+    try:
+        _validation_results(scorer, ds, config).get_metric(metric)
+    except UnknownNameError as exc:
+        raise UnknownNameError(f"metric {metric!r} cannot be optimised: {exc}") from None
+    except KGEvalError as exc:
+        raise InvalidInputError(f"metric {metric!r} cannot be optimised: {exc}") from None
+
+
+class _Objective:
+    """One trial: the base configuration with the trial's values, trained and scored on validation."""
+
+    def __init__(self, ds, base: PipelineConfig, space, metric: str, frequency: int | None):
+        self.ds, self.base, self.space, self.metric, self.frequency = ds, base, space, metric, frequency
+        self.current: tuple[int, dict] | None = None  # (trial number, values) of the trial running now
+
+    def __call__(self, trial) -> float:
+        optuna = _optuna()
+        self.current = (trial.number, {})
+        values = {name: suggest(trial, name, spec) for name, spec in self.space.items()}
+        self.current = (trial.number, values)
+        config = self.base.with_paths(values)
+        epochs = config.resolve().training.epochs
+        frequency = self.frequency or max(1, epochs // 5)
+
+        def report(epoch: int, loss: float, kge) -> None:
+            # intermediate validation values let the pruner stop unpromising trials early
+            if epoch % frequency or epoch == epochs:
+                return
+            was_training = kge.training
+            try:
+                res = _validation_results(kge, self.ds, config)
+            finally:
+                kge.train(was_training)
+            trial.report(float(res.get_metric(self.metric)), epoch)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+
+        result = pipeline(config, dataset=self.ds, progress=False, callback=report)
+        value = float(result.results.get_metric(self.metric))
+        trial.set_user_attr("configuration", result.configuration)
+        trial.set_user_attr("config", result.config.to_dict())
+        trial.set_user_attr("epochs_run", result.training.epochs_run)
+        trial.set_user_attr("seconds", result.timings["total"])
+        self.current = None
+        return value
+
+
+def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeout, output_dir) -> None:
+    """Run the trials; turn a failing trial into one clear :class:`TrialError` and Ctrl-C into
+    :class:`HPOInterrupted`, saving what exists first."""
+    try:
+        result.study.optimize(objective, n_trials=n_trials, timeout=timeout, catch=(), gc_after_trial=False)
+    except KeyboardInterrupt:
+        done = sum(t.state.name == "COMPLETE" for t in result.study.trials)
+        saved = ""
+        if done and output_dir is not None:
+            result.save(output_dir)
+            saved = f"; best configuration saved in {output_dir}"
+        raise HPOInterrupted(f"interrupted: {done} trial(s) of study {result.study_name!r} complete, kept in "
+                             f"{result.storage}{saved}; {result.resume_hint()}", result if done else None) from None
+    except Exception as exc:
+        number, values = objective.current or (None, {})
+        what = "the search" if number is None else \
+            f"trial {number} ({', '.join(f'{k}={v!r}' for k, v in values.items())})"
+        text = str(exc).strip().splitlines()
+        detail = (text[0] if text else "") if isinstance(exc, KGEvalError) else \
+            f"{type(exc).__name__}: {text[0] if text else ''}"
+        raise TrialError(f"{what} failed: {detail}; finished trials are kept in {result.storage}; "
+                         f"{result.resume_hint()}") from exc
+    if not any(t.state.name == "COMPLETE" for t in result.study.trials):
+        raise InvalidInputError(f"no trial of study {result.study_name!r} completed (all pruned or failed)")

@@ -1,0 +1,161 @@
+"""Optuna studies that several workers can share and resume safely.
+
+- **Opening** (:func:`open_study`): relational storages are opened with a heartbeat and, for
+  SQLite, a lock timeout; two workers creating the same new database at the same moment race
+  on its tables (``table ... already exists``, ``UNIQUE constraint failed``), so opening is
+  retried with a short random back-off instead of failing with a raw SQL error.
+- **Killed workers** (:data:`HEARTBEAT_INTERVAL`, :data:`GRACE_PERIOD`): every running trial
+  records a heartbeat; a RUNNING trial whose heartbeat is older than the grace period belongs
+  to a dead worker and is marked FAILED when a worker opens or resumes the study (and before
+  each new trial), so it no longer shows as running forever.
+- **Sampler seeds** (:func:`trial_seed`): every worker of a study is started with the same
+  ``seed``. A sampler seeded once per worker would make two workers, or a resumed study,
+  draw the same configurations. Instead trial number ``n`` is sampled by a fresh sampler seeded
+  with ``trial_seed(seed, n)``; trial numbers are unique within a study, so workers and
+  resumptions continue the sequence rather than repeat it, and a study run sequentially with
+  the same seed is still reproducible. (The grid sampler needs no such care: it assigns grid
+  point ``n`` of one seeded permutation to trial ``n`` and skips points already visited.)
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+import numpy as np
+import optuna
+from optuna.samplers import BaseSampler
+
+from ..errors import InvalidInputError, KGEvalError, unknown_name
+
+#: seconds between heartbeats of a running trial
+HEARTBEAT_INTERVAL = 30
+#: a RUNNING trial without a heartbeat for this many seconds is considered dead and marked FAILED
+GRACE_PERIOD = 120
+#: seconds SQLite waits for another worker's lock before giving up
+SQLITE_TIMEOUT = 60
+#: attempts to open a storage while another worker is creating it
+OPEN_ATTEMPTS = 8
+
+SAMPLERS = ("tpe", "random", "grid")
+PRUNERS = ("median", "none")
+
+
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler seed of trial ``number``: ``SeedSequence([seed, number])``'s first 32-bit word."""
+    return int(np.random.SeedSequence([int(seed), int(number)]).generate_state(1)[0])
+
+
+class TrialSeededSampler(BaseSampler):
+    """Samples trial ``n`` with ``make(trial_seed(seed, n))``: a fresh, differently seeded sampler per trial.
+
+    Optuna's samplers keep no state between trials beyond their random generator (TPE and
+    grid read the finished trials from the study), so a fresh sampler per trial loses nothing.
+    """
+
+    def __init__(self, make: Callable[[int], BaseSampler], seed: int):
+        self._make, self._seed = make, int(seed)
+        self._current: tuple[int, BaseSampler] | None = None
+
+    def _for(self, trial) -> BaseSampler:
+        if self._current is None or self._current[0] != trial.number:
+            self._current = (trial.number, self._make(trial_seed(self._seed, trial.number)))
+        return self._current[1]
+
+    def infer_relative_search_space(self, study, trial):
+        return self._for(trial).infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):
+        return self._for(trial).sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self._for(trial).sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study, trial) -> None:
+        self._for(trial).before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values) -> None:
+        self._for(trial).after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:  # seeds are derived from trial numbers; nothing to reseed
+        pass
+
+
+def make_sampler(name: str, seed: int, grid: dict[str, list] | None = None) -> BaseSampler:
+    """``"tpe"`` or ``"random"`` seeded per trial (:class:`TrialSeededSampler`), or ``"grid"`` over ``grid``."""
+    if name not in SAMPLERS:
+        raise unknown_name("sampler", name, SAMPLERS)
+    if name == "tpe":
+        return TrialSeededSampler(lambda s: optuna.samplers.TPESampler(seed=s), seed)
+    if name == "random":
+        return TrialSeededSampler(lambda s: optuna.samplers.RandomSampler(seed=s), seed)
+    # the grid sampler already gives trial n grid point n of one seeded permutation (and skips
+    # visited points), so one sampler seeded with ``seed`` never repeats across workers
+    return optuna.samplers.GridSampler(grid, seed=seed)
+
+
+def make_pruner(name: str):
+    if name not in PRUNERS:
+        raise unknown_name("pruner", name, PRUNERS)
+    return optuna.pruners.MedianPruner(n_startup_trials=2) if name == "median" else optuna.pruners.NopPruner()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _storage(url: str):
+    kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT}} if url.startswith("sqlite") else {}
+    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_INTERVAL,
+                                      grace_period=GRACE_PERIOD)
+
+
+def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner, load_if_exists: bool):
+    """Create or load ``study_name`` in ``storage`` (a database URL); safe when workers start together.
+
+    Stale RUNNING trials of dead workers are marked FAILED (see the module docstring).
+    """
+    import sqlalchemy.exc
+
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            study = optuna.create_study(storage=_storage(storage), study_name=study_name, direction=direction,
+                                        sampler=sampler, pruner=pruner, load_if_exists=load_if_exists)
+            break
+        except optuna.exceptions.DuplicatedStudyError:
+            raise InvalidInputError(
+                f"study {study_name!r} already exists in {storage}; pass load_if_exists=True to resume it "
+                f"or another study_name"
+            ) from None
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
+            # another worker is creating the same database right now: wait a little and retry
+            if attempt == OPEN_ATTEMPTS - 1:
+                raise KGEvalError(f"cannot open the Optuna study {study_name!r} in {storage}: "
+                                  f"{_first_line(exc)}") from None
+            time.sleep(random.uniform(0.05, 0.2) * 2**attempt)  # OS-seeded: never the search's seed
+        except Exception as exc:  # bad storage URL, missing database driver, unreadable file, ...
+            raise InvalidInputError(f"cannot open the Optuna study {study_name!r} in {storage!r}: "
+                                    f"{_first_line(exc)}") from None
+    if study.direction.name.lower() != direction:
+        raise InvalidInputError(
+            f"study {study_name!r} in {storage} optimises in direction {study.direction.name.lower()}, "
+            f"but the metric asks to {direction}"
+        )
+    fail_stale_trials(study)
+    return study
+
+
+def fail_stale_trials(study) -> list[int]:
+    """Mark RUNNING trials whose heartbeat is older than the grace period FAILED; their numbers."""
+    import warnings
+
+    running = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
+    if not running:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    still = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
+    return sorted(running - still)

@@ -1,0 +1,146 @@
+"""hpo: every mistake is one clear error before the first trial; failing trials and Ctrl-C keep the study."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+import kgeval.workflow.hpo as hpo  # noqa: E402
+from kgeval.errors import InvalidInputError, UnknownNameError  # noqa: E402
+from kgeval.workflow.hpo import HPOInterrupted, TrialError, hpo_pipeline  # noqa: E402
+
+TINY = dict(dataset="nations", model="distmult", search_space={"dim": [4, 8]}, epochs=1, pruner="none")
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@pytest.mark.parametrize(
+    ("space", "match"),
+    [
+        ({"lr": {"type": "float", "low": 0.0, "high": 0.1, "log": True}}, "low > 0"),
+        ({"dim": {"type": "int", "low": 1.5, "high": 8}}, "integer"),
+        ({"dim": {"type": "int", "low": 16, "high": 8}}, "low <= high"),
+        ({"dim": {"type": "int", "low": 8, "hgh": 16}}, "hgh"),
+        ({"dim": [[8, 16]]}, "choices"),
+        ({"dim": [0, 8]}, "dim must be a positive integer"),
+        ({"model.dimm": [8]}, "dimm"),
+        ({"training.batch_size": [64, True]}, "batch_size"),
+        ({"training.loss": ["margin"]}, "margin"),  # an sLCWA loss for an LCWA model
+        ({"optimizer.momentum": [0.9]}, "optimizer"),
+        ({"evaluation.split": ["test"]}, "fixes it"),  # trials never read test
+        ({"evaluation.options.tie_tolerance": [-1.0]}, "tie_tolerance"),
+    ],
+)
+def test_bad_search_space_is_refused_before_any_trial(tmp_path, space, match):
+    db = tmp_path / "s.db"
+    with pytest.raises(InvalidInputError, match=match):
+        hpo_pipeline(**{**TINY, "search_space": space}, n_trials=1, storage=f"sqlite:///{db}")
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("metric", "evaluation_kwargs", "match"),
+    [
+        ("head.realistic.mrr", {"sides": "tail"}, "no 'head' side"),
+        ("tail.precision_at_10", {}, "precision_at_10"),  # query metric not computed
+        ("mrrr", {}, "mrr"),
+    ],
+)
+def test_metric_without_a_value_is_refused_before_any_trial(tmp_path, metric, evaluation_kwargs, match):
+    db = tmp_path / "m.db"
+    with pytest.raises((UnknownNameError, InvalidInputError), match=match):
+        hpo_pipeline(**TINY, n_trials=1, metric=metric, evaluation_kwargs=evaluation_kwargs, storage=f"sqlite:///{db}")
+    assert not db.exists()
+
+
+def test_evaluation_options_reach_every_trial(tmp_path):
+    """Every pipeline option (evaluation options, threads) reaches the trials, and the best configuration
+    is a PipelineConfig that evaluates on test."""
+    res = hpo_pipeline(**TINY, n_trials=1, metric="tail.precision_at_3", evaluation_kwargs={"sides": "tail",
+                       "query_metrics_k": [3]}, num_threads=1, storage=f"sqlite:///{tmp_path / 'e.db'}")
+    assert res.direction == "maximize" and 0 <= res.best_value <= 1
+    cfg = res.best_pipeline_kwargs()
+    assert cfg["evaluation_kwargs"]["sides"] == ["tail"] and cfg["evaluation_kwargs"]["query_metrics_k"] == [3]
+    assert cfg["num_threads"] == 1
+    best = res.best_config
+    assert best.evaluation.split == "test" and best.evaluation.options.sides == ("tail",)
+    assert best.model.options["dim"] == res.best_params["model.dim"]
+    with pytest.raises(InvalidInputError, match="Did you mean: epochs"):
+        hpo_pipeline(**{**TINY, "epoch": 1}, n_trials=1, storage=f"sqlite:///{tmp_path / 'x.db'}")
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, True])
+def test_seed_rule_is_the_pipelines(tmp_path, seed):
+    with pytest.raises(InvalidInputError, match=r"seed must be an integer in \[0, 2\*\*32\)"):
+        hpo_pipeline(**TINY, n_trials=1, random_seed=seed, storage=f"sqlite:///{tmp_path / 's.db'}")
+
+
+def _pipeline_failing_at(call: int, exc: BaseException, monkeypatch):
+    real, calls = hpo.pipeline, []
+
+    def fake(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise exc
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hpo, "pipeline", fake)
+
+
+def test_error_inside_a_trial_is_one_line_and_keeps_the_study(tmp_path, monkeypatch):
+    _pipeline_failing_at(2, RuntimeError("CUDA error: device-side assert\n  traceback line"), monkeypatch)
+    storage = f"sqlite:///{tmp_path / 't.db'}"
+    with pytest.raises(TrialError) as info:
+        hpo_pipeline(**TINY, n_trials=3, storage=storage, study_name="s")
+    message = str(info.value)
+    assert "\n" not in message and "trial 1 (model.dim=" in message and "RuntimeError: CUDA error" in message
+    assert "resume: run again with --storage" in message
+    study = optuna.load_study(study_name="s", storage=storage)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL"]
+
+
+def test_ctrl_c_saves_and_says_how_to_resume(tmp_path, monkeypatch):
+    _pipeline_failing_at(2, KeyboardInterrupt(), monkeypatch)
+    storage = f"sqlite:///{tmp_path / 'i.db'}"
+    with pytest.raises(HPOInterrupted, match="1 trial") as info:
+        hpo_pipeline(**TINY, n_trials=3, storage=storage, study_name="s", output_dir=tmp_path / "out")
+    assert isinstance(info.value, KeyboardInterrupt) and "resume: run again with --storage" in str(info.value)
+    assert info.value.result.best_params["model.dim"] in (4, 8)
+    assert json.loads((tmp_path / "out" / "trials.json").read_text())[0]["state"] == "COMPLETE"
+    states = [t.state.name for t in optuna.load_study(study_name="s", storage=storage).trials]
+    assert states == ["COMPLETE", "FAIL"]  # nothing left RUNNING
+
+
+def test_cli_errors_are_one_line(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    base = ["hpo", "-d", "nations", "-m", "distmult", "--epochs", "1", "--trials", "2", "--pruner", "none",
+            "--storage", f"sqlite:///{tmp_path / 'c.db'}"]
+    out = CliRunner().invoke(main, [*base, "--seed", "-1"])
+    assert out.exit_code == 2 and out.output.count("\n") == 1 and "seed must be an integer" in out.output
+    out = CliRunner().invoke(main, [*base, "--metric", "head.mrr", "--search-space", _space_file(tmp_path)])
+    assert out.exit_code == 0, out.output
+    _pipeline_failing_at(1, RuntimeError("boom\n  more"), monkeypatch)
+    out = CliRunner().invoke(main, [*base, "--search-space", _space_file(tmp_path)])
+    assert out.exit_code == 2 and out.output.count("\n") == 1 and "RuntimeError: boom" in out.output
+    _pipeline_failing_at(1, KeyboardInterrupt(), monkeypatch)
+    out = CliRunner().invoke(main, [*base, "--search-space", _space_file(tmp_path)])
+    assert out.exit_code == 130 and "resume: run again with --storage" in out.output
+    assert "Traceback" not in out.output
+
+
+def _space_file(tmp_path):
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps({"dim": [4, 8]}))
+    return str(path)

@@ -1,0 +1,99 @@
+"""Shared studies: per-trial sampler seeds, dead workers' trials, workers creating one database together."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import warnings
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+from kgeval.workflow.hpo import hpo_pipeline  # noqa: E402
+from kgeval.workflow import study as study_mod  # noqa: E402
+from kgeval.workflow.study import make_pruner, make_sampler, open_study, trial_seed  # noqa: E402
+
+SPACE = {"dim": [4, 8, 12, 16], "lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}}
+TINY = dict(dataset="nations", model="distmult", search_space=SPACE, epochs=1, sampler="random", pruner="none")
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        yield
+
+
+def _open(storage, sampler="random", seed=42):
+    return open_study(storage, "s", direction="maximize", sampler=make_sampler(sampler, seed),
+                      pruner=make_pruner("none"), load_if_exists=True)
+
+
+def _params(study):
+    return [tuple(sorted(t.params.items())) for t in study.trials]
+
+
+def test_resumed_study_continues_instead_of_repeating(tmp_path):
+    """The CLI's resume hint re-runs with the same --seed: the second call must draw new configurations,
+    and a fresh study with that seed reproduces the first call."""
+    storage = f"sqlite:///{tmp_path / 'a.db'}"
+    hpo_pipeline(n_trials=2, storage=storage, study_name="s", **TINY)
+    resumed = hpo_pipeline(n_trials=2, storage=storage, study_name="s", **TINY)
+    params = _params(resumed.study)
+    assert len(params) == 4 and len(set(params)) == 4  # lr is continuous: a repeat means a repeated seed
+    again = hpo_pipeline(n_trials=2, storage=f"sqlite:///{tmp_path / 'b.db'}", study_name="s", **TINY)
+    assert _params(again.study) == params[:2]
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_two_workers_draw_different_configurations(tmp_path, sampler):
+    """Two workers started with the same seed on one storage, taking turns (no training needed)."""
+    storage = f"sqlite:///{tmp_path / 'w.db'}"
+    workers = [_open(storage, sampler), _open(storage, sampler)]
+    for _ in range(3):
+        for study in workers:
+            trial = study.ask()
+            trial.suggest_float("lr", 1e-3, 1e-1, log=True)
+            study.tell(trial, 0.5)
+    values = [t.params["lr"] for t in workers[0].trials]
+    assert len(values) == 6 and len(set(values)) == 6
+    assert trial_seed(42, 0) != trial_seed(42, 1) and trial_seed(42, 1) == trial_seed(42, 1)
+
+
+def test_killed_workers_trial_is_failed_on_resume(tmp_path, monkeypatch):
+    monkeypatch.setattr(study_mod, "HEARTBEAT_INTERVAL", 1)
+    monkeypatch.setattr(study_mod, "GRACE_PERIOD", 1)
+    storage = f"sqlite:///{tmp_path / 'k.db'}"
+    dead = _open(storage)
+    trial = dead.ask()  # what a worker killed with SIGKILL leaves: RUNNING, heartbeat never renewed
+    dead._storage.record_heartbeat(trial._trial_id)
+    time.sleep(2.1)
+    res = hpo_pipeline(n_trials=1, storage=storage, study_name="s", **TINY)
+    states = [t.state.name for t in res.study.trials]
+    assert states == ["FAIL", "COMPLETE"]
+
+
+def _create(storage, barrier, queue):
+    warnings.simplefilter("ignore")
+    barrier.wait()
+    try:
+        _open(storage)
+        queue.put("ok")
+    except Exception as exc:  # noqa: BLE001 -- reported to the parent
+        queue.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_workers_creating_one_new_database_together(tmp_path):
+    """Without retrying, one of two workers dies with 'table ... already exists' / 'UNIQUE constraint failed'."""
+    storage = f"sqlite:///{tmp_path / 'c.db'}"
+    ctx = multiprocessing.get_context("fork")
+    barrier, queue = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_create, args=(storage, barrier, queue)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [queue.get(timeout=5) for _ in procs] == ["ok"] * 3
+    assert len(optuna.get_all_study_summaries(storage)) == 1
