@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..data.splits import canonical_split
 from ..errors import InvalidInputError, KGEvalError
 
 #: ``--format table|json``, declared once for every command.
@@ -30,7 +31,7 @@ def count(n: int) -> str:
 
 def describe_filtering(dataset, split: str, filter_validation_when_testing: bool) -> str:
     """The filter sets of an evaluation, spelled out with their sizes."""
-    if split == "testing":
+    if canonical_split(split) == "test":
         parts = [f"training ({count(len(dataset.training))})"]
         if filter_validation_when_testing:
             parts.append(f"validation ({count(len(dataset.validation))})")
@@ -44,7 +45,8 @@ def describe_filtering(dataset, split: str, filter_validation_when_testing: bool
 def protocol_lines(results, dataset, split: str, filter_validation_when_testing: bool, whitelist) -> list[str]:
     """The evaluation protocol in a few human-readable lines."""
     p = results.protocol or {}
-    split_word = "test" if split == "testing" else "validation"
+    split = canonical_split(split)
+    split_word = "test" if split == "test" else "validation"
     lines = [
         f"evaluation: {split_word} split, {count(p.get('num_evaluated_triples', p.get('num_triples', 0)))} triples, "
         f"sides {' + '.join(p.get('sides', []))} ({count(p.get('num_tasks', 0))} ranking tasks), "

@@ -51,13 +51,12 @@ def command(model_file, dataset, split, relation_whitelist, entity_whitelist, no
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False)
     if output:
         results.save_json(output)  # atomic
-    split_name = "testing" if split == "test" else "validation"
     if fmt == "json":
         click.echo(json.dumps({"dataset": ds.name, "split": split, "metrics": metrics_payload(results),
                                "protocol": results.protocol}, indent=2, default=str))
         return
     click.echo(f"{getattr(model, 'name', type(model).__name__)} from {model_file} on {ds.name}")
-    for line in protocol_lines(results, ds, split_name, filter_valid, {"relations": rel, "entities": ent}):
+    for line in protocol_lines(results, ds, split, filter_valid, {"relations": rel, "entities": ent}):
         click.echo(line)
     click.echo("")
     click.echo(headline_table(results))

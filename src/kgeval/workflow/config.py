@@ -41,7 +41,6 @@ def training_options() -> tuple[str, ...]:
 #: The options of :class:`kgeval.training.EarlyStopper` a configuration may set.
 EARLY_STOPPING_OPTIONS = ("metric", "frequency", "patience", "relative_delta", "larger_is_better",
                           "evaluate_kwargs")
-_SPLITS = {"test": "test", "testing": "test", "valid": "valid", "validation": "valid"}
 
 
 class UnknownConfigKeyError(InvalidInputError):
@@ -167,8 +166,10 @@ class EvaluationSpec:
     def __post_init__(self):
         from ..evaluation.options import EvaluationOptions
 
-        split = _SPLITS.get(str(self.split).lower())
-        if split is None:
+        from ..data.splits import canonical_split
+
+        split = canonical_split(self.split)
+        if split == "train":
             raise InvalidInputError(f"evaluation split must be 'test' or 'valid', got {self.split!r}")
         object.__setattr__(self, "split", split)
         object.__setattr__(self, "filter_validation_when_testing", bool(self.filter_validation_when_testing))

@@ -92,11 +92,11 @@ def evaluate_model(model, dataset, *, split: str = "test", filter_validation_whe
     import torch
 
     from ..data import get_dataset
-    from ..data.io import normalize_split
+    from ..data.splits import split_attribute
     from ..evaluation import evaluate
 
     dataset = get_dataset(dataset)
-    split_name = normalize_split(split)
+    split_name = split_attribute(split)
     if split_name == "training":
         raise InvalidInputError("evaluate on 'valid' or 'test'; training triples are used for filtering")
     check_model_fits(model, dataset)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._threads import torch_threads
+from ..data.splits import split_attribute
 from ..errors import InvalidInputError
 from .config import PipelineConfig, Restriction
 from .evaluation import check_split_to_evaluate, evaluate_model, metric_direction, resolve_whitelist, restrict_mask, \
@@ -95,7 +96,7 @@ def _handle_dataset(config: PipelineConfig, dataset, data_dir) -> tuple[Any, Pip
     ent = resolve_whitelist(config.restriction.entities, ds.entity_to_id, ds.num_entities, "entity")
     if len(ds.training) == 0:
         raise InvalidInputError(f"dataset {ds.name!r} has no training triples")
-    split = "testing" if config.evaluation.split == "test" else "validation"
+    split = split_attribute(config.evaluation.split)
     check_split_to_evaluate(ds, split, rel, ent)
     config = config.replace(dataset=ds.reference or ds.name, restriction=Restriction(rel, ent),
                             threads=resolve_num_threads(config.threads, ds.num_entities))
