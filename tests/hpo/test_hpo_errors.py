@@ -78,6 +78,13 @@ def test_evaluation_options_reach_every_trial(tmp_path):
         hpo_pipeline(**{**TINY, "epoch": 1}, n_trials=1, storage=f"sqlite:///{tmp_path / 'x.db'}")
 
 
+@pytest.mark.parametrize(("option", "match"), [({"timeout": -1}, "timeout"), ({"storage": 3}, "storage"),
+                                               ({"evaluation_split": "test"}, "evaluation_split")])
+def test_bad_options(tmp_path, option, match):
+    with pytest.raises(InvalidInputError, match=match):
+        hpo_pipeline(**{"storage": f"sqlite:///{tmp_path / 'o.db'}", **TINY, **option}, n_trials=1)
+
+
 @pytest.mark.parametrize("seed", [-1, 2**32, True])
 def test_seed_rule_is_the_pipelines(tmp_path, seed):
     with pytest.raises(InvalidInputError, match=r"seed must be an integer in \[0, 2\*\*32\)"):

@@ -136,3 +136,10 @@ def test_bad_evaluation_options_are_refused_before_training():
         EarlyStopper(TRIPLES, TRIPLES, options={"sides": ()})
     with pytest.raises(InvalidInputError, match="options"):
         EarlyStopper(TRIPLES, TRIPLES, options="tail")
+
+
+@pytest.mark.parametrize(("returned", "match"), [({"other": 0.5}, "not among"), ("n/a", "not a number")])
+def test_an_evaluation_without_the_metric_is_one_clear_error(returned, match):
+    stopper = EarlyStopper(TRIPLES, TRIPLES, metric="m", frequency=1, evaluate_fn=lambda *a, **k: returned)
+    with pytest.raises(InvalidInputError, match=match):
+        stopper.evaluate(_model(), 1)

@@ -121,6 +121,7 @@ def _model():
         ({"label_smoothing": 1.0}, InvalidInputError, "label_smoothing"),
         ({"num_entities": N_ENT + 1}, InvalidInputError, "num_entities"),
         ({"stopper": "early"}, InvalidInputError, "stopper"),
+        ({"loop": "slcwa", "loss": "margin", "loss_kwargs": {"margin": "wide"}}, InvalidInputError, "margin"),
     ],
 )
 def test_bad_options(kwargs, error, match):
@@ -164,3 +165,11 @@ def test_gathered_negatives_equal_scored_negatives(monkeypatch, name):
     assert runs[0][0] == pytest.approx(runs[1][0], rel=1e-9)
     for a, b in zip(runs[0][1], runs[1][1]):
         torch.testing.assert_close(a, b)
+
+
+def test_a_scorer_without_parameters_is_refused():
+    from kgeval.evaluation import FunctionScorer
+
+    scorer = FunctionScorer(lambda h, r, t: (h + r + t).float(), N_ENT, N_REL)
+    with pytest.raises(InvalidInputError, match="no trainable parameters"):
+        train(scorer, TRIPLES, epochs=1, progress=False)

@@ -68,6 +68,8 @@ def _graph_sizes(model, num_entities: int | None) -> tuple[int, int]:
     n_rel = getattr(model, "num_relations", None)
     if n_rel is None:
         raise InvalidInputError("the model has no .num_relations")
+    if not callable(getattr(model, "parameters", None)) or next(iter(model.parameters()), None) is None:
+        raise InvalidInputError(f"{type(model).__name__} has no trainable parameters (train a torch.nn.Module)")
     return n_ent, n_rel
 
 

@@ -19,6 +19,7 @@ sLCWA losses take positive scores ``(b,)`` and negative scores ``(b, k)``:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -48,6 +49,8 @@ def resolve_loss(name: str | None, loop: str, kwargs: dict | None = None) -> tup
     for k, v in (kwargs or {}).items():
         if k not in params:
             raise InvalidInputError(f"loss {key!r} has no option {k!r}; options: {sorted(params) or 'none'}")
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise InvalidInputError(f"loss option {k!r} must be a number, got {v!r}")
         params[k] = float(v)
     if loop == "lcwa":
         return key, (_bce_lcwa if key == "bce" else _softmax_lcwa)

@@ -94,10 +94,17 @@ class EarlyStopper:
         if hasattr(result, "get_metric"):
             value = result.get_metric(self.metric)
         elif isinstance(result, Mapping):
+            if self.metric not in result:
+                raise InvalidInputError(f"early stopping metric {self.metric!r} is not among the evaluation's "
+                                        f"values {sorted(result)[:10]}")
             value = result[self.metric]
         else:
             value = result
-        return float(value)
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"early stopping metric {self.metric!r}: the evaluation gave {value!r}, "
+                                    "not a number") from None
 
     def evaluate(self, model, epoch: int) -> bool:
         """Evaluate ``model`` after ``epoch``; return ``True`` when training should stop."""

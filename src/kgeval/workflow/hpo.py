@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._validation import check_positive_int, check_seed
+from .._validation import check_positive_int, check_positive_number
 from ..errors import InvalidInputError, KGEvalError, UnknownNameError
 from ..keys import DEFAULT_METRIC
 from .config import PipelineConfig
@@ -161,6 +161,9 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
 
     n_trials = check_positive_int("n_trials", n_trials)
     frequency = check_positive_int("evaluation_frequency", evaluation_frequency, allow_none=True)
+    timeout = check_positive_number("timeout", timeout, allow_none=True)
+    if storage is not None and not isinstance(storage, str):
+        raise InvalidInputError(f"storage must be a database URL such as 'sqlite:///hpo.db', got {storage!r}")
     base = _base_config(config, pipeline_kwargs)
     if dataset is None and base.dataset is None:
         raise InvalidInputError("hpo_pipeline() needs a dataset")
@@ -193,8 +196,6 @@ def _base_config(config, pipeline_kwargs: dict) -> PipelineConfig:
     for key in _RESERVED:
         if key in pipeline_kwargs:
             raise InvalidInputError(f"hpo_pipeline sets {key!r} itself (trials evaluate on validation)")
-    if "random_seed" in pipeline_kwargs:  # named as the caller spelt it (the rule is PipelineConfig's)
-        check_seed("random_seed", pipeline_kwargs["random_seed"])
     if config is not None and not isinstance(config, PipelineConfig):
         config = PipelineConfig.from_dict(config)
     base = PipelineConfig.from_kwargs(config, **pipeline_kwargs) if pipeline_kwargs else (config or PipelineConfig())
