@@ -235,8 +235,10 @@ def write_rank_file(table: RankTable, path: str | os.PathLike) -> Path:
             else:
                 fh.write(_text(cols, "," if suffix == ".csv" else "\t").encode("utf-8"))
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # e.g. the target is a directory, the disk is full
+            raise InvalidInputError(f"cannot write rank file {path}: {exc.strerror or exc}") from None
         raise
     return path
 

@@ -136,3 +136,12 @@ def test_unknown_split_is_named(bad):
 def test_in_memory_labels_a_triple_file_cannot_hold_are_refused(rows, match):
     with pytest.raises(InvalidInputError, match=match):
         Dataset.from_labeled_arrays(rows)
+
+
+def test_duplicate_labels_in_the_constructor_are_refused():
+    with pytest.raises(InvalidInputError, match="entity label 'a' appears twice"):
+        Dataset(name="x", training=[[0, 0, 1]], validation=[], testing=[],
+                entity_labels=["a", "b", "a"], relation_labels=["r"])
+    with pytest.raises(InvalidInputError, match="relation label 'r' appears twice"):
+        Dataset(name="x", training=[[0, 0, 1]], validation=[], testing=[],
+                entity_labels=["a", "b"], relation_labels=["r", "r"])

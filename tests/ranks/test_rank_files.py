@@ -136,3 +136,10 @@ def test_npz_refuses_unknown_arrays_and_truncation(tmp_path):
     np.savez(tmp_path / "b.npz", optimistic=[1, 2], relation=[0.5, 1.7])
     with pytest.raises(InvalidInputError, match="relation must hold whole numbers"):
         RankTable.load(tmp_path / "b.npz")
+
+
+def test_save_onto_a_directory_is_a_clear_error(tmp_path):
+    (tmp_path / "t.tsv").mkdir()
+    with pytest.raises(InvalidInputError, match="cannot write rank file"):
+        RankTable.from_ranks([1]).save(tmp_path / "t.tsv")
+    assert [p.name for p in tmp_path.iterdir()] == ["t.tsv"]  # the temporary file is gone

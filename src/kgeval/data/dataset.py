@@ -97,6 +97,11 @@ class Dataset:
         self.relation_labels: list[str] = list(relation_labels)
         self.entity_to_id: dict[str, int] = {label: i for i, label in enumerate(self.entity_labels)}
         self.relation_to_id: dict[str, int] = {label: i for i, label in enumerate(self.relation_labels)}
+        for kind, labels, mapping in (("entity", self.entity_labels, self.entity_to_id),
+                                      ("relation", self.relation_labels, self.relation_to_id)):
+            if len(mapping) != len(labels):  # two ids for one label: label -> id would pick one silently
+                dup = next(x for i, x in enumerate(labels) if mapping[x] != i)
+                raise InvalidInputError(f"{kind} label {dup!r} appears twice in {kind}_labels")
         self.training = self._check_ids("training", training)
         self.validation = self._check_ids("validation", validation)
         self.testing = self._check_ids("testing", testing)
