@@ -309,7 +309,7 @@ class RankTable:
         if rank_type == "pessimistic":
             return self.pessimistic.astype(np.float64)
         if rank_type == "realistic":
-            return 0.5 * (self.optimistic + self.pessimistic).astype(np.float64)
+            return 0.5 * (self.optimistic.astype(np.float64) + self.pessimistic)  # no int64 overflow near 2**62
         raise InvalidInputError(f"no single rank array for rank type {rank_type!r}")
 
     @staticmethod

@@ -144,3 +144,8 @@ def test_side_names_are_the_side_enum():
     assert t.sides == [] and t.select_side("both") is t
     with pytest.raises(InvalidInputError, match="unknown side"):
         t.select_side("middle")
+
+
+def test_realistic_ranks_do_not_overflow():  # optimistic + pessimistic in int64 wrapped to a negative rank
+    t = RankTable.from_ranks([2**62], [2**62])
+    assert t.ranks("realistic")[0] == 2.0**62
