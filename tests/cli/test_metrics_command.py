@@ -1,4 +1,4 @@
-"""``kgeval metrics FILE`` (moved from tests/metrics/test_metric_bad_input.py, R14)."""
+"""``kgeval metrics FILE`` (moved from tests/metrics/test_input_checks.py, R14)."""
 
 from __future__ import annotations
 

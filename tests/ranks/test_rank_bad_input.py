@@ -1,4 +1,4 @@
-"""RankTable and rank-file bad input (moved from tests/metrics/test_metric_bad_input.py, R14)."""
+"""RankTable and rank-file bad input (moved from tests/metrics/test_input_checks.py, R14)."""
 
 from __future__ import annotations
 
