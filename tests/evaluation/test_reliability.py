@@ -278,3 +278,24 @@ def test_bookkeeping_threads_read_at_call_time(monkeypatch):
     with torch_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_memory_budget_respects_an_address_space_limit(monkeypatch):
+    import resource
+
+    from kgeval.evaluation import batching
+
+    with open("/proc/self/statm") as fh:
+        vsize = int(fh.read().split()[0]) * resource.getpagesize()
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (vsize + (64 << 20), resource.RLIM_INFINITY))
+    avail = batching.available_memory_bytes()
+    assert avail is not None and avail <= 64 << 20
+    assert batching.default_memory_budget() <= max(16 << 20, avail // 4)
+
+
+def test_scores_are_moved_to_the_evaluation_device():
+    # the move itself, without a second accelerator: "meta" stands in for the evaluation device
+    s = DistMultScorer(torch.randn(E, 4), torch.randn(R, 4))
+    sc = SideScorer(s, SIDE_TAIL, num_entities=E, device=torch.device("meta"), allowed=None, threads=None)
+    out = sc._checked(torch.zeros(2, E, dtype=torch.bfloat16), (2, E), "score_tails")
+    assert out.device.type == "meta" and out.dtype == torch.float32

@@ -8,6 +8,7 @@ failed batch: finished batches are never redone.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -23,12 +24,19 @@ _OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory")
 
 
 def available_memory_bytes(device: torch.device | None = None) -> int | None:
-    """Free memory on ``device``: CUDA free memory, else MemAvailable (psutil or /proc/meminfo)."""
+    """Free memory on ``device``: CUDA free memory; on the CPU the smallest of MemAvailable (psutil or
+    /proc/meminfo), the cgroup's headroom (containers) and the address-space limit's headroom
+    (``ulimit -v`` / ``prlimit --as``), since exceeding any of them fails the allocation."""
     if device is not None and device.type == "cuda":
         try:
             return int(torch.cuda.mem_get_info(device)[0])
         except Exception:
             return None
+    found = [x for x in (_mem_available(), _cgroup_headroom(), _address_space_headroom()) if x is not None]
+    return max(0, min(found)) if found else None
+
+
+def _mem_available() -> int | None:
     try:
         import psutil  # optional
 
@@ -40,9 +48,41 @@ def available_memory_bytes(device: torch.device | None = None) -> int | None:
             for line in fh:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def _cgroup_headroom() -> int | None:
+    """``limit - usage`` of the process's memory cgroup (v2, else v1); None without a limit."""
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_file) as fh:
+                raw = fh.read().strip()
+            if raw == "max" or int(raw) >= 1 << 60:  # v1 writes a huge number for "no limit"
+                return None
+            with open(usage_file) as fh:
+                return int(raw) - int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _address_space_headroom() -> int | None:
+    """``RLIMIT_AS - current virtual size``; None without a limit (or off Linux)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            return None
+        with open("/proc/self/statm") as fh:
+            vsize = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        return int(soft) - vsize
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
 
 
 def default_memory_budget(device: torch.device | None = None) -> int:
