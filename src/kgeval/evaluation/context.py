@@ -21,6 +21,8 @@ class RunContext:
     num_relations: int
     #: candidate columns per score row: allowed entities (restriction) or all entities
     num_columns: int
+    #: the allowed entity ids, sorted (None = all entities)
+    allowed: torch.Tensor | None
     #: entity id -> column position under a restriction (-1 = not allowed); None = identity
     pos_map: torch.Tensor | None
     #: bytes for score matrices and temporaries

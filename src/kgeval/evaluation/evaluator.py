@@ -96,7 +96,7 @@ def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
 
 def _context(inp: Inputs, opts: EvaluationOptions) -> RunContext:
     dev = inp.device
-    pos_map = None
+    pos_map = allowed = None
     if inp.entities is not None:
         allowed = torch.as_tensor(inp.entities, device=dev)
         pos_map = torch.full((inp.num_entities,), -1, dtype=torch.long, device=dev)
@@ -107,6 +107,7 @@ def _context(inp: Inputs, opts: EvaluationOptions) -> RunContext:
         num_entities=inp.num_entities,
         num_relations=inp.num_relations,
         num_columns=int(inp.universe.shape[0]),
+        allowed=allowed,
         pos_map=pos_map,
         budget=opts.memory_budget if opts.memory_budget is not None else default_memory_budget(dev),
         counter=Counter(opts.tie_tolerance),
@@ -124,8 +125,7 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
     if opts.filtered:
         index = FilterIndex(inp.known, side=side, num_entities=inp.num_entities, num_relations=inp.num_relations,
                             device=ctx.device)
-    allowed = None if inp.entities is None else torch.as_tensor(inp.entities, device=ctx.device)
-    sc = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=allowed,
+    sc = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=ctx.allowed,
                     threads=ctx.score_threads)
     sub = inp.triples[eval_idx]
     keys = query_keys(sub, side, inp.num_relations)
