@@ -10,6 +10,7 @@ best = optimistic, worst = pessimistic, avg/average = realistic.
 from __future__ import annotations
 
 import difflib
+from typing import NamedTuple
 
 from .errors import unknown_name
 
@@ -35,7 +36,15 @@ RANK_TYPE_SYNONYMS = {
 }
 
 
-def parse_key(key: str) -> tuple[str, str, str]:
+class MetricKey(NamedTuple):
+    """The address of one value: side, rank type and metric (PyKEEN's ``RankBasedMetricKey``)."""
+
+    side: str
+    rank_type: str
+    metric: str
+
+
+def parse_key(key: str) -> MetricKey:
     """Split a metric key into ``(side, rank_type, metric_name)``; the metric name is
     returned as written (resolve it with :func:`kgeval.metrics.get`)."""
     if not isinstance(key, str) or not key.strip():
@@ -57,7 +66,7 @@ def parse_key(key: str) -> tuple[str, str, str]:
     named = rest[:-1] if len(rest) == 2 and rest[1].isdigit() else rest
     if len(named) > 1:
         raise _unknown_qualifier(named[0], side is None, rank_type is None)
-    return side or DEFAULT_SIDE, rank_type or DEFAULT_RANK_TYPE, ".".join(rest)
+    return MetricKey(side or DEFAULT_SIDE, rank_type or DEFAULT_RANK_TYPE, ".".join(rest))
 
 
 def _unknown_qualifier(part: str, side_open: bool, rank_type_open: bool):

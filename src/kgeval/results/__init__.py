@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import metrics as _metrics
 from ..errors import InvalidInputError, UnknownNameError, unknown_name
-from ..keys import RANK_TYPES, SIDES, flat_key, parse_key
+from ..keys import RANK_TYPES, SIDES, MetricKey, flat_key, parse_key
 from ..metrics.base import Metric, NullMoments
 from ..protocol import RANK_TYPE_MEANINGS, EvaluationProtocol
 from ..ranks import RankTable
@@ -34,7 +34,7 @@ from . import io as _io
 from .compute import approximate_keys, compute_values, relation_breakdown
 from .render import HEADLINE, describe_protocol, metric_table
 
-__all__ = ["Results", "HEADLINE", "compute_values", "describe_protocol", "metric_table"]
+__all__ = ["Results", "MetricKey", "HEADLINE", "compute_values", "describe_protocol", "metric_table"]
 
 class Results:
     """Metric values of one evaluation, addressable by PyKEEN-style keys.
@@ -82,14 +82,14 @@ class Results:
 
     def _init(self, rank_table, values, null, protocol, extra) -> None:
         self.rank_table = rank_table
-        self._values = dict(values)
+        self._values = {MetricKey(*k): v for k, v in values.items()}
         self.null_moments: dict[str, dict[str, NullMoments]] = null
         self.protocol = protocol.to_dict() if hasattr(protocol, "to_dict") else dict(protocol or {})
         self.extra = dict(extra or {})
 
     @classmethod
     def from_values(cls, values, *, null_moments=None, protocol=None, extra=None, rank_table=None) -> Results:
-        """A container over already computed ``{(side, rank_type, key): value}`` (e.g. read from JSON)."""
+        """A container over already computed ``{MetricKey(side, rank_type, key): value}`` (e.g. read from JSON)."""
         self = cls.__new__(cls)
         self._init(rank_table, values, dict(null_moments or {}), protocol, extra)
         return self
@@ -134,7 +134,8 @@ class Results:
             if name.lower() in extra_names:
                 raise UnknownNameError(f"{key!r}: no value for side {side!r}") from None
             raise
-        hit = self._values.get((side, rank_type, metric.key))
+        address = MetricKey(side, rank_type, metric.key)
+        hit = self._values.get(address)
         if hit is not None:
             return hit
         if side not in SIDES or (self.rank_table is not None and side != "both" and side not in self.rank_table.sides):
@@ -142,14 +143,13 @@ class Results:
         if self.rank_table is None:
             raise UnknownNameError(f"{key!r}: not among the stored values and no rank table to compute it from")
         values, _ = compute_values(self.rank_table, [metric], sides=[side], rank_types=[rank_type])
-        if (side, rank_type, metric.key) not in values:
+        if address not in values:
             raise UnknownNameError(
                 f"{key!r} is not defined here (e.g. adjusted/z metrics need num_candidates; "
                 f"the 'expected' rank type exists only for the arithmetic-mean and geometric-mean families)"
             )
-        v = values[(side, rank_type, metric.key)]
-        self._values[(side, rank_type, metric.key)] = v
-        return v
+        self._values[address] = values[address]
+        return values[address]
 
     def __getitem__(self, key: str) -> float:
         return self.get_metric(key)
@@ -196,7 +196,7 @@ class Results:
             if len(parts) == 3 and parts[0] in SIDES and parts[1] in RANK_TYPES:
                 try:
                     _metrics.get(parts[2])
-                    values[tuple(parts)] = float(v)
+                    values[MetricKey(*parts)] = float(v)
                     continue
                 except (UnknownNameError, InvalidInputError):
                     pass

@@ -13,14 +13,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..keys import RANK_TYPES
+from ..keys import RANK_TYPES, MetricKey
 from ..metrics.base import UNKNOWN, Metric, NullMoments, check_weights
 from ..metrics.derived import DerivedMetric
 from ..ranks import RankTable
-
-#: (side, rank_type, metric_key)
-ValueKey = tuple[str, str, str]
-
 
 def _base_of(metric: Metric) -> Metric:
     return metric.base if isinstance(metric, DerivedMetric) else metric
@@ -66,18 +62,18 @@ def compute_values(
     *,
     sides: Iterable[str] | None = None,
     rank_types: Iterable[str] = RANK_TYPES,
-) -> tuple[dict[ValueKey, float], dict[str, dict[str, NullMoments]]]:
+) -> tuple[dict[MetricKey, float], dict[str, dict[str, NullMoments]]]:
     """All defined ``(side, rank_type, metric_key) -> value`` pairs, and the null moments of
     every wrapped base metric per side (``{side: {base_key: NullMoments}}``; empty without
     num_candidates)."""
     if sides is None:
         sides = [*table.sides, "both"]
     rank_types = list(rank_types)
-    values: dict[ValueKey, float] = {}
+    values: dict[MetricKey, float] = {}
     null: dict[str, dict[str, NullMoments]] = {}
     for side in sides:
         side_values, side_null = _side_values(table.select_side(side), metrics, rank_types)
-        values.update({(side, rt, key): v for (rt, key), v in side_values.items()})
+        values.update({MetricKey(side, rt, key): v for (rt, key), v in side_values.items()})
         if table.num_candidates is not None:
             null[side] = side_null
     return values, null
