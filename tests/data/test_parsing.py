@@ -145,3 +145,18 @@ def test_duplicate_labels_in_the_constructor_are_refused():
     with pytest.raises(InvalidInputError, match="relation label 'r' appears twice"):
         Dataset(name="x", training=[[0, 0, 1]], validation=[], testing=[],
                 entity_labels=["a", "b"], relation_labels=["r", "r"])
+
+
+def test_two_different_files_for_one_split_are_refused(tmp_path):
+    _dir(tmp_path, TRAIN)
+    (tmp_path / "train.txt.gz").write_bytes(gzip.compress(TRAIN))  # same triples: fine
+    assert Dataset.from_directory(tmp_path).num_entities == 3
+    (tmp_path / "training.tsv").write_bytes(TRAIN + b"c\tr2\td\n")  # different: which one did the user mean?
+    with pytest.raises(InvalidInputError, match="train.txt and training.tsv both hold the train split but differ"):
+        Dataset.from_directory(tmp_path)
+
+
+def test_a_file_given_as_dataset_directory_is_named_as_such(tmp_path):
+    (tmp_path / "train.txt").write_bytes(TRAIN)
+    with pytest.raises(InvalidInputError, match="is a file, not a directory"):
+        get_dataset(str(tmp_path / "train.txt"))

@@ -113,7 +113,8 @@ def get_dataset(name_or_path, *, data_dir=None, drop_unseen: bool = False) -> Da
         return Dataset.from_directory(path, drop_unseen=drop_unseen)
     text = str(name_or_path)
     if os.sep in text or (os.altsep and os.altsep in text) or text.startswith("."):
-        raise InvalidInputError(f"dataset directory {path} does not exist")
+        what = "is a file, not a directory of train/valid/test files" if path.exists() else "does not exist"
+        raise InvalidInputError(f"dataset directory {path} {what}")
     raise unknown_name("dataset", text, dataset_names())
 
 
@@ -125,4 +126,7 @@ def dataset_available(name: str, *, data_dir=None) -> bool:
     if info.builtin:
         return True
     directory = locate(info, data_dirs(data_dir))
-    return directory is not None and all(io.find_split_file(directory, s) for s in SPLITS)
+    try:
+        return directory is not None and all(io.find_split_file(directory, s) for s in SPLITS)
+    except InvalidInputError:  # conflicting split files: present, but not loadable as it stands
+        return False

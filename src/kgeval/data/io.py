@@ -33,13 +33,19 @@ def normalize_split(name: str) -> str:
 
 
 def find_split_file(directory: Path, split: str) -> Path | None:
-    """The file holding ``split`` in ``directory`` (``train.txt``, ``train.tsv.gz``, ...), or None."""
-    for stem in FILE_STEMS[canonical_split(split)]:
-        for ext in EXTENSIONS:
-            candidate = directory / f"{stem}{ext}"
-            if candidate.is_file():
-                return candidate
-    return None
+    """The file holding ``split`` in ``directory`` (``train.txt``, ``train.tsv.gz``, ...), or None.
+
+    Several candidates (``train.txt`` next to ``train.txt.gz``) are fine when they hold the same
+    triples; different contents are refused rather than one of them picked silently.
+    """
+    found = [directory / f"{stem}{ext}" for stem in FILE_STEMS[canonical_split(split)] for ext in EXTENSIONS]
+    found = [f for f in found if f.is_file()]
+    for other in found[1:]:
+        if read_bytes(other) != read_bytes(found[0]):
+            raise InvalidInputError(
+                f"{directory}: {found[0].name} and {other.name} both hold the {split} split but differ; remove one"
+            )
+    return found[0] if found else None
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
