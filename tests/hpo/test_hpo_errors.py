@@ -151,3 +151,25 @@ def _space_file(tmp_path):
     path = tmp_path / "space.json"
     path.write_text(json.dumps({"dim": [4, 8]}))
     return str(path)
+
+
+def test_cli_base_configuration_from_a_file_and_set(tmp_path):
+    """--config (a saved run's config.json works) and --set reach every trial; bad --set values are refused early."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+    from kgeval.workflow import PipelineConfig
+
+    config = PipelineConfig(model="distmult").with_paths({"evaluation.options.sides": "tail", "training.epochs": 1})
+    (tmp_path / "config.json").write_text(json.dumps({"configuration": config.to_dict()}))
+    base = ["hpo", "-d", "nations", "--trials", "1", "--pruner", "none", "--search-space", _space_file(tmp_path),
+            "--storage", f"sqlite:///{tmp_path / 'f.db'}", "--config", str(tmp_path / "config.json"), "--format", "json"]
+    for bad in ("model.p=1", "model.options.p=1"):  # distmult has no option p: refused before a trial
+        out = CliRunner().invoke(main, [*base, "--set", bad, "--metric", "tail.mrr"])
+        assert out.exit_code == 2 and out.output.count("\n") == 1, out.output
+    out = CliRunner().invoke(main, [*base, "--set", "threads=1", "--metric", "tail.mrr"])
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.output)
+    assert payload["pipeline"]["evaluation_kwargs"]["sides"] == ["tail"] and payload["pipeline"]["num_threads"] == 1
+    out = CliRunner().invoke(main, [*base, "--set", "threads"])
+    assert out.exit_code == 2 and "PATH=VALUE" in out.output

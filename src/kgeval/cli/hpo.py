@@ -15,7 +15,7 @@ from .pipeline import OPTION_PATHS
 
 @click.command("hpo")
 @click.option("--dataset", "-d", required=True, help="Dataset name or directory.")
-@click.option("--model", "-m", required=True, help="Model name.")
+@click.option("--model", "-m", help="Model name [default: the --config file's].")
 @click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True, help="Trials to run now.")
 @click.option("--epochs", type=click.IntRange(min=1), help="Training epochs per trial [default: per model].")
 @click.option("--sampler", type=click.Choice(["tpe", "random", "grid"]), default="tpe", show_default=True)
@@ -23,29 +23,30 @@ from .pipeline import OPTION_PATHS
 @click.option("--storage", help="Optuna storage URL [default: sqlite:///<output or cwd>/kgeval-hpo.db].")
 @click.option("--study-name", help="Study name [default: <dataset>-<model>]; an existing study is resumed.")
 @click.option("--metric", help="Validation metric to optimise [default: MRR, both sides, realistic ranks].")
-@click.option("--search-space", type=click.Path(exists=True, dir_okay=False), help="JSON file with a search space.")
+@click.option("--search-space", type=click.Path(exists=True, dir_okay=False),
+              help="JSON file: configuration path -> distribution (e.g. {\"model.dim\": [32, 64]}).")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+              help="JSON file with the base pipeline configuration (PipelineConfig.to_dict(), or a run's config.json).")
+@click.option("--set", "settings", multiple=True, metavar="PATH=VALUE",
+              help="Set one base configuration path, e.g. --set evaluation.options.sides=tail (VALUE is JSON or text).")
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Write best_pipeline_config.json and trials.json here.")
-@click.option("--seed", type=int, default=42, show_default=True,
-              help="Pipeline seed of every trial; trial n's sampler is seeded from (seed, n).")
+@click.option("--seed", type=int, help="Pipeline seed of every trial, in [0, 2**32) [default: 42]; "
+                                       "trial n's sampler is seeded from (seed, n).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop starting trials after this many seconds.")
 @data_dir_option
 @format_option
-def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name, metric, search_space, output,
-            seed, timeout, data_dir, fmt):
+def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name, metric, search_space, config_file,
+            settings, output, seed, timeout, data_dir, fmt):
     """Search hyper-parameters on the validation split (the test split is never read)."""
     from ..workflow.hpo import HPOInterrupted, hpo_pipeline
 
-    space = None
-    if search_space:
-        try:
-            space = json.loads(Path(search_space).read_text())
-        except ValueError as exc:
-            raise InvalidInputError(f"{search_space}: not valid JSON ({exc})") from None
+    space = _read_json(search_space) if search_space else None
+    given = {"epochs": epochs, "random_seed": seed, "metric": metric}
     try:
-        res = hpo_pipeline(dataset=dataset, model=model, n_trials=trials, epochs=epochs, sampler=sampler,
+        res = hpo_pipeline(_base_config(config_file, model, settings), dataset=dataset, n_trials=trials, sampler=sampler,
                            pruner=pruner, storage=storage, study_name=study_name, search_space=space,
-                           output_dir=output, random_seed=seed, timeout=timeout, data_dir=data_dir,
-                           **({"metric": metric} if metric else {}))
+                           output_dir=output, timeout=timeout, data_dir=data_dir,
+                           **{k: v for k, v in given.items() if v is not None})
     except HPOInterrupted as stop:  # Ctrl-C: the study is kept; say how to go on
         click.echo(str(stop), err=True)
         sys.exit(130)
@@ -63,12 +64,14 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     for k, v in res.best_params.items():
         click.echo(f"  {k} = {v}")
     click.echo(res.resume_hint())
-    command_line = _pipeline_command_for(res.best_pipeline_kwargs(), res.best_params)
+    # the pipeline command's options cannot express a --config / --set base configuration
+    command_line = None if config_file or settings else _pipeline_command_for(res.best_pipeline_kwargs(),
+                                                                              res.best_params)
     if command_line:
         click.echo(f"test the best configuration: {command_line}")
     else:
-        click.echo("test the best configuration: kgeval.pipeline(**result.best_pipeline_kwargs())"
-                   + (f" (saved in {output}/best_pipeline_config.json)" if output else ""))
+        click.echo("test the best configuration: kgeval.pipeline(result.best_config)"
+                   + (f" (its 'config' is saved in {output}/best_pipeline_config.json)" if output else ""))
 
 
 _PARAM_OPTIONS = {path: "--" + name.replace("_", "-") for name, path in OPTION_PATHS.items()}
@@ -83,3 +86,29 @@ def _pipeline_command_for(cfg: dict, params: dict) -> str | None:
     for name, value in params.items():
         parts += [_PARAM_OPTIONS[name], str(value)]
     return " ".join(parts)
+
+
+def _read_json(path: str):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _base_config(config_file: str | None, model: str | None, settings: tuple[str, ...]):
+    """The --config file's configuration (a run's config.json works too) with --model and the --set paths applied."""
+    from ..workflow import PipelineConfig
+
+    data = _read_json(config_file) if config_file else {}
+    if isinstance(data, dict) and isinstance(data.get("configuration"), dict):  # a saved run's config.json
+        data = data["configuration"]
+    paths = {} if model is None else {"model.name": model}
+    for item in settings:
+        path, sep, text = item.partition("=")
+        if not sep or not path.strip():
+            raise InvalidInputError(f"--set {item!r}: expected PATH=VALUE, e.g. --set training.batch_size=128")
+        try:
+            paths[path.strip()] = json.loads(text)
+        except ValueError:
+            paths[path.strip()] = text  # plain text, e.g. --set evaluation.options.sides=tail
+    return (PipelineConfig.from_dict(data) if config_file else PipelineConfig()).with_paths(paths)

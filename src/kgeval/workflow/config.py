@@ -288,7 +288,7 @@ class PipelineConfig:
                 raise UnknownConfigKeyError(f"configuration path {path!r}: {head!r} has no sub-settings")
             node, key = tree, head
             for part in parts:
-                if node[key] is None:
+                if node.get(key) is None:  # a missing level: created, then checked by from_dict
                     node[key] = {}
                 if not isinstance(node[key], dict):
                     raise UnknownConfigKeyError(f"configuration path {path!r}: {key!r} has no sub-settings")

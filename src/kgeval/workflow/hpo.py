@@ -166,7 +166,7 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
         raise InvalidInputError(f"storage must be a database URL such as 'sqlite:///hpo.db', got {storage!r}")
     base = _base_config(config, pipeline_kwargs)
     if dataset is None and base.dataset is None:
-        raise InvalidInputError("hpo_pipeline() needs a dataset")
+        raise InvalidInputError("the search needs a dataset (dataset= or --dataset)")
     ds = get_dataset(dataset if dataset is not None else base.dataset, data_dir=data_dir,
                      drop_unseen=base.drop_unseen)
     space = normalize_space(search_space if search_space is not None
@@ -200,7 +200,7 @@ def _base_config(config, pipeline_kwargs: dict) -> PipelineConfig:
         config = PipelineConfig.from_dict(config)
     base = PipelineConfig.from_kwargs(config, **pipeline_kwargs) if pipeline_kwargs else (config or PipelineConfig())
     if base.model is None:
-        raise InvalidInputError("hpo_pipeline() needs a model")
+        raise InvalidInputError("the search needs a model (model= or --model)")
     return base.with_paths({"evaluation.split": "valid"})
 
 
@@ -219,19 +219,26 @@ def _default_storage(output_dir) -> str:
 def _check_space_values(space: Mapping[str, Mapping[str, Any]], base: PipelineConfig) -> None:
     """Refuse, before any trial, paths the configuration does not have and values it, the model or
     the training loop refuse (checked for every choice and at both ends of each range)."""
-    from ..models import get_model
-
+    _check_config(base, {}, "the base configuration")
     for name, spec in space.items():
         if name in _FIXED_PATHS or name.split(".")[0] in _FIXED_PATHS:
             raise InvalidInputError(f"search space parameter {name!r}: the search fixes it (trials run on the "
                                     "given dataset and are evaluated on validation)")
         for value in probe_values(spec):
-            try:
-                cfg = base.with_paths({name: value}).resolve()
-                cfg.training_config()
-                get_model(cfg.model.name, 2, 1, **cfg.model.options)  # a 2-entity model checks options for free
-            except KGEvalError as exc:
-                raise InvalidInputError(f"search space parameter {name!r} can take {value!r}: {exc}") from None
+            _check_config(base, {name: value}, f"search space parameter {name!r} can take {value!r}")
+
+
+def _check_config(base: PipelineConfig, values: Mapping[str, Any], what: str) -> None:
+    """Build what a trial with ``values`` would build, short of data: the resolved configuration,
+    its TrainingConfig and a 2-entity model (which checks the model's option names and values)."""
+    from ..models import get_model
+
+    try:
+        cfg = base.with_paths(values).resolve()
+        cfg.training_config()
+        get_model(cfg.model.name, 2, 1, **cfg.model.options)
+    except KGEvalError as exc:
+        raise InvalidInputError(f"{what}: {exc}") from None
 
 
 def _validation_results(model, ds, config: PipelineConfig):
