@@ -75,3 +75,31 @@ def test_load_json_bytes(tmp_path_factory, content):
     except InvalidInputError:
         return
     assert all(isinstance(v, float) for v in res.to_flat_dict().values() if not isinstance(v, (int, float)))
+
+
+@st.composite
+def tables(draw):
+    n = draw(st.integers(1, 8))
+    c = np.array(draw(st.lists(st.integers(1, 50), min_size=n, max_size=n)))
+    o = np.array([draw(st.integers(1, int(ci))) for ci in c])
+    p = np.array([draw(st.integers(int(oi), int(ci))) for oi, ci in zip(o, c)])
+    w = None
+    if draw(st.booleans()):
+        w = np.array(draw(st.lists(st.sampled_from([0.0, 1e-300, 0.5, 3.0, 1e300]), min_size=n, max_size=n)))
+        if not w.any():
+            w[0] = 1.0
+    side = np.array(draw(st.lists(st.sampled_from([0, 1]), min_size=n, max_size=n)))
+    with_c = draw(st.booleans())
+    from kgeval.ranks import RankTable
+
+    return RankTable.from_ranks(o, p, num_candidates=c if with_c else None, side=side, weights=w)
+
+
+@CI
+@given(table=tables())
+def test_results_values_are_finite_and_round_trip(tmp_path_factory, table):
+    res = Results(table)
+    flat = res.to_flat_dict()
+    assert all(math.isfinite(v) for v in flat.values()), {k: v for k, v in flat.items() if not math.isfinite(v)}
+    back = Results.load_json(res.save_json(tmp_path_factory.mktemp("rt") / "r.json"))
+    assert back.to_flat_dict() == flat and back.null_model == res.null_model

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from kgeval.errors import InvalidInputError
+from kgeval.errors import InvalidInputError, UnknownNameError
 from kgeval.ranks import RankTable
 from kgeval.results import Results, metric_table
 
@@ -102,3 +102,21 @@ def test_typed_protocol_view(results, tmp_path):
     assert typed.rank_types == ("optimistic", "pessimistic", "realistic", "expected")
     assert "rank types:" in typed.describe()
     assert Results.load_json(results.save_json(tmp_path / "r.json")).evaluation_protocol.rank_types == typed.rank_types
+
+
+def test_side_with_zero_total_weight_has_no_values():
+    """A side whose tasks all have weight 0 has no weighted mean: its values are absent (they were
+    NaN, which then went into JSON), the other sides are unaffected."""
+    table = RankTable.from_ranks([1, 2, 3, 4], num_candidates=[5] * 4, side=[0, 0, 1, 1], weights=[1.0, 2.0, 0.0, 0.0])
+    res = Results(table)
+    assert res.sides == ["head", "both"]
+    assert res.get_metric("head.mrr") == res.get_metric("both.mrr") == pytest.approx((1 + 2 / 2) / 3)
+    with pytest.raises(UnknownNameError):
+        res.get_metric("tail.mrr")
+
+
+def test_relation_with_zero_total_weight_is_nan_in_breakdown():
+    table = RankTable.from_ranks([1, 2, 3], num_candidates=[5] * 3, weights=[1.0, 0.0, 2.0], relation=[0, 1, 0])
+    out = Results(table).by_relation(["mrr"])
+    assert out[0]["inverse_harmonic_mean_rank"] == pytest.approx((1 + 2 / 3) / 3)
+    assert math.isnan(out[1]["inverse_harmonic_mean_rank"])

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from .._validation import Side
 from ..keys import RANK_TYPES, MetricKey
 from ..metrics.base import UNKNOWN, Metric, NullMoments, check_weights
 from ..metrics.derived import DerivedMetric
@@ -56,6 +57,13 @@ def _side_values(
     return out, null
 
 
+def _has_weight(table: RankTable, side: str) -> bool:
+    if table.weight is None:
+        return True
+    w = table.weight if side == "both" else table.weight[table.side == Side.parse(side)]
+    return bool(np.any(w > 0))
+
+
 def compute_values(
     table: RankTable,
     metrics: Sequence[Metric],
@@ -72,6 +80,8 @@ def compute_values(
     values: dict[MetricKey, float] = {}
     null: dict[str, dict[str, NullMoments]] = {}
     for side in sides:
+        if not _has_weight(table, side):
+            continue  # every task of this side has weight 0: no weighted mean is defined (was NaN)
         side_values, side_null = _side_values(table.select_side(side), metrics, rank_types)
         values.update({MetricKey(side, rt, key): v for (rt, key), v in side_values.items()})
         if table.num_candidates is not None:
@@ -88,6 +98,9 @@ def relation_breakdown(table: RankTable, metrics: Sequence[Metric], rank_type: s
     """``{relation_id: {metric_key: value}}`` over ``table`` (NaN where undefined)."""
     out = {}
     for rel in np.unique(table.relation):
-        vals, _ = compute_values(table.subset(table.relation == rel), metrics, sides=["both"], rank_types=[rank_type])
+        sel = table.relation == rel
+        vals = {}
+        if table.weight is None or np.any(table.weight[sel] > 0):  # else: no weighted mean (NaN)
+            vals, _ = compute_values(table.subset(sel), metrics, sides=["both"], rank_types=[rank_type])
         out[int(rel)] = {m.key: vals.get(("both", rank_type, m.key), float("nan")) for m in metrics}
     return out
