@@ -30,7 +30,8 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .base import Metric, NullMoments, ValueRange, wmean, wsum_sq
-from .moments import inverse_moments, log_power_moment, power_prefix, uniform_range_mean
+from .laplace import inverse_moments
+from .moments import log_power_moment, power_moment, power_variance
 
 INF = math.inf
 
@@ -40,30 +41,29 @@ def _fmt_p(p: float) -> str:
 
 
 class TransformedMean(Metric):
-    """``M = g(Σ wᵢ f(rᵢ))``. Subclasses set :meth:`f` and its prefix sums; a non-identity
+    """``M = g(Σ wᵢ f(rᵢ))``. Subclasses set :meth:`f` (= j^``exponent``); a non-identity
     ``g`` gets second-order delta-method moments: E[g(X)] ≈ g(μ) + ½g''(μ)σ², Var ≈ g'(μ)²σ²."""
 
     needs_candidates = False
     #: whether g is the identity (then moments and tie-expectation are exact)
     identity_post = True
 
+    #: f(j) = j^exponent (hits@k overrides the task moments instead)
+    exponent: float = 1.0
+
     def f(self, r: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def prefix(self, max_n: int) -> np.ndarray:
-        """Σ_{j≤n} f(j) for n = 0..max_n."""
-        raise NotImplementedError
-
-    def prefix_sq(self, max_n: int) -> np.ndarray:
-        """Σ_{j≤n} f(j)² for n = 0..max_n."""
-        raise NotImplementedError
-
     def task_mean(self, c: np.ndarray) -> np.ndarray:
-        return self.prefix(int(c.max()))[c] / c
+        """E[f(rᵢ)] per task (:func:`~kgeval.metrics.moments.power_moment`: O(1) memory in C)."""
+        return power_moment(c, self.exponent)
 
     def task_var(self, c: np.ndarray) -> np.ndarray:
-        m = self.task_mean(c)
-        return np.maximum(self.prefix_sq(int(c.max()))[c] / c - m * m, 0.0)
+        return power_variance(c, self.exponent)
+
+    def range_mean(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """E[f(r)] for r uniform on lo..hi, per task."""
+        return power_moment(hi, self.exponent, low=lo)
 
     # g and its derivatives (identity by default)
     def g(self, x):
@@ -88,16 +88,14 @@ class TransformedMean(Metric):
     def tie_expectation(self, lo, hi, c, w) -> float | None:
         if not self.identity_post:
             return None
-        return wmean(uniform_range_mean(self.prefix(int(hi.max())), lo, hi), w)
+        return wmean(self.range_mean(lo, hi), w)
 
 
 class _Reciprocal:
     """g(x) = 1/x (IAMR = 1/MR, HMR = 1/MRR).
 
-    Null moments are exact (to ~1e-13) through the Laplace identities E[1/X] = ∫L(t)dt and
-    E[1/X²] = ∫t·L(t)dt, see :func:`~kgeval.metrics.moments.inverse_moments`. When the
-    weights take more than 8 distinct values the second-order delta method is used instead
-    (approximate: measured −4…−10% error in Var for n ≤ 1000, see the tests)."""
+    Null moments are exact (to ~1e-13) for any weights through the Laplace identities
+    E[1/X] = ∫L(t)dt and E[1/X²] = ∫t·L(t)dt, see :func:`~kgeval.metrics.laplace.inverse_moments`."""
 
     identity_post = False
     inverse_kind = "identity"
@@ -114,39 +112,33 @@ class _Reciprocal:
     def null_moments(self, c, w) -> NullMoments:
         if wsum_sq(self.task_var(c), w) == 0:  # X is deterministic (all Cᵢ = 1): exact, no quadrature noise
             return NullMoments(float(self.g(wmean(self.task_mean(c), w))), 0.0, True)
-        m = inverse_moments(c, w, self.inverse_kind)
-        if m is None:
-            return TransformedMean.null_moments(self, c, w)
-        return NullMoments(float(m[0]), float(max(m[1] - m[0] ** 2, 0.0)), True)
+        e1, e2 = inverse_moments(c, w, self.inverse_kind)
+        return NullMoments(float(e1), float(max(e2 - e1 * e1, 0.0)), True)
 
 
 class _Identity:
+    exponent = 1.0
+
     def f(self, r):
         return r
 
-    def prefix(self, max_n):
-        return power_prefix(1.0, max_n)
-
-    def prefix_sq(self, max_n):
-        return power_prefix(2.0, max_n)
-
+    # float64 before any arithmetic: C near 2⁶³ must not overflow int64
     def task_mean(self, c):
-        return (c + 1) / 2.0
+        return (np.asarray(c, dtype=np.float64) + 1) / 2.0
 
     def task_var(self, c):
-        c = c.astype(np.float64)
+        c = np.asarray(c, dtype=np.float64)
         return (c * c - 1) / 12.0
+
+    def range_mean(self, lo, hi):
+        return (np.asarray(lo, dtype=np.float64) + hi) / 2.0
 
 
 class _Inverse:
+    exponent = -1.0
+
     def f(self, r):
         return 1.0 / r
-
-    def prefix(self, max_n):
-        return power_prefix(-1.0, max_n)
-
-    def prefix_sq(self, max_n):
-        return power_prefix(-2.0, max_n)
 
 
 class ArithmeticMeanRank(_Identity, TransformedMean):
@@ -208,13 +200,12 @@ class HitsAtK(TransformedMean):
     def f(self, r):
         return (r <= self._k).astype(np.float64)
 
-    def prefix(self, max_n):
-        return np.minimum(np.arange(max_n + 1, dtype=np.float64), self._k)
-
-    prefix_sq = prefix
-
     def task_mean(self, c):
-        return np.minimum(c, self._k) / c
+        return np.minimum(c, self._k) / np.asarray(c, dtype=np.float64)
+
+    def range_mean(self, lo, hi):
+        lo = np.asarray(lo, dtype=np.float64)
+        return np.clip(np.minimum(hi, self._k) - lo + 1, 0, None) / (hi - lo + 1)
 
     def task_var(self, c):
         p = self.task_mean(c)
@@ -238,7 +229,7 @@ class PowerMeanRank(TransformedMean):
             raise InvalidInputError(f"power mean needs a numeric p, got {p!r}") from None
         if not math.isfinite(p) or p == 0:
             raise InvalidInputError(f"power mean needs a finite p != 0 (use geometric_mean_rank for p = 0), got {p}")
-        self.p = p
+        self.p = self.exponent = p
         self.key = f"power_mean_rank_p{_fmt_p(p)}"
         self.name = f"Power Mean Rank (p={p:g})"
         self.identity_post = p == 1.0
@@ -246,12 +237,6 @@ class PowerMeanRank(TransformedMean):
 
     def f(self, r):
         return r**self.p
-
-    def prefix(self, max_n):
-        return power_prefix(self.p, max_n)
-
-    def prefix_sq(self, max_n):
-        return power_prefix(2 * self.p, max_n)
 
     def g(self, x):
         return x ** (1.0 / self.p)
