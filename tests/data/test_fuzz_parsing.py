@@ -2,7 +2,7 @@
 InvalidInputError; generated label triples written with any byte-order mark, line ending,
 blank lines or trailing whitespace parse back to exactly the same labels.
 
-CI runs a bounded profile; set ``KGEVAL_FUZZ_EXAMPLES`` for an exploration run.
+CI runs a bounded profile; ``KGEVAL_SLOW=1`` (2000 examples) or ``KGEVAL_FUZZ_EXAMPLES=N`` explores.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from kgeval.data import Dataset
 from kgeval.data.io import parse_triples
 from kgeval.errors import InvalidInputError
 
-FUZZ = settings(max_examples=int(os.environ.get("KGEVAL_FUZZ_EXAMPLES", 60)), deadline=None)
+FUZZ = settings(max_examples=int(os.environ.get("KGEVAL_FUZZ_EXAMPLES", 2000 if os.environ.get("KGEVAL_SLOW") == "1" else 60)), deadline=None)
 
 
 @FUZZ

@@ -3,7 +3,8 @@ columns at RankTable.from_ranks / from_counts / from_scores and the dataclass co
 
 Contract: a correct value (the data unchanged) or InvalidInputError/UnknownNameError, never
 another exception, never NaN, never a silent change. CI runs a bounded profile; for an
-exploration run set ``KGEVAL_FUZZ_EXAMPLES`` (e.g. ``KGEVAL_FUZZ_EXAMPLES=5000 pytest tests/ranks``).
+exploration run set ``KGEVAL_SLOW=1`` (2000 examples, as the evaluator's exploration profile) or
+``KGEVAL_FUZZ_EXAMPLES=N``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from kgeval.errors import InvalidInputError, UnknownNameError
 from kgeval.rankfile import HEADER_ALIASES, parse_rank_bytes
 from kgeval.ranks import RankTable
 
-FUZZ = settings(max_examples=int(os.environ.get("KGEVAL_FUZZ_EXAMPLES", 60)), deadline=None,
+FUZZ = settings(max_examples=int(os.environ.get("KGEVAL_FUZZ_EXAMPLES", 2000 if os.environ.get("KGEVAL_SLOW") == "1" else 60)), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
 ALLOWED = (InvalidInputError, UnknownNameError)
 
