@@ -3,7 +3,8 @@
 UTF-8 only; a UTF-8 byte-order mark at the start is dropped (Excel and Windows editors write
 one, and it must not become part of the first label or column name); line endings are
 universal (``\\n``, ``\\r\\n`` and a lone ``\\r`` all end a line, as Python's text mode reads them).
-Anything that is not UTF-8 is refused with the file, line and column of the first bad byte.
+Anything that is not UTF-8 text (a byte that is not UTF-8, a NUL byte) is refused with the file
+and line of the first bad byte.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ def decode_text(data: bytes, source: str) -> str:
             f"{source}, line {line}, column {column}: byte 0x{data[exc.start]:02x} is not UTF-8{hint}; "
             "save the file as UTF-8"
         ) from None
+    nul = text.find("\x00")
+    if nul >= 0:  # valid UTF-8, but no text file holds one: a binary file, or UTF-16 without a byte-order mark
+        raise InvalidInputError(
+            f"{source}, line {text.count(chr(10), 0, nul) + 1}: a NUL byte; this is not a UTF-8 text file"
+        )
     if text.startswith(_BOM):
         text = text[1:]
     return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -160,3 +160,9 @@ def test_a_file_given_as_dataset_directory_is_named_as_such(tmp_path):
     (tmp_path / "train.txt").write_bytes(TRAIN)
     with pytest.raises(InvalidInputError, match="is a file, not a directory"):
         get_dataset(str(tmp_path / "train.txt"))
+
+
+@pytest.mark.parametrize("data", [b"a\tr\tb\nc\x00\tr\tb\n", "a\tr\tb\nc\tr\tb\n".encode("utf-16-le")])
+def test_nul_bytes_are_refused(data):  # binary files and UTF-16 without a byte-order mark decode as "UTF-8"
+    with pytest.raises(InvalidInputError, match=r"<f>, line \d: a NUL byte"):
+        parse_triples(data, source="<f>")

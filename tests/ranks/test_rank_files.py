@@ -143,3 +143,8 @@ def test_save_onto_a_directory_is_a_clear_error(tmp_path):
     with pytest.raises(InvalidInputError, match="cannot write rank file"):
         RankTable.from_ranks([1]).save(tmp_path / "t.tsv")
     assert [p.name for p in tmp_path.iterdir()] == ["t.tsv"]  # the temporary file is gone
+
+
+def test_nul_byte_in_a_rank_file_is_refused():
+    with pytest.raises(InvalidInputError, match=r"<f>, line 2: a NUL byte"):
+        parse_rank_bytes(b"rank\n1\x00\n", source="<f>")
