@@ -143,3 +143,13 @@ def test_an_evaluation_without_the_metric_is_one_clear_error(returned, match):
     stopper = EarlyStopper(TRIPLES, TRIPLES, metric="m", frequency=1, evaluate_fn=lambda *a, **k: returned)
     with pytest.raises(InvalidInputError, match=match):
         stopper.evaluate(_model(), 1)
+
+
+def test_a_metric_the_evaluation_cannot_give_is_refused_before_training():
+    from kgeval.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="mrr"):
+        EarlyStopper(TRIPLES, TRIPLES, metric="tail.mrrr")
+    with pytest.raises(InvalidInputError, match="side 'head' is not evaluated"):
+        EarlyStopper(TRIPLES, TRIPLES, metric="head.mrr", options={"sides": "tail"})
+    EarlyStopper(TRIPLES, TRIPLES, metric="left.best.hits_at_k.3")  # PyKEEN's grammar parses

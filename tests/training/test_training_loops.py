@@ -173,3 +173,13 @@ def test_a_scorer_without_parameters_is_refused():
     scorer = FunctionScorer(lambda h, r, t: (h + r + t).float(), N_ENT, N_REL)
     with pytest.raises(InvalidInputError, match="no trainable parameters"):
         train(scorer, TRIPLES, epochs=1, progress=False)
+
+
+@pytest.mark.parametrize(("loop", "method"), [("lcwa", "score_tails"), ("lcwa", "score_heads"),
+                                              ("slcwa", "score_triples")])
+def test_a_score_of_the_wrong_shape_is_named(monkeypatch, loop, method):
+    model = get_model("distmult", N_ENT, N_REL, dim=4)
+    real = getattr(model, method)
+    monkeypatch.setattr(model, method, lambda *a, **k: real(*a, **k)[..., :-1])  # one score short
+    with pytest.raises(InvalidInputError, match=f"{method} returned shape"):
+        train(model, TRIPLES, loop=loop, epochs=1, progress=False)

@@ -67,6 +67,14 @@ class Penalty:
         return self.weight * regularization(self.kind, model.factors(h, r, t))
 
 
+def _check_shape(what: str, scores: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """Refuse a score tensor of the wrong shape with its method's name (torch would fail deep inside the loss)."""
+    if tuple(getattr(scores, "shape", ())) != shape:
+        raise InvalidInputError(f"the model's {what} returned shape {tuple(getattr(scores, 'shape', ()))}, "
+                                f"expected {shape}")
+    return scores
+
+
 def _update(model, optimizer, value: torch.Tensor) -> None:
     """One optimiser step on ``value``, then the model's parameter constraints (e.g. unit norms)."""
     optimizer.zero_grad(set_to_none=True)
@@ -128,6 +136,7 @@ class LcwaEpoch:
         rows, cols = rows.to(device), cols.to(device)
         anchor, rel = queries.anchor[q].to(device), queries.relation[q].to(device)
         scores = model.score_tails(anchor, rel) if side is Side.TAIL else model.score_heads(rel, anchor)
+        _check_shape("score_tails" if side is Side.TAIL else "score_heads", scores, (q.numel(), self.num_entities))
         value = self.loss_fn(scores, lcwa_labels(scores, rows, cols, self.label_smoothing, self.num_entities))
         if self.penalty:
             a, r = anchor[rows], rel[rows]
@@ -176,16 +185,19 @@ class SlcwaEpoch:
         ph, pr, pt = self.data.head[idx], self.data.relation[idx], self.data.tail[idx]
         (nh, nr, nt), corrupt_head, draw = self._corrupt(ph, pr, pt, generator)
         ph, pr, pt = ph.to(device), pr.to(device), pt.to(device)
-        pos = model.score_triples(ph, pr, pt)
+        pos = _check_shape("score_triples", model.score_triples(ph, pr, pt), (b,))
         if self.gather:
             # few entities: score all of them with the 1-to-all matmul paths and pick the sampled
             # columns -- cheaper than scoring b * k triples one by one
             rows = torch.arange(b).repeat_interleave(k).to(device)
-            tails_all, heads_all = model.score_tails(ph, pr), model.score_heads(pr, pt)
+            n_ent = self.data.num_entities
+            tails_all = _check_shape("score_tails", model.score_tails(ph, pr), (b, n_ent))
+            heads_all = _check_shape("score_heads", model.score_heads(pr, pt), (b, n_ent))
             draw, corrupt_head = draw.to(device), corrupt_head.to(device)
             neg = torch.where(corrupt_head, heads_all[rows, draw], tails_all[rows, draw]).view(b, k)
         else:
-            neg = model.score_triples(nh.to(device), nr.to(device), nt.to(device)).view(b, k)
+            neg = _check_shape("score_triples", model.score_triples(nh.to(device), nr.to(device), nt.to(device)),
+                               (b * k,)).view(b, k)
         value = self.loss_fn(pos, neg)
         if self.penalty:
             value = value + self.penalty(model, ph, pr, pt)

@@ -54,6 +54,7 @@ class EarlyStopper:
         self.options = _evaluation_options(options, self.evaluate_kwargs if evaluate_fn is None else {})
         if evaluate_fn is None:
             self.evaluate_kwargs = {}  # now part of self.options
+            _check_metric(metric, self.options)
         self.reset()
 
     def reset(self) -> None:
@@ -140,3 +141,17 @@ def _evaluation_options(options, kwargs: Mapping):
     elif not isinstance(options, EvaluationOptions):
         raise InvalidInputError(f"options must be EvaluationOptions, a mapping or None, got {type(options).__name__}")
     return options.replace(**canonical_names(kwargs)) if kwargs else options
+
+
+def _check_metric(metric: str, options) -> None:
+    """Refuse, before training, a metric key :func:`kgeval.evaluate` will not produce: an unknown
+    metric name or a side that is not evaluated (query-metric keys are left to the evaluation)."""
+    from .. import metrics
+    from ..keys import parse_key
+
+    side, _, name = parse_key(metric)
+    if not name.lower().startswith(("precision_at_", "recall_at_", "random_precision_at_", "random_recall_at_")):
+        metrics.get(name)
+    sides = ("head", "tail") if options is None else options.sides
+    if side != "both" and side not in sides:
+        raise InvalidInputError(f"early stopping metric {metric!r}: side {side!r} is not evaluated (sides: {sides})")
