@@ -90,7 +90,7 @@ class EvaluationProtocol(Mapping):
     device: str | None = None
     #: set by :class:`kgeval.Results`: whether tasks carry weights, whether null moments are approximate
     weighted: bool | None = None
-    approximate_null_moments: bool | None = None
+    approximate_null_moments: object = None  # bool, or the keys whose null moments are approximate
     #: keys of a loaded protocol that this version does not know, written back unchanged
     extra: Mapping = field(default_factory=dict)
 
