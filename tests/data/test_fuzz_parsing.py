@@ -32,8 +32,8 @@ def test_parser_on_arbitrary_bytes(data):
         assert type(label) is str and label and label == label.strip() and "\ufeff" not in label
 
 
-# a label: any text without tab, line breaks or a byte-order mark, not starting/ending in whitespace
-_LABEL = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r\ufeff"), min_size=1,
+# a label: any text without tab, line breaks, NUL or a byte-order mark, not starting/ending in whitespace
+_LABEL = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r\ufeff\x00"), min_size=1,
                  max_size=6).map(str.strip).filter(bool)
 
 

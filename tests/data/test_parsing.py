@@ -131,6 +131,7 @@ def test_unknown_split_is_named(bad):
         ([["a\tb", "r", "c"]], r"triple 0 has a label with '\\t'"),
         ([["a", "r", "c"], ["a", "r\n", "c"]], r"triple 1 has a label with '\\n'"),
         ([["\udc80", "r", "c"]], r"a label with '\\udc80'"),  # hashes() could not encode it
+        ([["a", "r", "c\x00"]], r"a label with '\\x00'"),
     ],
 )
 def test_in_memory_labels_a_triple_file_cannot_hold_are_refused(rows, match):

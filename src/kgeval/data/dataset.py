@@ -54,9 +54,11 @@ def _as_label_array(name: str, triples: Any) -> np.ndarray:
 
 def _check_writable(name: str, arr: np.ndarray) -> None:
     """Labels must survive the TSV form that hashes and saved runs use: no tab or line break
-    (it would split the label), no lone surrogate (not encodable as UTF-8)."""
-    joined = "\x00".join(arr.ravel())
-    bad = next((c for c in "\t\n\r" if c in joined), None)
+    (it would split the label), no NUL (the readers refuse it), no lone surrogate (not UTF-8)."""
+    joined = "\t".join(arr.ravel())
+    bad = next((c for c in "\n\r\x00" if c in joined), None)
+    if bad is None and joined.count("\t") != arr.size - 1:
+        bad = "\t"
     if bad is None:
         try:
             joined.encode("utf-8")
