@@ -93,3 +93,27 @@ def test_missing_optuna_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "optuna", None)  # makes `import optuna` raise ImportError
     with pytest.raises(MissingDependencyError, match=r"pip install 'kgeval\[hpo\]'"):
         hpo_pipeline(dataset="nations", model="distmult", n_trials=1)
+
+
+def test_saved_files_are_strict_json(tmp_path):
+    """A NaN intermediate value (a diverging trial reported to the pruner) is written as null, not NaN."""
+    import optuna
+
+    from kgeval.workflow import PipelineConfig
+    from kgeval.workflow.hpo import HPOResult
+
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    trial.suggest_int("model.dim", 4, 8)
+    trial.report(float("nan"), 1)
+    trial.set_user_attr("configuration", {"model": "distmult"})
+    trial.set_user_attr("config", PipelineConfig(model="distmult").to_dict())
+    study.tell(trial, 0.5)
+    HPOResult(study, "mrr", "maximize", "memory", "s").save(tmp_path)
+
+    def refuse(name):
+        raise ValueError(f"{name} in JSON")
+
+    trials = json.loads((tmp_path / "trials.json").read_text(), parse_constant=refuse)
+    assert trials[0]["intermediate_values"] == {"1": None}
+    assert json.loads((tmp_path / "best_pipeline_config.json").read_text(), parse_constant=refuse)["best_value"] == 0.5

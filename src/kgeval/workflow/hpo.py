@@ -19,13 +19,13 @@ Optuna is an optional dependency (``pip install kgeval[hpo]``) imported only her
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._json import finite_or_none, write_json
 from .._validation import check_positive_int, check_positive_number
 from ..errors import InvalidInputError, KGEvalError, UnknownNameError
 from ..keys import DEFAULT_METRIC
@@ -105,7 +105,7 @@ class HPOResult:
         return f"resume: run again with --storage {self.storage} --study-name {self.study_name}"
 
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write ``best_pipeline_config.json`` and ``trials.json`` into ``directory``."""
+        """Write ``best_pipeline_config.json`` and ``trials.json`` into ``directory`` (atomically; NaN as null)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         summary = {
@@ -113,13 +113,13 @@ class HPOResult:
             "study_name": self.study_name, "best_value": self.best_value, "best_params": self.best_params,
             "pipeline": self.best_pipeline_kwargs(), "config": self.best_config.to_dict(),
         }
-        (directory / "best_pipeline_config.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_json(directory / "best_pipeline_config.json", finite_or_none(summary))
         trials = [
             {"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
              "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()}}
             for t in self.study.trials
         ]
-        (directory / "trials.json").write_text(json.dumps(trials, indent=2) + "\n")
+        write_json(directory / "trials.json", finite_or_none(trials))
         return directory
 
 
