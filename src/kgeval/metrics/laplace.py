@@ -8,7 +8,7 @@ with φ_C(s) = (1/C) Σ_{j≤C} e^{−s f(j)}: independence makes L a product ov
 weights. Tasks are grouped into distinct (Cᵢ, wᵢ) pairs; each costs O(1) per quadrature node:
 
 - f(j) = j (IAMR): φ_C(s) = e^{−s}(1 − e^{−sC}) / (C(1 − e^{−s})), a geometric sum;
-- f(j) = 1/j (HMR): G(u, C) = Σ_{j≤C} e^{−u/j} (:func:`reciprocal_exp_sum`). With at most 8
+- f(j) = 1/j (HMR): C·φ_C(u) = G(u, C) = Σ_{j≤C} e^{−u/j} (:func:`reciprocal_exp_sum`). With at most 8
   distinct weights and C ≤ EXACT_MAX one cumulative sum over j per node and weight serves all
   C (the fast path for unweighted results); otherwise O(1) per pair and node.
 
@@ -55,30 +55,70 @@ def _pairs(c: np.ndarray, w: np.ndarray | None):
 
 def inverse_moments(num_candidates, weights, transform: str) -> tuple[float, float]:
     """``(E[1/X], E[1/X²])`` for X = Σ wᵢ f(rᵢ), f = identity (``'identity'``) or 1/j (``'reciprocal'``)."""
+    p = {"identity": 1.0, "reciprocal": -1.0}[transform]
+    return tuple(power_moments(num_candidates, weights, p, (-1.0, -2.0)))
+
+
+def power_moments(num_candidates, weights, p: float, betas) -> list[float] | None:
+    """``E[X^β]`` for each β < 0 in ``betas``, X = Σ wᵢ rᵢ^p; None where no exact path applies.
+
+    For β < 0 (Γ(−β) > 0) E[X^β] = (1/Γ(−β)) ∫₀^∞ t^{−β−1} L(t) dt, and subtracting the same
+    identity for μ^β: E[X^β] = μ^β + (1/Γ(−β)) ∫ (L(t) − e^{−μt}) t^{−β−1} dt (β = −1, −2 are
+    HMR/IAMR). φ is closed for p = 1, O(1) per pair for p = −1 (:func:`reciprocal_exp_sum`);
+    other p need the cumulative-sum path (≤ 8 distinct weights, C ≤ EXACT_MAX), else None.
+    """
     c = np.asarray(num_candidates, dtype=np.int64)
     cv, wv, cnt = _pairs(c, weights)
-    if transform == "identity":
+    few = np.unique(wv).size <= 8 and cv.max() <= EXACT_MAX
+    if p not in (1.0, -1.0) and not few:
+        return None
+    if p == 1.0:
         mean_f, var_f, f_min = (cv + 1.0) / 2.0, (cv.astype(np.float64) ** 2 - 1) / 12.0, np.ones(cv.shape)
-    elif transform == "reciprocal":
-        mean_f, var_f, f_min = power_moment(cv, -1.0), power_variance(cv, -1.0), 1.0 / cv.astype(np.float64)
-    else:  # pragma: no cover
-        raise ValueError(transform)
+    else:
+        mean_f, var_f = power_moment(cv, p), power_variance(cv, p)
+        f_min = np.ones(cv.shape) if p > 0 else cv.astype(np.float64) ** p
     mu = float(np.sum(cnt * wv * mean_f))
     m2 = float(np.sum(cnt * wv * wv * var_f)) + mu * mu
     x_min = float(np.sum(cnt * wv * f_min))
-    t0 = min((6e-18 / (mu * m2)) ** (1 / 3), (8e-18 / (mu * mu * m2)) ** 0.25)
-    t1 = (100.0 + 2.0 * math.log(max(mu / x_min, 1.0))) / x_min
+    # cut where the neglected parts are < 1e-18 relative: residual ≤ t²E[X²]/2 below t₀, L ≤ e^{−t·x_min} above t₁
+    t0 = min((2 * (2 - b) * 1e-18 * mu**b * math.gamma(-b) / m2) ** (1 / (2 - b)) for b in betas)
+    t1 = max(100.0 + 2.0 * (1 - b) * math.log(max(mu / x_min, 1.0)) for b in betas) / x_min
     t = np.exp(np.arange(math.log(t0) + _H / 2, math.log(t1) + _H, _H))
-    if transform == "identity":
+    if p == 1.0:
         log_l = _pair_sum(t, cv, wv, cnt, _log_phi_identity)
-    elif np.unique(wv).size <= 8 and cv.max() <= EXACT_MAX:
-        log_l = _log_l_reciprocal_prefix(t, cv, wv, cnt)
+    elif few:
+        log_l = _log_l_prefix(t, cv, wv, cnt, p)
     else:
         log_l = _pair_sum(t, cv, wv, cnt, _log_phi_reciprocal)
     resid = np.exp(log_l) - np.exp(-mu * t)
-    e1 = 1.0 / mu + _H * float(np.sum(resid * t))
-    e2 = 1.0 / mu**2 + _H * float(np.sum(resid * t * t))
-    return e1, e2
+    return [mu**b + _H * float(np.sum(resid * t ** (-b))) / math.gamma(-b) for b in betas]
+
+
+def power_mean_null(num_candidates, weights, p: float) -> tuple[float, float] | None:
+    """Exact (E, Var) of the power mean M = X^{1/p}, X = Σ wᵢ rᵢ^p, or None (then the caller
+    uses the delta method, flagged approximate).
+
+    - one task with positive weight: M is that rank: ((C+1)/2, (C²−1)/12);
+    - Π Cᵢ ≤ 2¹⁶ outcomes: enumeration (all equally likely);
+    - p < 0: Laplace quadrature with β = 1/p and 2/p (:func:`power_moments`), when its φ is cheap.
+    """
+    c = np.asarray(num_candidates, dtype=np.int64)
+    w = np.full(c.size, 1.0 / c.size) if weights is None else np.asarray(weights, dtype=np.float64)
+    c, w = c[w > 0], w[w > 0] / w[w > 0].sum()
+    if c.size == 1:
+        cf = float(c[0])
+        return (cf + 1) / 2, (cf * cf - 1) / 12
+    if float(np.prod(c.astype(np.float64))) <= 2**16:
+        x = np.zeros(1)
+        for ci, wi in zip(c, w):
+            x = (x[:, None] + wi * np.arange(1, ci + 1, dtype=np.float64)[None, :] ** p).ravel()
+        m = x ** (1.0 / p)
+        return float(m.mean()), float(m.var())
+    if p < 0:
+        moments = power_moments(c, w, p, (1.0 / p, 2.0 / p))
+        if moments is not None:
+            return moments[0], max(moments[1] - moments[0] ** 2, 0.0)
+    return None
 
 
 def _pair_sum(t, cv, wv, cnt, log_phi) -> np.ndarray:
@@ -156,17 +196,17 @@ def _deriv(u, x, m: int) -> np.ndarray:
     return np.where(y > 700.0, 0.0, val)  # e^{−y} underflows first: the term is 0
 
 
-def _log_l_reciprocal_prefix(t, cv, wv, cnt) -> np.ndarray:
+def _log_l_prefix(t, cv, wv, cnt, p: float) -> np.ndarray:
     """Fast path (≤ 8 distinct weights, C ≤ EXACT_MAX): per node and weight, one cumulative sum
-    of e^{−tw/j} over j ≤ max C gives G(tw, C) for every C of that weight."""
+    of e^{−tw·j^p} over j ≤ max C gives C·φ_C(tw) for every C of that weight."""
     log_l = np.zeros(t.shape)
     for w in np.unique(wv):
         sel = wv == w
         cs, ns = cv[sel], cnt[sel]
-        j = np.arange(1, int(cs.max()) + 1, dtype=np.float64)
-        block = max(1, 2**22 // j.size)  # bound memory: block × max C cells at a time
+        f = np.arange(1, int(cs.max()) + 1, dtype=np.float64) ** p
+        block = max(1, 2**22 // f.size)  # bound memory: block × max C cells at a time
         for start in range(0, t.size, block):
             s = t[start : start + block] * w
-            pref = np.cumsum(np.exp(-s[:, None] / j[None, :]), axis=1)[:, cs - 1]
+            pref = np.cumsum(np.exp(-s[:, None] * f[None, :]), axis=1)[:, cs - 1]
             log_l[start : start + block] += np.log(pref / cs[None, :]) @ ns
     return log_l
