@@ -97,3 +97,11 @@ def test_workers_creating_one_new_database_together(tmp_path):
         p.join(60)
     assert [queue.get(timeout=5) for _ in procs] == ["ok"] * 3
     assert len(optuna.get_all_study_summaries(storage)) == 1
+
+
+def test_opening_a_study_prints_no_experimental_warning(tmp_path):
+    """Optuna calls the heartbeat experimental; `kgeval hpo` printed that warning on every run."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _open(f"sqlite:///{tmp_path / 'q.db'}")
+    assert not [w for w in seen if issubclass(w.category, optuna.exceptions.ExperimentalWarning)]

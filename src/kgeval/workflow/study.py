@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -108,8 +109,10 @@ def _first_line(exc: BaseException) -> str:
 
 def _storage(url: str):
     kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT}} if url.startswith("sqlite") else {}
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_INTERVAL,
-                                      grace_period=GRACE_PERIOD)
+    with warnings.catch_warnings():  # the heartbeat is "experimental" in Optuna: not the user's concern
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_INTERVAL,
+                                          grace_period=GRACE_PERIOD)
 
 
 def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner, load_if_exists: bool):
@@ -149,8 +152,6 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
 
 def fail_stale_trials(study) -> list[int]:
     """Mark RUNNING trials whose heartbeat is older than the grace period FAILED; their numbers."""
-    import warnings
-
     running = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
     if not running:
         return []
