@@ -40,32 +40,38 @@ def _bernoulli_even(k_max: int) -> list[Fraction]:
 _EM_COEF = [_LD(f.numerator) / _LD(f.denominator) for f in _bernoulli_even(EM_TERMS)]
 
 
-def _falling(a: np.ndarray, m: int) -> np.ndarray:
-    """a(a−1)…(a−m+1)."""
-    out = np.ones_like(a)
-    for i in range(m):
-        out = out * (a - i)
-    return out
-
-
 def euler_maclaurin_power_sum(lo, hi, a) -> np.ndarray:
-    """``Σ_{j=lo..hi} j^a`` by Euler–Maclaurin, for ``lo ≥ EM_BASE`` (longdouble, elementwise)."""
+    """``Σ_{j=lo..hi} j^a`` by Euler–Maclaurin, for ``lo ≥ EM_BASE`` (longdouble, elementwise).
+
+    Two ``powl`` per element (l^a, h^a; the derivative powers follow by multiplying with 1/x):
+    extended-precision pow is slow, and this runs once per task above EXACT_MAX.
+    """
     lo, hi, a = (np.asarray(v, dtype=_LD) for v in (lo, hi, a))
     lo, hi, a = np.broadcast_arrays(lo, hi, a)
+    if lo.size and np.all(lo == lo.flat[0]) and np.all(a == a.flat[0]):
+        la = np.full(lo.shape, lo.flat[0] ** a.flat[0])  # one task-independent lower end
+    else:
+        la = lo**a
+    ha = hi**a
     a1 = a + 1
     span = np.log1p((hi - lo) / lo)  # ln(h/l) without cancellation for h ≈ l
-    z = a1 * span
     safe = np.where(a1 == 0, 1, a1)
-    integral = lo**a1 * np.where(a1 == 0, span, np.expm1(z) / safe)
-    total = integral + 0.5 * (lo**a + hi**a)
+    integral = lo * la * np.where(a1 == 0, span, np.expm1(a1 * span) / safe)
+    total = integral + 0.5 * (la + ha)
+    # term k is ≲ 2((|a| + 2k)/(2π·lo))^{2k} of the sum: stop once that is below 1e-21
+    amax, lmin = float(np.max(np.abs(a), initial=0.0)), float(np.min(lo, initial=EM_BASE))
+    terms = next((k for k in range(1, EM_TERMS + 1) if ((amax + 2 * k) / (2 * np.pi * lmin)) ** (2 * k) < 1e-21), EM_TERMS)
+    inv_l2, inv_h2 = 1 / (lo * lo), 1 / (hi * hi)
+    pl, ph = la / lo, ha / hi  # x^{a−m} for m = 1, 3, 5, …
     ff = a
-    for k, coef in enumerate(_EM_COEF, start=1):
+    for k, coef in enumerate(_EM_COEF[:terms], start=1):
         m = 2 * k - 1
         if k > 1:
             ff = ff * (a - (m - 2)) * (a - (m - 1))  # a(a−1)…(a−m+1)
+            pl, ph = pl * inv_l2, ph * inv_h2
         if not np.any(ff):
             break  # whole a ≥ 0: the expansion has terminated, the sum is exact
-        total = total + coef * ff * (hi ** (a - m) - lo ** (a - m))
+        total = total + coef * ff * (ph - pl)
     return total
 
 

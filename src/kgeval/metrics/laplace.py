@@ -9,7 +9,7 @@ weights. Tasks are grouped into distinct (Cᵢ, wᵢ) pairs; each costs O(1) per
 
 - f(j) = j (IAMR): φ_C(s) = e^{−s}(1 − e^{−sC}) / (C(1 − e^{−s})), a geometric sum;
 - f(j) = 1/j (HMR): C·φ_C(u) = G(u, C) = Σ_{j≤C} e^{−u/j} (:func:`reciprocal_exp_sum`). With at most 8
-  distinct weights and C ≤ EXACT_MAX one cumulative sum over j per node and weight serves all
+  distinct weights and C ≤ 2²⁰ one cumulative sum over j per node and weight serves all
   C (the fast path for unweighted results); otherwise O(1) per pair and node.
 
 Quadrature: t = eʸ makes the integrand analytic in the strip |Im y| < π/2, where the
@@ -28,13 +28,14 @@ import math
 import numpy as np
 from scipy.special import expn
 
-from .asymptotics import EM_BASE, EXACT_MAX, _EM_COEF
+from .asymptotics import EM_BASE, _EM_COEF
 from .moments import power_moment, power_sums, power_variance
 
 _H = 0.25  # trapezoid step in y = ln t
 _SERIES_MAX_U = 2.0  # G(u, C) by its power series in u below this (C ≥ EM_BASE)
 _SERIES_TERMS = 30  # 2³⁰/30! < 1e-23
 _EM_K = 10  # Euler–Maclaurin terms for e^{−u/x} from x = 32: remainder < 1e-21
+_PREFIX_MAX = 2**20  # cumulative-sum path up to this C (cost nodes × max C, as before the asymptotics)
 
 
 def _pairs(c: np.ndarray, w: np.ndarray | None):
@@ -65,11 +66,11 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     For β < 0 (Γ(−β) > 0) E[X^β] = (1/Γ(−β)) ∫₀^∞ t^{−β−1} L(t) dt, and subtracting the same
     identity for μ^β: E[X^β] = μ^β + (1/Γ(−β)) ∫ (L(t) − e^{−μt}) t^{−β−1} dt (β = −1, −2 are
     HMR/IAMR). φ is closed for p = 1, O(1) per pair for p = −1 (:func:`reciprocal_exp_sum`);
-    other p need the cumulative-sum path (≤ 8 distinct weights, C ≤ EXACT_MAX), else None.
+    other p need the cumulative-sum path (≤ 8 distinct weights, C ≤ 2²⁰), else None.
     """
     c = np.asarray(num_candidates, dtype=np.int64)
     cv, wv, cnt = _pairs(c, weights)
-    few = np.unique(wv).size <= 8 and cv.max() <= EXACT_MAX
+    few = np.unique(wv).size <= 8 and cv.max() <= _PREFIX_MAX
     if p not in (1.0, -1.0) and not few:
         return None
     if p == 1.0:
@@ -85,11 +86,19 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     t1 = max(100.0 + 2.0 * (1 - b) * math.log(max(mu / x_min, 1.0)) for b in betas) / x_min
     t = np.exp(np.arange(math.log(t0) + _H / 2, math.log(t1) + _H, _H))
     if p == 1.0:
-        log_l = _pair_sum(t, cv, wv, cnt, _log_phi_identity)
+        log_l_of = lambda tt: _pair_sum(tt, cv, wv, cnt, _log_phi_identity)  # noqa: E731
     elif few:
-        log_l = _log_l_prefix(t, cv, wv, cnt, p)
+        log_l_of = lambda tt: _log_l_prefix(tt, cv, wv, cnt, p)  # noqa: E731
     else:
-        log_l = _pair_sum(t, cv, wv, cnt, _log_phi_reciprocal)
+        log_l_of = lambda tt: _pair_sum(tt, cv, wv, cnt, _log_phi_reciprocal)  # noqa: E731
+    # L is decreasing (X > 0): once L(t)·t₁^{|β|}/|β| and e^{−μt} are below 1e-18 of the
+    # answer, the remaining nodes cannot matter; stop there (saves most large-u work)
+    stop = min(math.log(1e-18) + b * math.log(mu) + math.lgamma(-b) + math.log(-b) + b * math.log(t1) for b in betas)
+    log_l = np.full(t.shape, -np.inf)
+    for start in range(0, t.size, 16):
+        log_l[start : start + 16] = log_l_of(t[start : start + 16])
+        if log_l[min(start + 15, t.size - 1)] < stop and -mu * t[min(start + 15, t.size - 1)] < stop:
+            break
     resid = np.exp(log_l) - np.exp(-mu * t)
     return [mu**b + _H * float(np.sum(resid * t ** (-b))) / math.gamma(-b) for b in betas]
 
@@ -197,7 +206,7 @@ def _deriv(u, x, m: int) -> np.ndarray:
 
 
 def _log_l_prefix(t, cv, wv, cnt, p: float) -> np.ndarray:
-    """Fast path (≤ 8 distinct weights, C ≤ EXACT_MAX): per node and weight, one cumulative sum
+    """Fast path (≤ 8 distinct weights, C ≤ 2²⁰): per node and weight, one cumulative sum
     of e^{−tw·j^p} over j ≤ max C gives C·φ_C(tw) for every C of that weight."""
     log_l = np.zeros(t.shape)
     for w in np.unique(wv):

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .asymptotics import EXACT_MAX, power_sum_range
+from .asymptotics import EXACT_MAX, euler_maclaurin_power_sum, power_sum_range
 
 # prefix sums are cheap but shared by many metrics of one result: keep a small LRU cache
 _CACHE: OrderedDict = OrderedDict()
@@ -83,8 +83,13 @@ def power_sums(num_candidates, exponent, low=None) -> np.ndarray:
     if not big.any():
         return _exact_power_sums(c.astype(np.int64), a, lo.astype(np.int64))
     out = np.empty(c.shape, dtype=np.longdouble)
-    ab = a if a.ndim == 0 else a[big]
-    out[big] = power_sum_range(lo[big], c[big], ab)
+    if a.ndim == 0:  # exact prefix up to EXACT_MAX, Euler–Maclaurin from EXACT_MAX + 1 (few terms needed there)
+        lb, cb = lo[big].astype(np.int64), c[big]
+        p = power_prefix(float(a), EXACT_MAX, np.longdouble)
+        head = np.where(lb <= EXACT_MAX, p[EXACT_MAX] - p[np.minimum(lb, EXACT_MAX + 1) - 1], 0)
+        out[big] = head + euler_maclaurin_power_sum(np.maximum(lb, EXACT_MAX + 1), cb, a)
+    else:
+        out[big] = power_sum_range(lo[big], c[big], a[big])
     if not big.all():
         small = ~big
         out[small] = _exact_power_sums(c[small].astype(np.int64), a if a.ndim == 0 else a[small], lo[small].astype(np.int64))
