@@ -161,12 +161,13 @@ def reciprocal_exp_sum(u, c) -> np.ndarray:
       Qₘ(y) = Σₖ (−1)^{m+k} L(m, k) yᵏ (Lah numbers L(m, k) = C(m−1, k−1) m!/k!), bounded by
       2^{m−1} m!/x^m: 10 terms from x = 32 leave < 1e-21 absolute (each term ≤ 1).
     """
+    uniq = np.unique(np.asarray(c, dtype=np.float64))  # before broadcasting: pairs, not pairs × nodes
     u, c = np.broadcast_arrays(np.asarray(u, dtype=np.float64), np.asarray(c, dtype=np.float64))
     out = np.empty(u.shape)
     series = (c >= EM_BASE) & (u <= _SERIES_MAX_U)
     if series.any():
         cs, us = c[series], u[series]
-        uniq, inv = np.unique(cs, return_inverse=True)
+        inv = np.searchsorted(uniq, cs)
         acc = np.zeros(us.shape)
         for m in range(_SERIES_TERMS, -1, -1):  # nested form of Σ H_m (−u)^m / m!
             h_m = uniq if m == 0 else power_sums(uniq, -float(m)).astype(np.float64)
