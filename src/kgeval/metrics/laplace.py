@@ -86,7 +86,7 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     t1 = max(100.0 + 2.0 * (1 - b) * math.log(max(mu / x_min, 1.0)) for b in betas) / x_min
     t = np.exp(np.arange(math.log(t0) + _H / 2, math.log(t1) + _H, _H))
     if p == 1.0:
-        log_l_of = lambda tt: _pair_sum(tt, cv, wv, cnt, _log_phi_identity)  # noqa: E731
+        log_l_of = lambda tt: _log_l_identity(tt, cv, wv, cnt)  # noqa: E731
     elif few:
         log_l_of = lambda tt: _log_l_prefix(tt, cv, wv, cnt, p)  # noqa: E731
     else:
@@ -141,10 +141,15 @@ def _pair_sum(t, cv, wv, cnt, log_phi) -> np.ndarray:
     return out
 
 
-def _log_phi_identity(s, c):
-    """log φ_C(s) for f(j) = j: log[e^{−s}(1 − e^{−sC}) / (C(1 − e^{−s}))]."""
+def _log_l_identity(t, cv, wv, cnt) -> np.ndarray:
+    """Σ cnt · log φ_C(tw) for f(j) = j, φ_C(s) = e^{−s}(1 − e^{−sC}) / (C(1 − e^{−s})): only
+    log(1 − e^{−sC}) needs every pair; the rest is summed per distinct weight and per pair once."""
+    uw, inv = np.unique(wv, return_inverse=True)
+    s = t[:, None] * uw[None, :]
     with np.errstate(divide="ignore"):
-        return -s + np.log(-np.expm1(-s * c)) - np.log(c) - np.log(-np.expm1(-s))
+        out = (-s - np.log(-np.expm1(-s))) @ np.bincount(inv, weights=cnt, minlength=uw.size)
+        out -= float(np.sum(cnt * np.log(cv.astype(np.float64))))
+        return out + _pair_sum(t, cv, wv, cnt, lambda u, c: np.log(-np.expm1(-u * c)))
 
 
 def _log_phi_reciprocal(u, c):
