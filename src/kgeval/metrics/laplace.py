@@ -26,10 +26,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expn
-
 from .asymptotics import EM_BASE, _EM_COEF
-from .moments import power_moment, power_sums, power_variance
+from .moments import power_moment, power_variance
 
 _H = 0.25  # trapezoid step in y = ln t
 _SERIES_MAX_U = 2.0  # G(u, C) by its power series in u below this (C ≥ EM_BASE)
@@ -175,8 +173,7 @@ def reciprocal_exp_sum(u, c) -> np.ndarray:
         inv = np.searchsorted(uniq, cs)
         acc = np.zeros(us.shape)
         for m in range(_SERIES_TERMS, -1, -1):  # nested form of Σ H_m (−u)^m / m!
-            h_m = uniq if m == 0 else power_sums(uniq, -float(m)).astype(np.float64)
-            acc = h_m[inv] + acc * (-us) / (m + 1)
+            acc = _harmonic(uniq, m)[inv] + acc * (-us) / (m + 1)
         out[series] = acc
     rest = ~series
     if rest.any():
@@ -184,7 +181,21 @@ def reciprocal_exp_sum(u, c) -> np.ndarray:
     return out
 
 
+def _harmonic(c: np.ndarray, m: int) -> np.ndarray:
+    """H_m(C) = Σ_{j≤C} j^{−m} in float64: C, ψ(C+1) + γ, ζ(m) − ζ(m, C+1) (no cancellation:
+    the series path has C ≥ 32, where ζ(m, C+1) ≪ ζ(m))."""
+    from scipy.special import digamma, zeta  # lazy: scipy.special costs 0.2 s to import
+
+    if m == 0:
+        return c
+    if m == 1:
+        return digamma(c + 1.0) + np.euler_gamma
+    return zeta(float(m)) - zeta(float(m), c + 1.0)
+
+
 def _direct_plus_em(u: np.ndarray, c: np.ndarray) -> np.ndarray:
+    from scipy.special import expn  # lazy: scipy.special costs 0.2 s to import
+
     j = np.arange(1, EM_BASE, dtype=np.float64)
     total = np.where(j[None, :] <= c[:, None], np.exp(-u[:, None] / j[None, :]), 0.0).sum(axis=1)
     tail = c >= EM_BASE
