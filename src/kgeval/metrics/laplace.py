@@ -33,6 +33,7 @@ _H = 0.25  # trapezoid step in y = ln t
 _SERIES_MAX_U = 2.0  # G(u, C) by its power series in u below this (C ≥ EM_BASE)
 _SERIES_TERMS = 30  # 2³⁰/30! < 1e-23
 _EM_K = 10  # Euler–Maclaurin terms for e^{−u/x} from x = 32: remainder < 1e-21
+_H_CACHE: dict = {}
 _PREFIX_MAX = 2**20  # cumulative-sum path up to this C (cost nodes × max C, as before the asymptotics)
 
 
@@ -188,9 +189,14 @@ def _harmonic(c: np.ndarray, m: int) -> np.ndarray:
 
     if m == 0:
         return c
-    if m == 1:
-        return digamma(c + 1.0) + np.euler_gamma
-    return zeta(float(m)) - zeta(float(m), c + 1.0)
+    key = (m, c.tobytes())  # the same pairs come back for every block of nodes
+    hit = _H_CACHE.get(key)
+    if hit is None:
+        hit = digamma(c + 1.0) + np.euler_gamma if m == 1 else zeta(float(m)) - zeta(float(m), c + 1.0)
+        if len(_H_CACHE) > 4 * _SERIES_TERMS:
+            _H_CACHE.clear()
+        _H_CACHE[key] = hit
+    return hit
 
 
 def _direct_plus_em(u: np.ndarray, c: np.ndarray) -> np.ndarray:
