@@ -147,14 +147,37 @@ def log_power_moment(num_candidates: np.ndarray, exponent, low: np.ndarray | Non
     there for n ~ 10⁴. The result is a longdouble array; sum it before converting.
     """
     c = np.asarray(num_candidates)
+    if low is None and np.ndim(exponent) == 0 and c.size >= 4096 and int(c.max()) <= EXACT_MAX:
+        # one log per distinct C instead of per task (10⁷ tasks): a table over 1..max C, gathered
+        n = np.arange(int(c.max()) + 1, dtype=np.longdouble)
+        n[0] = 1
+        sums = power_prefix(float(exponent), n.size - 1, np.longdouble)[: n.size]
+        with np.errstate(divide="ignore"):  # C = 0 never occurs; its entry is unused
+            return np.log(sums / n)[c]
     lo = np.ones(c.shape, dtype=np.int64) if low is None else np.asarray(low)
     count = c.astype(np.longdouble) - lo.astype(np.longdouble) + 1
     return np.log(power_sums(c, exponent, lo)) - np.log(count)
 
 
+def _per_value_table(c: np.ndarray, exponent) -> tuple[np.ndarray, np.ndarray] | None:
+    """(E[r^a], Var[r^a]) for every C = 0..max C as float64 tables, when max C ≤ EXACT_MAX and a
+    is a scalar: a gather per task then costs what the old prefix lookup did (10⁷ tasks)."""
+    a = np.asarray(exponent, dtype=np.float64)
+    if a.ndim or c.size < 4096 or int(c.max()) > EXACT_MAX:
+        return None
+    n = np.arange(int(c.max()) + 1, dtype=np.longdouble)
+    n[0] = 1
+    m1 = power_prefix(float(a), n.size - 1, np.longdouble)[: n.size] / n
+    m2 = power_prefix(2 * float(a), n.size - 1, np.longdouble)[: n.size] / n
+    return m1.astype(np.float64), np.maximum(m2 - m1 * m1, 0).astype(np.float64)
+
+
 def power_moment(num_candidates, exponent, low=None) -> np.ndarray:
     """``E[r^a] = Σ_{j=low..C} j^a / (C − low + 1)`` per task, as float64 (see :func:`power_sums`)."""
     c = np.asarray(num_candidates)
+    table = None if low is not None else _per_value_table(c, exponent)
+    if table is not None:
+        return table[0][c]
     lo = np.ones(c.shape, dtype=np.int64) if low is None else np.asarray(low)
     count = c.astype(np.longdouble) - lo.astype(np.longdouble) + 1
     return (power_sums(c, exponent, lo) / count).astype(np.float64)
@@ -163,6 +186,9 @@ def power_moment(num_candidates, exponent, low=None) -> np.ndarray:
 def power_variance(num_candidates, exponent) -> np.ndarray:
     """``Var[r^a] = E[r^{2a}] − E[r^a]²`` per task (longdouble difference, float64 result)."""
     c = np.asarray(num_candidates)
+    table = _per_value_table(c, exponent)
+    if table is not None:
+        return table[1][c]
     count = c.astype(np.longdouble)
     m1 = power_sums(c, exponent) / count
     m2 = power_sums(c, 2 * np.asarray(exponent, dtype=np.float64)) / count

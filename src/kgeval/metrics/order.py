@@ -66,10 +66,17 @@ def _survival_at(x: np.ndarray, c: np.ndarray, k: int) -> tuple[np.ndarray, bool
             shifted = np.concatenate([np.zeros((x.size, 1)), pmf[:, :-1]], axis=1)
             pmf = pmf * (1 - p) + shifted * p
         return pmf.sum(axis=1), True
-    cs = np.sort(c.astype(np.float64))
-    idx = np.searchsorted(cs, x, side="right")  # #{Cᵢ ≤ x}
-    t1, t2, t3 = (np.append(np.cumsum((cs**-p)[::-1])[::-1], 0.0)[idx] for p in (1, 2, 3))  # Σ_{Cᵢ > x} Cᵢ^(−p)
-    mu = idx + x * t1
+    if c.max() <= 2**22:  # distinct values and counts without sorting n (n may be 10⁷)
+        counts = np.bincount(c)
+        vals = np.flatnonzero(counts)
+        counts = counts[vals]
+    else:
+        vals, counts = np.unique(c, return_counts=True)
+    vals, counts = vals.astype(np.float64), counts.astype(np.float64)
+    idx = np.searchsorted(vals, x, side="right")
+    n_le = np.append(0.0, np.cumsum(counts))[idx]  # #{Cᵢ ≤ x}
+    t1, t2, t3 = (np.append(np.cumsum((counts * vals**-p)[::-1])[::-1], 0.0)[idx] for p in (1, 2, 3))  # Σ_{Cᵢ > x} Cᵢ^(−p)
+    mu = n_le + x * t1
     var = np.maximum(x * t1 - x * x * t2, 0.0)
     k3 = x * t1 - 3 * x * x * t2 + 2 * x**3 * t3
     out = np.empty(x.size, dtype=np.float64)
