@@ -116,7 +116,8 @@ def power_mean_null(num_candidates, weights, p: float) -> tuple[float, float] | 
     if c.size == 1:
         cf = float(c[0])
         return (cf + 1) / 2, (cf * cf - 1) / 12
-    if float(np.prod(c.astype(np.float64))) <= 2**16:
+    # log2 of the outcome count: the product itself overflows to inf for many tasks
+    if float(np.log2(c.astype(np.float64)).sum()) <= 16:
         x = np.zeros(1)
         for ci, wi in zip(c, w):
             x = (x[:, None] + wi * np.arange(1, ci + 1, dtype=np.float64)[None, :] ** p).ravel()
