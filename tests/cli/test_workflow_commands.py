@@ -35,8 +35,8 @@ def trained(tmp_path_factory):
 def test_pipeline_prints_table_protocol_and_writes_output(trained):
     out, text = trained
     for needle in ("MRR", "Hits@10", "AMRI", "z-MRR", "adjusted MRR", "MR (arithmetic_mean_rank)",
-                   "filtered: training (1,592) + validation (199) + test (201", "sides head + tail",
-                   "rank type: realistic"):
+                   "test split, 201 triples", "filtered: evaluation (201) + training (1,592) + validation (199)",
+                   "sides head + tail", "rank types: optimistic, pessimistic, realistic", "table: realistic ranks"):
         assert needle in text
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "losses.json", "manifest.json", "model.pt",
                                                     "rank_table.npz", "results.json"]

@@ -29,37 +29,16 @@ def count(n: int) -> str:
     return f"{n:,}"
 
 
-def describe_filtering(dataset, split: str, filter_validation_when_testing: bool) -> str:
-    """The filter sets of an evaluation, spelled out with their sizes."""
-    if canonical_split(split) == "test":
-        parts = [f"training ({count(len(dataset.training))})"]
-        if filter_validation_when_testing:
-            parts.append(f"validation ({count(len(dataset.validation))})")
-        parts.append(f"test ({count(len(dataset.testing))}, the evaluation triples)")
+def protocol_lines(results, split: str) -> list[str]:
+    """The evaluation protocol as printed by every command: the split, within the protocol's own
+    :meth:`~kgeval.protocol.EvaluationProtocol.describe` (one describer for every printer)."""
+    split_word = "test" if canonical_split(split) == "test" else "validation"
+    lines = results.evaluation_protocol.describe().splitlines()
+    if lines and lines[0].startswith("evaluation: "):
+        lines[0] = f"evaluation: {split_word} split, " + lines[0][len("evaluation: "):]
     else:
-        parts = [f"training ({count(len(dataset.training))})",
-                 f"validation ({count(len(dataset.validation))}, the evaluation triples)"]
-    return " + ".join(parts)
-
-
-def protocol_lines(results, dataset, split: str, filter_validation_when_testing: bool, whitelist) -> list[str]:
-    """The evaluation protocol in a few human-readable lines."""
-    p = results.protocol or {}
-    split = canonical_split(split)
-    split_word = "test" if split == "test" else "validation"
-    lines = [
-        f"evaluation: {split_word} split, {count(p.get('num_evaluated_triples', p.get('num_triples', 0)))} triples, "
-        f"sides {' + '.join(p.get('sides', []))} ({count(p.get('num_tasks', 0))} ranking tasks), "
-        + (f"the {len(whitelist['entities'])} whitelisted entities as candidates" if whitelist.get("entities")
-           else f"all {count(dataset.num_entities)} entities as candidates"),
-        f"filtered: {describe_filtering(dataset, split, filter_validation_when_testing)}",
-        "rank type: realistic (mean of optimistic and pessimistic ranks: ties count half)",
-    ]
-    r, e = whitelist.get("relations"), whitelist.get("entities")
-    if r or e:
-        lines.append("whitelist: " + ", ".join(x for x in [f"{len(r)} relations" if r else "",
-                                                           f"{len(e)} entities" if e else ""] if x))
-    return lines
+        lines.insert(0, f"evaluation: {split_word} split")
+    return lines + ["table: realistic ranks (ties count half)"]
 
 
 #: The headline metrics of the workflow commands: (label, metric key).

@@ -56,7 +56,7 @@ def command(model_file, dataset, split, relation_whitelist, entity_whitelist, no
                                "protocol": results.protocol}, indent=2, default=str))
         return
     click.echo(f"{getattr(model, 'name', type(model).__name__)} from {model_file} on {ds.name}")
-    for line in protocol_lines(results, ds, split, filter_valid, {"relations": rel, "entities": ent}):
+    for line in protocol_lines(results, split):
         click.echo(line)
     click.echo("")
     click.echo(headline_table(results))

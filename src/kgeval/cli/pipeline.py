@@ -107,8 +107,7 @@ def _report(result, ds, saved: Path, fmt: str) -> None:
         + f", {result.timings['training']:.1f} s"
         + (f"; final loss {tr.losses[-1]:.4f}" if tr.losses else "")
     )
-    for line in protocol_lines(result.results, ds, "testing", cfg.evaluation.filter_validation_when_testing,
-                               {"relations": cfg.restriction.relations, "entities": cfg.restriction.entities}):
+    for line in protocol_lines(result.results, "test"):
         click.echo(line)
     click.echo("")
     click.echo(headline_table(result.results))
