@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,7 +24,6 @@ import torch
 from kgeval.models import get_model
 from kgeval.training import train
 
-ROOT = Path(__file__).resolve().parents[1]
 
 # Reference test MRRs (both, realistic, filtered) of the case study.
 TARGETS = {
@@ -104,22 +101,11 @@ CONFIGS: dict[tuple[str, str], dict] = {
 
 # ---------------------------------------------------------------------------- data
 def load_dataset(name: str):
-    """(train, valid, test, num_entities, num_relations); ids = positions in sorted labels."""
-    try:  # the packaged loader, once it exists
-        from kgeval.data import get_dataset
+    """(train, valid, test, num_entities, num_relations) through kgeval's own loader (R14)."""
+    from kgeval.data import get_dataset
 
-        ds = get_dataset(name)
-        return ds.training, ds.validation, ds.testing, ds.num_entities, ds.num_relations
-    except Exception:
-        pass
-    folder = ROOT / "src" / "kgeval" / "data" / "builtin" / name
-    raw = {s: [line.rstrip("\n").split("\t") for line in (folder / f"{s}.txt").read_text().splitlines() if line]
-           for s in ("train", "valid", "test")}
-    ents = sorted({x for rows in raw.values() for h, _, t in rows for x in (h, t)})
-    rels = sorted({r for rows in raw.values() for _, r, _ in rows})
-    e_id, r_id = {e: i for i, e in enumerate(ents)}, {r: i for i, r in enumerate(rels)}
-    arr = {s: np.array([[e_id[h], r_id[r], e_id[t]] for h, r, t in rows], dtype=np.int64) for s, rows in raw.items()}
-    return arr["train"], arr["valid"], arr["test"], len(ents), len(rels)
+    ds = get_dataset(name)
+    return ds.training, ds.validation, ds.testing, ds.num_entities, ds.num_relations
 
 
 # ---------------------------------------------------------------------------- evaluation
@@ -192,15 +178,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     evaluator = exact_evaluate
     if args.evaluator != "exact":
-        try:
-            import kgeval.evaluation  # noqa: F401
-
-            from kgeval import evaluate  # noqa: F401
-
-            evaluator = kgeval_evaluate
-        except Exception:
-            if args.evaluator == "kgeval":
-                raise
+        evaluator = kgeval_evaluate
     print(f"evaluator: {evaluator.__name__}, split: {args.split}, torch threads: {torch.get_num_threads()}")
     header = f"{'model':<9} {'dataset':<9} {'epochs':>6} {'seconds':>8} {'s/epoch':>8} {'MRR':>6} {'H@10':>6} {'target':>6}  result"
     print(header)
