@@ -7,30 +7,11 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from kgeval.cli import main
+from cli_helpers import run
 from kgeval.workflow.runs import verify_manifest
 
 FAST = ["--model", "distmult", "--epochs", "2", "--dim", "8"]
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def _mrr(text: str) -> str:
-    m = re.search(r"^MRR \(inverse_harmonic_mean_rank\)\s+\S+\s+\S+\s+(\S+)", text, re.M)
-    assert m, text
-    return m.group(1)
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cli-runs") / "run"
-    res = run("pipeline", "-d", "nations", *FAST, "-o", out)
-    assert res.exit_code == 0, res.output
-    return out, res.output
 
 
 def _swapped_nations(directory: Path) -> Path:

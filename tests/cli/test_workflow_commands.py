@@ -10,26 +10,9 @@ from click.testing import CliRunner
 
 from kgeval.cli import main
 
+from cli_helpers import headline_mrr, run
+
 FAST = ["--model", "distmult", "--epochs", "3", "--dim", "16"]
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    return result
-
-
-def _mrr(text: str) -> str:
-    m = re.search(r"^MRR \(inverse_harmonic_mean_rank\)\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
-    assert m, text
-    return m.group(3)
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cli") / "run"
-    res = run("pipeline", "--dataset", "nations", *FAST, "--output", out)
-    assert res.exit_code == 0, res.output
-    return out, res.output
 
 
 def test_pipeline_prints_table_protocol_and_writes_output(trained):
@@ -46,11 +29,11 @@ def test_evaluate_saved_model_reproduces_numbers(trained):
     out, text = trained
     again = run("evaluate", "--model-file", out)
     assert again.exit_code == 0, again.output
-    assert _mrr(again.output) == _mrr(text)
+    assert headline_mrr(again.output) == headline_mrr(text)
     from_file = run("evaluate", "--model-file", out / "model.pt", "--dataset", "nations", "--format", "json")
     assert from_file.exit_code == 0, from_file.output
     payload = json.loads(from_file.output)
-    assert f"{payload['metrics']['both.realistic.inverse_harmonic_mean_rank']:.4f}" == _mrr(text)
+    assert f"{payload['metrics']['both.realistic.inverse_harmonic_mean_rank']:.4f}" == headline_mrr(text)
     valid = run("evaluate", "--model-file", out, "--split", "valid")
     assert valid.exit_code == 0 and "validation split, 199 triples" in valid.output
 
@@ -142,4 +125,4 @@ def test_directory_dataset_round_trip(tmp_path):
     shutil.copytree(out, tmp_path / "copy")
     again = run("evaluate", "--model-file", tmp_path / "copy")  # dataset found again from config.json
     assert again.exit_code == 0, again.output
-    assert _mrr(again.output) == _mrr(res.output)
+    assert headline_mrr(again.output) == headline_mrr(res.output)
