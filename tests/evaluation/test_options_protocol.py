@@ -133,3 +133,14 @@ def test_describe_names_filter_sets_restriction_and_sampling():
     assert "restriction: 2 relations" in text and "seed 5" in text and "expected" in text
     unf = evaluate_ranks(scorer, test, filtered=False, progress=False).protocol.describe()
     assert "unfiltered" in unf
+
+
+def test_sampler_seed_follows_the_one_seed_rule():
+    # the same rule as pipeline/hpo seeds: 0 <= seed < 2**32 (numpy/torch/Optuna all accept it)
+    from kgeval.errors import InvalidInputError
+    from kgeval.evaluation.options import EvaluationOptions
+
+    assert EvaluationOptions(seed=2**32 - 1).seed == 2**32 - 1
+    for bad in (2**32, -1, True):
+        with pytest.raises(InvalidInputError, match="seed"):
+            EvaluationOptions(seed=bad)

@@ -20,8 +20,8 @@ import numpy as np
 
 from .._validation import (
     Side,
-    check_nonnegative_int,
     check_positive_int,
+    check_seed,
     check_positive_number,
     to_numpy,
 )
@@ -147,7 +147,7 @@ class EvaluationOptions:
         set_("restrict_relations", _id_set("restrict_relations", self.restrict_relations, "relation"))
         for name in ("num_negatives", "batch_size", "entity_chunk_size", "num_relations"):
             set_(name, check_positive_int(name, getattr(self, name), allow_none=True))
-        set_("seed", check_nonnegative_int("seed", self.seed))
+        set_("seed", check_seed("seed", self.seed))
         tol = self.tie_tolerance
         if not isinstance(tol, (numbers.Real, np.floating)) or isinstance(tol, (bool, np.bool_)) or not (
             math.isfinite(float(tol)) and float(tol) >= 0
