@@ -130,3 +130,19 @@ def test_labels_round_trip_and_are_checked(tmp_path):
     torch.save(blob, path)
     with pytest.raises(InvalidInputError, match="entity labels do not match"):
         load_model(path)
+
+
+def test_unknown_model_option_lists_every_accepted_option():
+    # the message listed "allowed: []" for DistMult although dim/seed/inverse_relations are accepted
+    import pytest
+
+    from kgeval.errors import InvalidInputError
+    from kgeval.models import get_model
+
+    with pytest.raises(InvalidInputError) as info:
+        get_model("distmult", num_entities=5, num_relations=2, dimm=3)
+    message = str(info.value)
+    assert "'dimm'" in message
+    for name in ("dim", "seed", "inverse_relations"):
+        assert name in message.split("allowed:")[1]
+    get_model("distmult", num_entities=5, num_relations=2, dim=3, seed=0, inverse_relations=True)

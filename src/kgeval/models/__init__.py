@@ -49,9 +49,10 @@ def get_model(name: str, num_entities: int, num_relations: int, *, dim: int | No
     params = inspect.signature(cls.__init__).parameters
     bad = sorted(k for k in kwargs if k not in params or k in ("self", "num_entities", "num_relations"))
     if bad:
-        allowed = sorted(k for k in params if k not in ("self", "num_entities", "num_relations", "dim",
-                                                        "inverse_relations"))
-        raise InvalidInputError(f"model {key!r} got unknown option(s) {bad}; allowed: {allowed}")
+        # dim, seed and inverse_relations are get_model's own keywords; the rest are the class's
+        allowed = sorted({"dim", "seed", "inverse_relations"}
+                         | {k for k in params if k not in ("self", "num_entities", "num_relations")})
+        raise InvalidInputError(f"model {key!r} got unknown option(s) {bad}; allowed: {', '.join(allowed)}")
     if dim is not None:
         kwargs["dim"] = dim
     with torch.random.fork_rng(devices=[]):
