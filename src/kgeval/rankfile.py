@@ -20,11 +20,11 @@ import csv
 import itertools
 import math
 import os
-import secrets
 from pathlib import Path
 
 import numpy as np
 
+from ._json import atomic_path
 from ._textio import decode_text
 from .errors import InvalidInputError
 from .ranks import _COLUMNS, SIDE_NAMES, RankTable, parse_side
@@ -215,31 +215,21 @@ def _read_npz(path: Path) -> RankTable:
 def write_rank_file(table: RankTable, path: str | os.PathLike) -> Path:
     """Write ``table`` as ``.npz`` or ``.csv``/``.tsv`` (UTF-8, header, weights as exact ``repr``).
 
-    The file appears complete or not at all (written beside it, then renamed).
+    The file appears complete or not at all (:func:`kgeval._json.atomic_path`).
     """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".npz", ".csv", ".tsv"):
         raise InvalidInputError(f"unknown rank-table format {path.suffix!r}: use .npz, .csv or .tsv")
     cols = table.to_columns()
-    # a unique name beside the target; created with mode 0o666 so the umask applies as to any file
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError as exc:
-        raise InvalidInputError(f"cannot write rank file {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             if suffix == ".npz":
                 np.savez_compressed(fh, **cols)
             else:
                 fh.write(_text(cols, "," if suffix == ".csv" else "\t").encode("utf-8"))
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):  # e.g. the target is a directory, the disk is full
-            raise InvalidInputError(f"cannot write rank file {path}: {exc.strerror or exc}") from None
-        raise
+    except OSError as exc:  # e.g. no such directory, the target is a directory, the disk is full
+        raise InvalidInputError(f"cannot write rank file {path}: {exc.strerror or exc}") from None
     return path
 
 
