@@ -86,3 +86,20 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
 def write_json(path: str | os.PathLike, obj, *, sort_keys: bool = False) -> Path:
     """Write ``obj`` as indented JSON, atomically."""
     return write_atomic(path, dumps(obj, sort_keys=sort_keys))
+
+
+def read_json(path: str | os.PathLike, what: str = "a JSON file"):
+    """The JSON document in ``path``. An unreadable file, bytes that are not UTF-8 or invalid JSON
+    raise :class:`~kgeval.errors.InvalidInputError` naming the file, ``what`` it should be and
+    the problem."""
+    from .errors import InvalidInputError
+
+    path = Path(path)
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:  # before ValueError, its base class
+        raise InvalidInputError(f"{path}: not {what} (not UTF-8: {exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:
+        raise InvalidInputError(f"{path}: not {what} (invalid JSON: {exc})") from None

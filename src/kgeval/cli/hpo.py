@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 
+from .._json import read_json
 from ..errors import InvalidInputError
 from .common import data_dir_option, format_option
 from .pipeline import OPTION_PATHS
@@ -40,7 +40,7 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     """Search hyper-parameters on the validation split (the test split is never read)."""
     from ..workflow.hpo import HPOInterrupted, hpo_pipeline
 
-    space = _read_json(search_space) if search_space else None
+    space = read_json(search_space, "a JSON search space") if search_space else None
     given = {"epochs": epochs, "random_seed": seed, "metric": metric}
     try:
         res = hpo_pipeline(_base_config(config_file, model, settings), dataset=dataset, n_trials=trials, sampler=sampler,
@@ -88,18 +88,11 @@ def _pipeline_command_for(cfg: dict, params: dict) -> str | None:
     return " ".join(parts)
 
 
-def _read_json(path: str):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{path}: not valid JSON ({exc})") from None
-
-
 def _base_config(config_file: str | None, model: str | None, settings: tuple[str, ...]):
     """The --config file's configuration (a run's config.json works too) with --model and the --set paths applied."""
     from ..workflow import PipelineConfig
 
-    data = _read_json(config_file) if config_file else {}
+    data = read_json(config_file, "a JSON configuration") if config_file else {}
     if isinstance(data, dict) and isinstance(data.get("configuration"), dict):  # a saved run's config.json
         data = data["configuration"]
     paths = {} if model is None else {"model.name": model}

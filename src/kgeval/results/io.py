@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from .._json import finite_or_none, json_default, write_atomic  # the package's one JSON hook
+from .._json import read_json as _read_json
 from ..errors import InvalidInputError
 from ..metrics.base import NullMoments
 
@@ -69,13 +70,4 @@ def parse(data, source: str = "results") -> tuple[dict, dict, dict[str, dict[str
 def read_json(path: str | os.PathLike):
     """The JSON document in ``path``; unreadable, non-UTF-8 or invalid JSON raises
     :class:`InvalidInputError` naming the file and the problem (check it with :func:`parse`)."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{path}: not a kgeval results file (not UTF-8: {exc.reason} at byte {exc.start})") from None
-    except ValueError as exc:
-        raise InvalidInputError(f"{path}: not a kgeval results file (invalid JSON: {exc})") from None
-    return data
+    return _read_json(path, "a kgeval results file")

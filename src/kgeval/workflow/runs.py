@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._json import current_umask, write_json
+from .._json import current_umask, read_json, write_json
 from ..errors import InvalidInputError, KGEvalError
 from .config import PipelineConfig
 
@@ -297,10 +297,7 @@ def load_run(directory: str | os.PathLike) -> Run:
     if not directory.is_dir() or not path.exists():
         raise InvalidInputError(f"{directory} is not a kgeval run directory (no config.json)")
     verify_manifest(directory)
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"{path}: unreadable ({exc})") from None
+    meta = read_json(path, "a kgeval pipeline configuration")
     if not isinstance(meta, dict) or not isinstance(meta.get("configuration"), dict):
         raise InvalidInputError(f"{path}: not a kgeval pipeline configuration")
     try:
