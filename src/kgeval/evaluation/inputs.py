@@ -9,6 +9,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from .._validation import check_positive_int
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
 from ..triples import as_triples, check_ids
@@ -70,9 +71,7 @@ def _in_range(name: str, ids: tuple[int, ...] | None, limit: int, what: str) -> 
 
 def _check_scorer(scorer, sides) -> tuple[object, int, list[int]]:
     scorer = as_scorer(scorer)
-    num_entities = getattr(scorer, "num_entities", None)
-    if not isinstance(num_entities, (int, np.integer)) or isinstance(num_entities, bool) or num_entities <= 0:
-        raise InvalidInputError(f"the scorer must have a positive integer num_entities, got {num_entities!r}")
+    num_entities = check_positive_int("the scorer's num_entities", getattr(scorer, "num_entities", None))
     side_codes = [side_code(s) for s in sides]
     for c in side_codes:
         meth = "score_heads" if c == SIDE_HEAD else "score_tails"

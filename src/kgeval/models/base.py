@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from .._validation import check_positive_int
 from ..errors import InvalidInputError
 
 # Upper bound on the number of floats of one (batch, chunk, dim) block in the chunked paths.
@@ -107,9 +108,8 @@ class Model(nn.Module):
 
     def __init__(self, num_entities: int, num_relations: int, *, dim: int, inverse_relations: bool = False):
         super().__init__()
-        for label, value in (("num_entities", num_entities), ("num_relations", num_relations), ("dim", dim)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{label} must be a positive integer, got {value!r}")
+        num_entities, num_relations, dim = (check_positive_int(label, value) for label, value in (
+            ("num_entities", num_entities), ("num_relations", num_relations), ("dim", dim)))
         if not isinstance(inverse_relations, bool):
             raise InvalidInputError(f"inverse_relations must be True or False, got {inverse_relations!r}")
         self.num_entities = num_entities

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .._validation import check_positive_int
 from ..errors import InvalidInputError
 from .base import Model, check_nonnegative
 
@@ -32,8 +33,7 @@ class TuckER(Model):
                  input_dropout=0.2, hidden_dropout1=0.4, hidden_dropout2=0.5, batch_norm=True):
         super().__init__(num_entities, num_relations, dim=dim, inverse_relations=inverse_relations)
         relation_dim = dim if relation_dim is None else relation_dim
-        if isinstance(relation_dim, bool) or not isinstance(relation_dim, int) or relation_dim < 1:
-            raise InvalidInputError(f"relation_dim must be a positive integer, got {relation_dim!r}")
+        relation_dim = check_positive_int("relation_dim", relation_dim)
         drops = {}
         for key, value in (("input_dropout", input_dropout), ("hidden_dropout1", hidden_dropout1),
                            ("hidden_dropout2", hidden_dropout2)):
