@@ -7,24 +7,16 @@ import json
 import numpy as np
 import pytest
 import torch
+from eval_graphs import E, small_graph
 
 import kgeval
-from kgeval.evaluation import DistMultScorer, FunctionScorer, PyKEENScorer, evaluate_ranks
+from kgeval.evaluation import FunctionScorer, PyKEENScorer, evaluate_ranks
 
-E, R = 12, 3
-
-
-def _graph(seed=0):
-    rng = np.random.default_rng(seed)
-    ent = torch.as_tensor(rng.integers(-2, 3, size=(E, 4)), dtype=torch.float32)
-    rel = torch.as_tensor(rng.integers(-2, 3, size=(R, 4)), dtype=torch.float32)
-    allt = rng.integers(0, [E, R, E], size=(60, 3))
-    return DistMultScorer(ent, rel), allt[:40], allt[40:]
 
 
 def test_evaluate_returns_results_with_protocol_and_extra():
     pytest.importorskip("kgeval.results")
-    scorer, train, test = _graph()
+    scorer, train, test = small_graph()
     res = kgeval.evaluate(scorer, torch.as_tensor(test), filter_triples={"train": train}, progress=False, macro=True,
                           query_metrics_k=(1, 10))
     flat = res.to_flat_dict()
@@ -40,7 +32,7 @@ def test_evaluate_returns_results_with_protocol_and_extra():
 
 
 def test_unfiltered_and_sampled_protocol_records():
-    scorer, train, test = _graph(1)
+    scorer, train, test = small_graph(1)
     out = evaluate_ranks(scorer, test, filter_triples=train, filtered=False, progress=False, sides="tail")
     assert out.protocol["filter"] is None and out.protocol["sides"] == ["tail"]
     out = evaluate_ranks(scorer, test, filter_triples=train, num_negatives=4, seed=7, progress=False)
@@ -50,7 +42,7 @@ def test_unfiltered_and_sampled_protocol_records():
 
 
 def test_function_scorer_and_distmult_agree():
-    scorer, train, test = _graph(2)
+    scorer, train, test = small_graph(2)
     fs = FunctionScorer(lambda h, r, t: (scorer.entity[h] * scorer.relation[r] * scorer.entity[t]).sum(-1), E)
     a = evaluate_ranks(scorer, test, filter_triples=train, progress=False).rank_table
     b = evaluate_ranks(fs, test, filter_triples=train, progress=False).rank_table
@@ -82,7 +74,7 @@ class FakePyKEENModel:
 
 
 def test_pykeen_adapter():
-    scorer, train, test = _graph(3)
+    scorer, train, test = small_graph(3)
     model = FakePyKEENModel(scorer)
     wrapped = PyKEENScorer(model)
     assert not model.training

@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-import torch
+from eval_graphs import E, small_graph
 
 import kgeval
 from kgeval.errors import InvalidInputError, UnknownNameError
-from kgeval.evaluation import DistMultScorer, EvaluationOptions, evaluate_ranks
+from kgeval.evaluation import EvaluationOptions, evaluate_ranks
 from kgeval.keys import RANK_TYPES
 from kgeval.protocol import EvaluationProtocol
 
-E, R = 12, 3
-
-
-def _graph(seed=0):
-    rng = np.random.default_rng(seed)
-    ent = torch.as_tensor(rng.integers(-2, 3, size=(E, 4)), dtype=torch.float32)
-    rel = torch.as_tensor(rng.integers(-2, 3, size=(R, 4)), dtype=torch.float32)
-    allt = rng.integers(0, [E, R, E], size=(60, 3))
-    return DistMultScorer(ent, rel), allt[:40], allt[40:]
 
 
 def test_options_round_trip_through_json_and_normalise():
@@ -65,13 +55,13 @@ def test_options_name_the_bad_option(kw, match):
 def test_unknown_option_suggests_the_close_name():
     with pytest.raises(UnknownNameError, match="num_negatives"):
         EvaluationOptions.from_dict({"num_negative": 3})
-    scorer, train, test = _graph()
+    scorer, train, test = small_graph()
     with pytest.raises(UnknownNameError, match="tie_tolerance"):
         kgeval.evaluate(scorer, test, tie_tolerence=0.1, progress=False)
 
 
 def test_whitelist_aliases_only_at_the_evaluate_door():
-    scorer, train, test = _graph()
+    scorer, train, test = small_graph()
     ents = list(range(1, E))
     a = kgeval.evaluate(scorer, test, filter_triples=train, restrict_entities=ents, progress=False)
     b = kgeval.evaluate(scorer, test, filter_triples=train, entity_whitelist=ents, progress=False)
@@ -83,7 +73,7 @@ def test_whitelist_aliases_only_at_the_evaluate_door():
 
 
 def test_options_object_and_keywords_give_the_same_result():
-    scorer, train, test = _graph(1)
+    scorer, train, test = small_graph(1)
     kw = dict(sides="tail", num_negatives=4, seed=3, macro=True, progress=False)
     a = kgeval.evaluate(scorer, test, filter_triples=train, **kw)
     b = kgeval.evaluate(scorer, test, filter_triples=train, options=EvaluationOptions(**kw))
@@ -97,7 +87,7 @@ def test_options_object_and_keywords_give_the_same_result():
 
 
 def test_protocol_records_rank_types_present_and_one_realistic_key():
-    scorer, train, test = _graph(2)
+    scorer, train, test = small_graph(2)
     res = kgeval.evaluate(scorer, test, filter_triples={"train": train}, progress=False)
     proto = res.protocol
     assert tuple(proto["rank_types"]) == RANK_TYPES and "expected" in proto["rank_types"]
@@ -108,7 +98,7 @@ def test_protocol_records_rank_types_present_and_one_realistic_key():
 
 
 def test_protocol_round_trips_and_reads_the_old_layout():
-    scorer, train, test = _graph(3)
+    scorer, train, test = small_graph(3)
     out = evaluate_ranks(scorer, test, filter_triples={"train": train}, num_negatives=3, macro=True,
                          restrict_relations=[0, 1], progress=False)
     p = out.protocol
@@ -125,7 +115,7 @@ def test_protocol_round_trips_and_reads_the_old_layout():
 
 
 def test_describe_names_filter_sets_restriction_and_sampling():
-    scorer, train, test = _graph(4)
+    scorer, train, test = small_graph(4)
     out = evaluate_ranks(scorer, test, filter_triples={"training": train}, num_negatives=3, seed=5,
                          restrict_relations=[0, 1], progress=False)
     text = out.protocol.describe()
