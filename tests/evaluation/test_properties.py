@@ -148,7 +148,6 @@ def check_case(case):
 
 def _check_negatives(negs, test, train, opts, E):
     """Negatives are distinct and inside the restriction."""
-    known = {tuple(map(int, x)) for x in np.concatenate([test, train])}
     ents = set(range(E)) if opts["restrict_entities"] is None else set(opts["restrict_entities"])
     for side, rows in negs.items():
         for row in rows:
