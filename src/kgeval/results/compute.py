@@ -19,6 +19,7 @@ from ..metrics.base import UNKNOWN, Metric, NullMoments, check_weights
 from ..metrics.derived import DerivedMetric
 from ..ranks import RankTable
 
+
 def _base_of(metric: Metric) -> Metric:
     return metric.base if isinstance(metric, DerivedMetric) else metric
 
@@ -58,6 +59,7 @@ def _side_values(
 
 
 def _has_weight(table: RankTable, side: str) -> bool:
+    # checked on the full table: a subset whose weights are all zero is not a valid RankTable
     if table.weight is None:
         return True
     w = table.weight if side == "both" else table.weight[table.side == Side.parse(side)]
