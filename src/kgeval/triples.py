@@ -1,4 +1,4 @@
-"""Validation of id triples: integer ``(n, 3)`` arrays of (head, relation, tail) ids.
+"""Id triples: validation of integer ``(n, 3)`` arrays of (head, relation, tail) ids, and restriction masks.
 
 Shared by the evaluator, the training loops and anything else that takes id triples, so a
 user mistake gets the same clear message everywhere.
@@ -42,3 +42,13 @@ def check_ids(name: str, arr: np.ndarray, num_entities: int, num_relations: int 
             raise InvalidInputError(
                 f"{name}: {what} id {int(ids[i])} of triple {i} {tuple(int(x) for x in arr[i])} is out of range {rng}"
             )
+
+
+def restrict_mask(triples: np.ndarray, relations, entities) -> np.ndarray:
+    """Which triples survive a restriction: relation allowed, head and tail allowed (``None`` = all)."""
+    keep = np.ones(len(triples), dtype=bool)
+    if relations is not None:
+        keep &= np.isin(triples[:, 1], relations)
+    if entities is not None:
+        keep &= np.isin(triples[:, 0], entities) & np.isin(triples[:, 2], entities)
+    return keep

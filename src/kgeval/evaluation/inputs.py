@@ -12,7 +12,7 @@ import torch
 from .._validation import check_positive_int
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
-from ..triples import as_triples, check_ids
+from ..triples import as_triples, check_ids, restrict_mask
 from .options import EvaluationOptions
 from .scorers import as_scorer
 
@@ -94,11 +94,7 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
         rel_limit = int(max([int(tri[:, 1].max())] + [int(a[:, 1].max()) for _, a in fsets if a.shape[0]])) + 1
     ents = _in_range("restrict_entities", opts.restrict_entities, num_entities, "entity")
     rels = _in_range("restrict_relations", opts.restrict_relations, rel_limit, "relation")
-    keep = np.ones(tri.shape[0], dtype=bool)
-    if ents is not None:
-        keep &= np.isin(tri[:, 0], ents) & np.isin(tri[:, 2], ents)
-    if rels is not None:
-        keep &= np.isin(tri[:, 1], rels)
+    keep = restrict_mask(tri, rels, ents)
     if not keep.any():
         raise InvalidInputError(
             "the restriction excludes every evaluation triple "

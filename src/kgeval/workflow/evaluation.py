@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import InvalidInputError, unknown_name
+from ..triples import restrict_mask
 
 
 def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) -> list[int] | None:
@@ -46,16 +47,6 @@ def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) 
     if not ids:
         raise InvalidInputError(f"the {kind} whitelist is empty")
     return sorted(ids)
-
-
-def restrict_mask(triples: np.ndarray, relations: list[int] | None, entities: list[int] | None) -> np.ndarray:
-    """Which triples survive the whitelists (relation allowed, head and tail allowed)."""
-    keep = np.ones(len(triples), dtype=bool)
-    if relations is not None:
-        keep &= np.isin(triples[:, 1], relations)
-    if entities is not None:
-        keep &= np.isin(triples[:, 0], entities) & np.isin(triples[:, 2], entities)
-    return keep
 
 
 def check_split_to_evaluate(dataset, split: str, relations, entities, *, purpose: str = "") -> None:

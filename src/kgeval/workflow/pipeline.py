@@ -23,7 +23,7 @@ from .._threads import torch_threads
 from ..data.splits import split_attribute
 from ..errors import InvalidInputError
 from .config import PipelineConfig, Restriction
-from .evaluation import check_split_to_evaluate, evaluate_model, metric_direction, resolve_whitelist, restrict_mask, \
+from .evaluation import check_split_to_evaluate, evaluate_model, metric_direction, resolve_whitelist, \
     validation_filter_sets
 
 #: Graphs with at most this many entities train on one torch thread by default (see :func:`pipeline`).
@@ -111,10 +111,7 @@ def _handle_stopper(config: PipelineConfig, ds):
     if config.early_stopping is None:
         return None, config
     rel, ent = config.restriction.relations, config.restriction.entities
-    if len(ds.validation) == 0:
-        raise InvalidInputError(f"early stopping needs validation triples; dataset {ds.name!r} has none")
-    if (rel or ent) and not restrict_mask(ds.validation, rel, ent).any():
-        raise InvalidInputError("the evaluation whitelist matches no validation triple (needed for early stopping)")
+    check_split_to_evaluate(ds, "valid", rel, ent, purpose=" (needed for early stopping)")
     options = dict(config.early_stopping.options)
     options.setdefault("metric", DEFAULT_METRIC)
     options.setdefault("larger_is_better", metric_direction(options["metric"]) == "maximize")
