@@ -1,0 +1,10 @@
+"""Conclusions drawn from rank tables: better than chance, how sure, better than another model.
+
+- :mod:`.pvalues`: one-sided p-values of a metric value against the null model (ranks
+  independent, uniform on 1..Cᵢ), exact where tractable, else the normal approximation;
+- :mod:`.units`: the resampling unit (one evaluation triple, its head and tail tasks
+  together) and per-unit sufficient statistics of the power-mean metrics;
+- :mod:`.bootstrap`: confidence intervals of any metric (``scipy.stats.bootstrap``);
+- :mod:`.compare`: paired comparison of models on the same tasks (permutation, bootstrap,
+  Wilcoxon) with multiple-testing corrections.
+"""
