@@ -54,12 +54,12 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     for t in res.study.trials:
         states[t.state.name.lower()] = states.get(t.state.name.lower(), 0) + 1
     if fmt == "json":
-        click.echo(json.dumps({"study_name": res.study_name, "storage": res.storage, "metric": res.metric,
+        click.echo(json.dumps({"study_name": res.study_name, "storage": res.shown_storage, "metric": res.metric,
                                "direction": res.direction, "best_value": res.best_value,
                                "best_params": res.best_params, "trials": states,
                                "pipeline": res.best_pipeline_kwargs()}, indent=2, default=str))
         return
-    click.echo(f"study {res.study_name!r} in {res.storage}: " + ", ".join(f"{n} {s}" for s, n in states.items()))
+    click.echo(f"study {res.study_name!r} in {res.shown_storage}: " + ", ".join(f"{n} {s}" for s, n in states.items()))
     click.echo(f"best validation {res.metric} ({res.direction}): {res.best_value:.4f} (trial {res.best_trial.number})")
     for k, v in res.best_params.items():
         click.echo(f"  {k} = {v}")

@@ -101,15 +101,22 @@ class HPOResult:
         """Keyword arguments to re-run the best configuration with the final test evaluation."""
         return {**self.best_configuration, "evaluation_split": "test"}
 
+    @property
+    def shown_storage(self) -> str:
+        """The storage URL with its password masked: what kgeval prints and saves."""
+        from .study import display_url
+
+        return display_url(self.storage)
+
     def resume_hint(self) -> str:
-        return f"resume: run again with --storage {self.storage} --study-name {self.study_name}"
+        return f"resume: run again with --storage {self.shown_storage} --study-name {self.study_name}"
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write ``best_pipeline_config.json`` and ``trials.json`` into ``directory`` (atomically; NaN as null)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         summary = {
-            "metric": self.metric, "direction": self.direction, "storage": self.storage,
+            "metric": self.metric, "direction": self.direction, "storage": self.shown_storage,
             "study_name": self.study_name, "best_value": self.best_value, "best_params": self.best_params,
             "pipeline": self.best_pipeline_kwargs(), "config": self.best_config.to_dict(),
         }
@@ -338,7 +345,7 @@ def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeou
             result.save(output_dir)
             saved = f"; best configuration saved in {output_dir}"
         raise HPOInterrupted(f"interrupted: {done} trial(s) of study {result.study_name!r} complete, kept in "
-                             f"{result.storage}{saved}; {result.resume_hint()}", result if done else None) from None
+                             f"{result.shown_storage}{saved}; {result.resume_hint()}", result if done else None) from None
     except Exception as exc:
         number, values = objective.current or (None, {})
         what = "the search" if number is None else \
@@ -346,7 +353,7 @@ def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeou
         text = str(exc).strip().splitlines()
         detail = (text[0] if text else "") if isinstance(exc, KGEvalError) else \
             f"{type(exc).__name__}: {text[0] if text else ''}"
-        raise TrialError(f"{what} failed: {detail}; finished trials are kept in {result.storage}; "
+        raise TrialError(f"{what} failed: {detail}; finished trials are kept in {result.shown_storage}; "
                          f"{result.resume_hint()}") from exc
     if not any(t.state.name == "COMPLETE" for t in result.study.trials):
         raise InvalidInputError(f"no trial of study {result.study_name!r} completed (all pruned or failed)")

@@ -15,11 +15,17 @@
   resumptions continue the sequence rather than repeat it, and a study run sequentially with
   the same seed is still reproducible. (The grid sampler needs no such care: it assigns grid
   point ``n`` of one seeded permutation to trial ``n`` and skips points already visited.)
+- **Server storages** (PostgreSQL, MySQL; :func:`check_storage`): workers on several machines
+  share one study through a database server. Before anything else the server is reached once
+  with a short connect timeout, so an unreachable URL or a missing driver is one named error
+  instead of a retry loop and a SQLAlchemy traceback; passwords in URLs are masked
+  (:func:`display_url`) wherever kgeval prints or saves a storage URL.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -38,6 +44,14 @@ GRACE_PERIOD = 120
 SQLITE_TIMEOUT = 60
 #: attempts to open a storage while another worker is creating it
 OPEN_ATTEMPTS = 8
+#: seconds to wait for a database server to accept a connection
+CONNECT_TIMEOUT = 10
+#: how to install a missing database driver, by the module SQLAlchemy failed to import
+#: (SQLAlchemy 2.1 reads ``postgresql://`` as psycopg 3, older versions as psycopg2)
+DRIVER_HINTS = {"psycopg": "pip install 'kgeval[postgres]' (psycopg 3)",
+                "psycopg2": "pip install psycopg2-binary, or write the URL as postgresql+psycopg:// and "
+                            "pip install 'kgeval[postgres]'",
+                "pymysql": "pip install pymysql"}
 
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "none")
@@ -107,8 +121,68 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+class StorageError(InvalidInputError):
+    """The Optuna storage URL cannot be used: malformed, its driver is missing, or the server is unreachable."""
+
+
+def display_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages, resume hints and saved files)."""
+    return re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", url)
+
+
+def _backend(url: str) -> str:
+    return url.split(":", 1)[0].split("+", 1)[0].lower()
+
+
+def _engine_kwargs(url: str) -> dict:
+    backend = _backend(url)
+    if backend == "sqlite":
+        return {"connect_args": {"timeout": SQLITE_TIMEOUT}}
+    if backend == "postgresql":
+        # pool_pre_ping: a long trial outlives idle connections that the server or a firewall closed
+        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT}, "pool_pre_ping": True}
+    return {"pool_pre_ping": True}
+
+
+def check_storage(url: str) -> None:
+    """Refuse a storage URL that cannot work, with one line naming why; connect once to a server.
+
+    SQLite files are not checked here (a missing directory or a locked file surfaces when the study
+    is opened); server URLs are: parsed, their driver imported, and one connection made.
+    """
+    import sqlalchemy
+    import sqlalchemy.exc
+
+    shown = display_url(url)
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except (sqlalchemy.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise StorageError(f"storage {shown!r} is not a database URL such as 'sqlite:///hpo.db' or "
+                           f"'postgresql://user:password@host:5432/database'") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return
+    try:
+        engine = sqlalchemy.create_engine(parsed, **_engine_kwargs(url))
+    except ModuleNotFoundError as exc:
+        hint = DRIVER_HINTS.get(exc.name, f"install the Python module {exc.name!r}")
+        raise StorageError(f"storage {shown!r} needs the {backend} driver {exc.name!r}, which is not installed: "
+                           f"{hint}") from None
+    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError) as exc:
+        raise StorageError(f"storage {shown!r} cannot be used: {_first_line(exc)}") from None
+    try:
+        with engine.connect():
+            pass
+    except sqlalchemy.exc.DBAPIError as exc:
+        reason = str(getattr(exc, "orig", exc)).strip().splitlines()
+        raise StorageError(f"cannot reach the Optuna storage {shown}: {reason[0] if reason else type(exc).__name__} "
+                           f"(is the server running and the URL right? waited up to {CONNECT_TIMEOUT} s)") from None
+    finally:
+        engine.dispose()
+
+
 def _storage(url: str):
-    kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT}} if url.startswith("sqlite") else {}
+    kwargs = _engine_kwargs(url)
     with warnings.catch_warnings():  # the heartbeat is "experimental" in Optuna: not the user's concern
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_INTERVAL,
@@ -122,6 +196,8 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
     """
     import sqlalchemy.exc
 
+    check_storage(storage)
+    shown = display_url(storage)
     for attempt in range(OPEN_ATTEMPTS):
         try:
             study = optuna.create_study(storage=_storage(storage), study_name=study_name, direction=direction,
@@ -129,21 +205,21 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
             break
         except optuna.exceptions.DuplicatedStudyError:
             raise InvalidInputError(
-                f"study {study_name!r} already exists in {storage}; pass load_if_exists=True to resume it "
+                f"study {study_name!r} already exists in {shown}; pass load_if_exists=True to resume it "
                 f"or another study_name"
             ) from None
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as exc:
             # another worker is creating the same database right now: wait a little and retry
             if attempt == OPEN_ATTEMPTS - 1:
-                raise KGEvalError(f"cannot open the Optuna study {study_name!r} in {storage}: "
+                raise KGEvalError(f"cannot open the Optuna study {study_name!r} in {shown}: "
                                   f"{_first_line(exc)}") from None
             time.sleep(random.uniform(0.05, 0.2) * 2**attempt)  # OS-seeded: never the search's seed
         except Exception as exc:  # bad storage URL, missing database driver, unreadable file, ...
-            raise InvalidInputError(f"cannot open the Optuna study {study_name!r} in {storage!r}: "
+            raise InvalidInputError(f"cannot open the Optuna study {study_name!r} in {shown!r}: "
                                     f"{_first_line(exc)}") from None
     if study.direction.name.lower() != direction:
         raise InvalidInputError(
-            f"study {study_name!r} in {storage} optimises in direction {study.direction.name.lower()}, "
+            f"study {study_name!r} in {shown} optimises in direction {study.direction.name.lower()}, "
             f"but the metric asks to {direction}"
         )
     fail_stale_trials(study)

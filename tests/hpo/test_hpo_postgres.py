@@ -1,0 +1,146 @@
+"""Several workers on one study in a real PostgreSQL server (a throw-away cluster per test session).
+
+Skipped when PostgreSQL's server binaries or psycopg2 are missing, unless KGEVAL_REQUIRE_POSTGRES
+is set (``.ci/run`` sets it, so CI cannot pass by skipping).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+from postgres_server import postgres_cluster, server_binaries  # noqa: E402
+
+from kgeval.workflow import study as study_mod  # noqa: E402
+from kgeval.workflow.hpo import hpo_pipeline  # noqa: E402
+from kgeval.workflow.study import StorageError, display_url  # noqa: E402
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+WORKER = ["--dataset", "nations", "--model", "distmult", "--sampler", "random", "--pruner", "none", "--seed", "7"]
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    bindir = server_binaries()
+    missing = "PostgreSQL server binaries (initdb)" if bindir is None else None
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        missing = missing or "psycopg (pip install 'kgeval[postgres]')"
+    if missing:
+        if os.environ.get("KGEVAL_REQUIRE_POSTGRES"):
+            pytest.fail(f"KGEVAL_REQUIRE_POSTGRES is set but {missing} is missing")
+        pytest.skip(f"needs {missing}")
+    with postgres_cluster(bindir) as url:
+        yield url
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        yield
+
+
+def _worker(url: str, study: str, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return subprocess.Popen([sys.executable, "-m", "kgeval", "hpo", *WORKER, "--storage", url, "--study-name", study,
+                             *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_concurrent_workers_record_every_trial_once(postgres_url):
+    workers = [_worker(postgres_url, "shared", "--trials", "3", "--epochs", "1") for _ in range(2)]
+    outputs = [w.communicate(timeout=240) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    trials = optuna.load_study(study_name="shared", storage=postgres_url).trials
+    assert sorted(t.number for t in trials) == list(range(6))  # none lost, none duplicated
+    assert {t.state.name for t in trials} == {"COMPLETE"}
+    params = [tuple(sorted(t.params.items())) for t in trials]
+    assert len(set(params)) == 6  # same --seed on both workers, yet no configuration drawn twice
+    assert all(t.value is not None for t in trials)
+
+
+def test_killed_workers_trial_is_failed_and_the_study_resumes(postgres_url, monkeypatch):
+    worker = _worker(postgres_url, "killed", "--trials", "1", "--epochs", "5000")
+    deadline = time.monotonic() + 120
+    running = []
+    while not running:
+        assert worker.poll() is None and time.monotonic() < deadline, worker.communicate()
+        time.sleep(0.2)
+        try:
+            running = optuna.load_study(study_name="killed", storage=postgres_url).get_trials(
+                states=(optuna.trial.TrialState.RUNNING,))
+        except KeyError:  # the study does not exist yet
+            pass
+    worker.send_signal(signal.SIGKILL)  # no chance to clean up: the trial stays RUNNING
+    worker.wait(30)
+    monkeypatch.setattr(study_mod, "HEARTBEAT_INTERVAL", 1)
+    monkeypatch.setattr(study_mod, "GRACE_PERIOD", 1)
+    time.sleep(2.1)
+    res = hpo_pipeline(dataset="nations", model="distmult", epochs=1, n_trials=1, sampler="random", pruner="none",
+                       storage=postgres_url, study_name="killed")
+    assert [t.state.name for t in res.study.trials] == ["FAIL", "COMPLETE"]
+
+
+def _unused_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_server_is_one_named_error_without_the_password():
+    pytest.importorskip("psycopg")
+    url = f"postgresql+psycopg://kgeval:s3cret@127.0.0.1:{_unused_port()}/study"
+    start = time.monotonic()
+    with pytest.raises(StorageError, match="cannot reach the Optuna storage") as err:
+        hpo_pipeline(dataset="nations", model="distmult", epochs=1, n_trials=1, storage=url)
+    assert "s3cret" not in str(err.value) and "kgeval:***@" in str(err.value)
+    assert time.monotonic() - start < 30  # not the create-race retry loop
+
+
+def test_cli_unreachable_server_exits_2_with_one_line():
+    url = f"postgresql+psycopg://u:pw@127.0.0.1:{_unused_port()}/db"
+    proc = _worker(url, "x", "--trials", "1", "--epochs", "1")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and ":pw@" not in err
+
+
+def test_missing_driver_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg -> ModuleNotFoundError
+    with pytest.raises(StorageError, match=r"driver 'psycopg'.*kgeval\[postgres\]"):
+        study_mod.check_storage("postgresql+psycopg://u@127.0.0.1:1/db")
+
+
+@pytest.mark.parametrize("url", ["not a url", "postgresql://u@host:notaport/db"])
+def test_malformed_url_is_named(url):
+    with pytest.raises(StorageError, match="storage"):
+        study_mod.check_storage(url)
+
+
+def test_display_url_masks_only_the_password():
+    assert display_url("postgresql://me:pa:ss@db.example:5432/hpo") == "postgresql://me:***@db.example:5432/hpo"
+    assert display_url("postgresql://me@db/hpo") == "postgresql://me@db/hpo"
+    assert display_url("sqlite:////tmp/a:b@c.db") == "sqlite:////tmp/a:b@c.db"
+
+
+
+def test_resume_hint_masks_the_password():
+    from kgeval.workflow.hpo import HPOResult
+
+    res = HPOResult(study=None, metric="mrr", direction="maximize", storage="postgresql://me:hunter2@db/hpo",
+                    study_name="s")
+    assert "hunter2" not in res.resume_hint() and "me:***@db" in res.resume_hint()
+    assert res.shown_storage == "postgresql://me:***@db/hpo"  # what save() writes
