@@ -168,8 +168,11 @@ def check_storage(url: str) -> None:
         hint = DRIVER_HINTS.get(exc.name, f"install the Python module {exc.name!r}")
         raise StorageError(f"storage {shown!r} needs the {backend} driver {exc.name!r}, which is not installed: "
                            f"{hint}") from None
-    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError) as exc:
-        raise StorageError(f"storage {shown!r} cannot be used: {_first_line(exc)}") from None
+    except sqlalchemy.exc.NoSuchModuleError:
+        raise StorageError(f"cannot open the Optuna storage {shown!r}: unknown database backend {backend!r} "
+                           f"(use sqlite:///FILE or postgresql://user:password@host:port/database)") from None
+    except sqlalchemy.exc.ArgumentError as exc:
+        raise StorageError(f"cannot open the Optuna storage {shown!r}: {_first_line(exc)}") from None
     try:
         with engine.connect():
             pass
