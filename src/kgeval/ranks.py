@@ -166,14 +166,15 @@ def _check_columns(side, optimistic, pessimistic, num_candidates, weight, triple
     return cols
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class RankTable:
     """Columnar table of ranking tasks (see the module docstring for the columns).
 
     Build it with :meth:`from_ranks`, :meth:`from_counts` or :meth:`from_scores`, or directly
     (``RankTable(optimistic=..., pessimistic=..., side=...)``): every way validates the columns
     and stores read-only copies. ``pessimistic`` defaults to ``optimistic`` (no ties), ``side``
-    to unspecified.
+    to unspecified. Columns are keyword-only: ``RankTable(ranks)`` once read the ranks as the
+    side column (codes 0/1 pass as head/tail) and silently built a table without ranks.
     """
 
     side: np.ndarray | None = None

@@ -148,3 +148,9 @@ def test_save_onto_a_directory_is_a_clear_error(tmp_path):
 def test_nul_byte_in_a_rank_file_is_refused():
     with pytest.raises(InvalidInputError, match=r"<f>, line 2: a NUL byte"):
         parse_rank_bytes(b"rank\n1\x00\n", source="<f>")
+
+
+def test_columns_are_keyword_only():
+    """RankTable([1, 0, 1]) once took the ranks as the side column and built a table without ranks."""
+    with pytest.raises(TypeError, match="positional"):
+        RankTable([1, 0, 1])
