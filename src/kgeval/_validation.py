@@ -136,12 +136,15 @@ def check_int(name: str, value, *, minimum: int | None = None, maximum: int | No
     return value
 
 
-def check_positive_int(name: str, value, *, allow_none: bool = False):
-    """A positive integer (``bool`` refused); returns a plain ``int`` (or None when allowed)."""
+def check_positive_int(name: str, value, *, allow_none: bool = False, maximum: int | None = None):
+    """A positive integer (``bool`` refused), at most ``maximum`` when given; returns a plain ``int``
+    (or None when allowed)."""
     if value is None and allow_none:
         return None
     if not _is_int(value) or value < 1:
         raise InvalidInputError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise InvalidInputError(f"{name} must be at most {maximum}, got {value!r}")
     return int(value)
 
 

@@ -147,3 +147,15 @@ def test_nan_scores_raise_naming_triple_and_side():
 def test_invalid_input_error_is_a_value_error():
     with pytest.raises(ValueError):
         run(np.array([[0.0, 0.0, 1.0]]))
+
+
+@pytest.mark.parametrize(
+    "device, match",
+    [("meta", "holds no data"),
+     pytest.param("cuda:7", "CUDA is not available|has \\d+ CUDA", marks=pytest.mark.skipif(
+         torch.cuda.device_count() > 7, reason="this machine has a cuda:7"))],
+)
+def test_unusable_device_is_named_before_any_work(device, match):
+    """cuda:7 on a CPU-only torch and the meta device failed deep inside torch."""
+    with pytest.raises(InvalidInputError, match=f"device '{device}'.*({match})"):
+        run(device=device)

@@ -146,3 +146,12 @@ def test_unknown_model_option_lists_every_accepted_option():
     for name in ("dim", "seed", "inverse_relations"):
         assert name in message.split("allowed:")[1]
     get_model("distmult", num_entities=5, num_relations=2, dim=3, seed=0, inverse_relations=True)
+
+
+def test_a_model_too_large_for_memory_is_named():
+    """dim=10**11 was a raw allocator traceback from deep inside torch."""
+    from kgeval.errors import InvalidInputError
+    from kgeval.models import get_model
+
+    with pytest.raises(InvalidInputError, match=r"model .distmult. with dim=10{15} .* does not fit in memory"):
+        get_model("distmult", 14, 55, dim=10**15)  # beyond any address space, even with overcommit

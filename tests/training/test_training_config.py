@@ -28,6 +28,9 @@ def test_one_positive_int_rule(name, value):
     [
         ({"lr": True}, "lr"),
         ({"lr": float("inf")}, "lr"),
+        ({"lr": 1e308}, "lr must be at most"),  # finite, but a raw overflow inside torch's optimiser
+        ({"epochs": 10**20}, "epochs must be at most"),  # a raw OverflowError from tqdm's range
+        ({"batch_size": 2**63}, "batch_size must be at most"),
         ({"label_smoothing": True}, "label_smoothing"),
         ({"label_smoothing": -0.1}, "label_smoothing"),
         ({"regularizer_weight": False}, "regularizer_weight"),

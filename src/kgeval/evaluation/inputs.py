@@ -104,5 +104,22 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     if ents is not None and ents.size == num_entities:
         ents = None  # restricting to everything is no restriction
     device = opts.device if opts.device is not None else getattr(scorer, "device", None)
-    device = torch.device(device) if device is not None else torch.device("cpu")
+    device = usable_device(torch.device(device) if device is not None else torch.device("cpu"))
     return Inputs(scorer, num_entities, rel_limit, side_codes, tri, fsets, keep, ents, rels, device)
+
+
+def usable_device(device: torch.device) -> torch.device:
+    """``device``, or a named error when this process cannot put tensors there (checked before any
+    work: ``cuda:7`` on a CPU-only build or the ``meta`` device otherwise fail deep inside torch)."""
+    if device.type == "meta":
+        raise InvalidInputError("device 'meta' holds no data: evaluate on 'cpu' or a GPU ('cuda')")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InvalidInputError(f"device {str(device)!r}: CUDA is not available here (no GPU, or a CPU-only "
+                                    f"torch build); use device='cpu'")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise InvalidInputError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA "
+                                    f"device(s) (cuda:0 .. cuda:{torch.cuda.device_count() - 1})")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise InvalidInputError(f"device {str(device)!r}: MPS is not available here; use device='cpu'")
+    return device

@@ -58,7 +58,15 @@ def get_model(name: str, num_entities: int, num_relations: int, *, dim: int | No
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
             torch.manual_seed(seed)
-        return cls(num_entities, num_relations, inverse_relations=inverse_relations, **kwargs)
+        try:
+            return cls(num_entities, num_relations, inverse_relations=inverse_relations, **kwargs)
+        except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+            if not isinstance(exc, MemoryError) and "alloc" not in str(exc).lower():
+                raise
+            raise InvalidInputError(
+                f"model {name!r} with dim={kwargs.get('dim')} for {num_entities} entities and {num_relations} "
+                f"relations does not fit in memory ({str(exc).splitlines()[0][:200]})"
+            ) from None
 
 
 def load_model(path) -> Model:

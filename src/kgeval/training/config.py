@@ -14,6 +14,9 @@ from .._validation import check_positive_int, check_positive_number, check_seed
 from ..errors import InvalidInputError, unknown_name
 from .losses import resolve_loss, resolve_regularizer
 
+#: the largest float32 (the parameters' dtype): a larger learning rate overflows inside torch
+_FLOAT32_MAX = 3.4028234663852886e38
+
 OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
 DEFAULT_LR = {"adam": 1e-3, "adagrad": 1e-2}
 LOOPS = ("lcwa", "slcwa")
@@ -76,8 +79,11 @@ class TrainingConfig:
         put(self, "optimizer", optimizer)
         put(self, "regularizer", resolve_regularizer(self.regularizer))
         put(self, "lr", check_positive_number("lr", self.lr, allow_none=True))
+        if self.lr is not None and self.lr > _FLOAT32_MAX:  # torch's optimisers fail with a raw overflow
+            raise InvalidInputError(f"lr must be at most {_FLOAT32_MAX:.3g} (the largest float32), got {self.lr!r}")
         for name in ("epochs", "batch_size", "num_negatives"):
-            put(self, name, check_positive_int(name, getattr(self, name)))
+            # 2**31 - 1: beyond any real run, and larger counts overflow inside tqdm/torch as raw errors
+            put(self, name, check_positive_int(name, getattr(self, name), maximum=2**31 - 1))
         put(self, "label_smoothing", _check_number("label_smoothing", self.label_smoothing, low=0.0, high=1.0))
         put(self, "regularizer_weight", _check_number("regularizer_weight", self.regularizer_weight, low=0.0,
                                                       high=float("inf")))
