@@ -121,14 +121,14 @@ def _context(inp: Inputs, opts: EvaluationOptions) -> RunContext:
 def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, bar, qacc):
     """``(rank table, sampled negatives or None, #tasks with capped negatives)`` of one side."""
     opts = ctx.options
-    index = None
-    if opts.filtered:
-        index = FilterIndex(inp.known, side=side, num_entities=inp.num_entities, num_relations=inp.num_relations,
-                            device=ctx.device)
-    sc = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=ctx.allowed,
-                    threads=ctx.score_threads)
     sub = inp.triples[eval_idx]
     keys = query_keys(sub, side, inp.num_relations)
+    index = None
+    if opts.filtered:  # only the known answers of the queries evaluated here
+        index = FilterIndex(inp.known, side=side, num_entities=inp.num_entities, num_relations=inp.num_relations,
+                            device=ctx.device, queries=keys)
+    sc = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=ctx.allowed,
+                    threads=ctx.score_threads)
     answers = answer_column(sub, side).astype(np.int64)
     negs, capped = None, 0
     if opts.num_negatives is None:

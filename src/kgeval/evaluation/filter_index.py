@@ -7,8 +7,12 @@ key of ``(?, r, t)`` is ``t * R + r`` (``R`` = number of relations). The index h
 - ``indptr``: ``answers[indptr[i]:indptr[i + 1]]`` are the known answers of ``keys[i]``,
 - ``answers``: the answer entity ids, sorted and unique within each query.
 
-It is built once with vectorised numpy (``np.unique`` on ``key * E + answer``), so duplicate
-triples anywhere are harmless, and lives as torch tensors on the scoring device. A batch lookup
+It is built once with one sort of ``key * E + answer``, so duplicate triples anywhere are
+harmless, and lives as torch tensors on the scoring device. Given the evaluation's query keys
+(``queries=``), only the known triples of those queries are indexed: a filter set of 10⁶
+training triples for 5,000 test queries is then one O(n) membership pass (:func:`member_mask`,
+~8 ms) and a sort of the few thousand matching triples, instead of a sort of all 10⁶ (~65 ms
+per side with numpy). A batch lookup
 (:meth:`FilterIndex.pairs`) returns flat ``(row, entity)`` pairs built with ``repeat_interleave``;
 its size is the number of known answers of the batch's queries, never ``batch x |filter triples|``.
 """
@@ -22,13 +26,44 @@ from .._csr import csr_pairs
 from ..ranks import SIDE_HEAD, SIDE_TAIL
 
 
+#: size of the hashed pre-filter of :func:`member_mask` (a 4 MiB bool table)
+_MEMBER_TABLE = 1 << 22
+
+
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """``np.unique`` of a 1-d int array by sort + neighbour mask: same result, ~100x faster
-    than numpy 2.x's hash-based ``np.unique`` on 3e5 int64 (measured 2.5 ms vs 255 ms)."""
-    v = np.sort(values, kind="stable")
+    than numpy 2.x's hash-based ``np.unique`` on 3e5 int64 (measured 2.5 ms vs 255 ms).
+
+    The sort is torch's: 1.5x (one thread) to 3x (two) faster than ``np.sort`` on 10⁶ int64
+    (measured 45 / 20 ms vs 65 ms); only the values matter, so stability is irrelevant.
+    """
+    values = np.asarray(values)
+    if values.dtype in (np.int64, np.int32):
+        v = torch.sort(torch.from_numpy(np.ascontiguousarray(values))).values.numpy()
+    else:
+        v = np.sort(values)
     if v.size == 0:
         return v
     return v[np.r_[True, v[1:] != v[:-1]]]
+
+
+def member_mask(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """``np.isin(values, wanted)`` for non-negative int64 keys and a sorted unique ``wanted``, in O(n).
+
+    A hashed bool table (key mod 2²²) rejects almost every non-member with one gather; only the
+    survivors (members plus ~|wanted|/2²² false positives) are checked exactly by binary search.
+    Measured on 10⁶ keys against 8,000: ~8 ms for any key range, vs 20–2,300 ms for ``np.isin``.
+    """
+    out = np.zeros(values.shape, dtype=bool)
+    if wanted.size == 0 or values.size == 0:
+        return out
+    table = np.zeros(_MEMBER_TABLE, dtype=bool)
+    table[wanted & (_MEMBER_TABLE - 1)] = True
+    maybe = np.flatnonzero(table[values & (_MEMBER_TABLE - 1)])
+    sub = values[maybe]
+    pos = np.searchsorted(wanted, sub).clip(max=wanted.size - 1)
+    out[maybe[wanted[pos] == sub]] = True
+    return out
 
 
 def query_keys(triples: np.ndarray, side: int, num_relations: int) -> np.ndarray:
@@ -45,7 +80,10 @@ def answer_column(triples: np.ndarray, side: int) -> np.ndarray:
 class FilterIndex:
     """Known answers of every query of one side, as CSR arrays (see the module docstring)."""
 
-    def __init__(self, triples: np.ndarray, *, side: int, num_entities: int, num_relations: int, device=None):
+    def __init__(self, triples: np.ndarray, *, side: int, num_entities: int, num_relations: int, device=None,
+                 queries: np.ndarray | None = None):
+        """Index ``triples`` for ``side``; with ``queries`` (int64 query keys), only the triples of
+        those queries (every other key looks up as having no known answer)."""
         if side not in (SIDE_HEAD, SIDE_TAIL):
             raise ValueError(f"side must be {SIDE_HEAD} (head) or {SIDE_TAIL} (tail), got {side}")
         self.side = side
@@ -53,6 +91,9 @@ class FilterIndex:
         self.num_relations = int(num_relations)
         keys = query_keys(triples, side, num_relations)
         ans = answer_column(triples, side).astype(np.int64)
+        if queries is not None:
+            kept = member_mask(keys, sorted_unique(np.asarray(queries, dtype=np.int64)))
+            keys, ans = keys[kept], ans[kept]
         # one sort of the combined (key, answer) code removes duplicates and orders both levels
         combined = sorted_unique(keys * self.num_entities + ans)
         keys_all = combined // self.num_entities

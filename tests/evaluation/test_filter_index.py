@@ -1,0 +1,48 @@
+"""The filter index restricted to the evaluated queries, and its O(n) membership test, against brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kgeval.evaluation.filter_index import FilterIndex, member_mask, query_keys, sorted_unique
+from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
+
+
+@pytest.mark.parametrize("key_range", [50, 10**6, 10**12, 2**62])
+def test_member_mask_equals_isin(key_range):
+    """Ranges far beyond the hashed table (2**22) collide in it: the exact second stage must sort them out."""
+    rng = np.random.default_rng(key_range % 1000)
+    values = rng.integers(0, key_range, size=20_000, dtype=np.int64)
+    wanted = sorted_unique(np.concatenate([rng.integers(0, key_range, 300, dtype=np.int64), values[:200]]))
+    colliding = (wanted[:50] + (1 << 22)) % key_range  # same table slot as a wanted key, not wanted itself
+    values = np.concatenate([values, colliding])
+    np.testing.assert_array_equal(member_mask(values, wanted), np.isin(values, wanted))
+
+
+def test_member_mask_empty_inputs():
+    assert member_mask(np.arange(5, dtype=np.int64), np.zeros(0, np.int64)).tolist() == [False] * 5
+    assert member_mask(np.zeros(0, np.int64), np.arange(3, dtype=np.int64)).shape == (0,)
+
+
+def test_sorted_unique_matches_numpy_for_int_and_other_dtypes():
+    rng = np.random.default_rng(1)
+    for values in (rng.integers(-5, 5, 1000), rng.integers(0, 3, 1000).astype(np.int32),
+                   rng.integers(0, 9, 100).astype(np.uint16), np.zeros(0, np.int64)):
+        np.testing.assert_array_equal(sorted_unique(values), np.unique(values))
+
+
+@pytest.mark.parametrize("side", [SIDE_HEAD, SIDE_TAIL])
+def test_index_restricted_to_queries_answers_like_the_full_one(side):
+    rng = np.random.default_rng(side + 7)
+    E, R = 40, 6
+    known = rng.integers(0, [E, R, E], size=(3000, 3))
+    evaluated = rng.integers(0, [E, R, E], size=(50, 3))
+    keys = query_keys(evaluated, side, R)
+    full = FilterIndex(known, side=side, num_entities=E, num_relations=R)
+    part = FilterIndex(known, side=side, num_entities=E, num_relations=R, queries=keys)
+    assert part.num_pairs < full.num_pairs  # it really is smaller
+    for key in np.unique(keys):
+        np.testing.assert_array_equal(part.answers_of(int(key)), full.answers_of(int(key)))
+    other = np.setdiff1d(query_keys(known, side, R), keys)[:5]
+    assert all(part.answers_of(int(k)).size == 0 for k in other)  # not asked for, not indexed
