@@ -96,7 +96,8 @@ def read_json(path: str | os.PathLike, what: str = "a JSON file"):
 
     path = Path(path)
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        # utf-8-sig: editors on Windows save JSON with a byte-order mark, which json refuses
+        return json.loads(path.read_bytes().decode("utf-8-sig"))
     except OSError as exc:
         raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:  # before ValueError, its base class

@@ -126,3 +126,22 @@ def test_directory_dataset_round_trip(tmp_path):
     again = run("evaluate", "--model-file", tmp_path / "copy")  # dataset found again from config.json
     assert again.exit_code == 0, again.output
     assert headline_mrr(again.output) == headline_mrr(res.output)
+
+
+def test_json_inputs_with_a_byte_order_mark_are_read(tmp_path):
+    """Windows editors save JSON with a UTF-8 BOM; json.loads refused it ('Unexpected UTF-8 BOM')."""
+    from kgeval._json import read_json
+
+    path = tmp_path / "space.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"model.dim": [4, 8]}')
+    assert read_json(path) == {"model.dim": [4, 8]}
+
+
+@pytest.mark.parametrize("command", ["pipeline", "hpo"])
+def test_seed_out_of_range_names_the_option(command):
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    res = CliRunner().invoke(main, [command, "--dataset", "nations", "--model", "distmult", "--seed", "-1"])
+    assert res.exit_code == 2 and "'--seed'" in res.output and "random_seed" not in res.output

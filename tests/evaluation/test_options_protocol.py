@@ -134,3 +134,13 @@ def test_sampler_seed_follows_the_one_seed_rule():
     for bad in (2**32, -1, True):
         with pytest.raises(InvalidInputError, match="seed"):
             EvaluationOptions(seed=bad)
+
+
+def test_misspelt_option_is_named_with_a_suggestion():
+    """EvaluationOptions(filtred=True) was Python's bare TypeError from the dataclass __init__."""
+    from kgeval.errors import UnknownNameError
+    from kgeval.evaluation import EvaluationOptions
+
+    with pytest.raises(UnknownNameError, match="'filtred'. Did you mean: filtered"):
+        EvaluationOptions(filtred=True)
+    assert EvaluationOptions(filtered=False).filtered is False

@@ -30,7 +30,7 @@ from .pipeline import OPTION_PATHS
 @click.option("--set", "settings", multiple=True, metavar="PATH=VALUE",
               help="Set one base configuration path, e.g. --set evaluation.options.sides=tail (VALUE is JSON or text).")
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Write best_pipeline_config.json and trials.json here.")
-@click.option("--seed", type=int, help="Pipeline seed of every trial, in [0, 2**32) [default: 42]; "
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), help="Pipeline seed of every trial, in [0, 2**32) [default: 42]; "
                                        "trial n's sampler is seeded from (seed, n).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop starting trials after this many seconds.")
 @data_dir_option

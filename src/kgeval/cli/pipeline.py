@@ -34,7 +34,7 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
 @click.option("--batch-size", type=click.IntRange(min=1), help="Training batch size [default: per model].")
 @click.option("--num-negatives", type=click.IntRange(min=1), help="Negatives per triple (sLCWA) [default: per model].")
 @click.option("--loop", type=click.Choice(["lcwa", "slcwa"]), help="Training loop [default: per model].")
-@click.option("--seed", type=int, default=42, show_default=True, help="Random seed, in [0, 2**32).")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=42, show_default=True, help="Random seed, in [0, 2**32).")
 @click.option("--output", "-o", type=click.Path(),
               help="Output directory [default: ./kgeval-output/<dataset>-<model>-seed<seed>-<time>-<suffix>].")
 @click.option("--early-stopping", is_flag=True, help="Stop on the validation MRR (filtered with train + valid).")

@@ -11,6 +11,7 @@ evaluation starts.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 from collections.abc import Mapping
@@ -200,6 +201,26 @@ def as_options(options) -> EvaluationOptions:
     if isinstance(options, Mapping):
         return EvaluationOptions.from_dict(options)
     raise InvalidInputError(f"options must be EvaluationOptions, a mapping or None, got {type(options).__name__}")
+
+
+def _refuse_unknown_keywords(cls):
+    """Wrap the dataclass ``__init__`` so a misspelt option (``filtred=True``) is an
+    :class:`~kgeval.errors.UnknownNameError` with a suggestion, not Python's bare TypeError."""
+    generated = cls.__init__
+
+    @functools.wraps(generated)
+    def __init__(self, *args, **kwargs):
+        names = {f.name for f in _fields()}
+        for key in kwargs:
+            if key not in names:
+                raise unknown_name("evaluation option", key, names)
+        generated(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
+
+
+_refuse_unknown_keywords(EvaluationOptions)
 
 
 def _fields():
