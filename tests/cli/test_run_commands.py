@@ -103,8 +103,8 @@ def test_default_output_names_differ_per_seed(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["pipeline", "-d", "nations", *FAST, "--seed", str(2**70)], "seed must be an integer in [0, 2**32)"),
-        (["pipeline", "-d", "nations", *FAST, "--seed", "-1"], "seed must be an integer in [0, 2**32)"),
+        (["pipeline", "-d", "nations", *FAST, "--seed", str(2**70)], "--seed must be an integer in [0, 2**32)"),
+        (["pipeline", "-d", "nations", *FAST, "--seed", "-1"], "--seed must be an integer in [0, 2**32)"),
         (["evaluate", "--model-file", "{dir}"], "not a kgeval run directory"),
         (["evaluate", "--model-file", "{dir}/missing.pt", "-d", "nations"], "does not exist"),
     ],
@@ -119,7 +119,7 @@ def test_hpo_and_pipeline_share_the_seed_rule(tmp_path):
     storage = f"sqlite:///{tmp_path / 'h.db'}"
     res = run("hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--epochs", "1", "--storage", storage,
               "--seed", "-1")
-    assert res.exit_code == 2 and "random_seed must be an integer in [0, 2**32)" in res.output, res.output
+    assert res.exit_code == 2 and "--seed must be an integer in [0, 2**32), got -1" in res.output
 
 
 def test_evaluate_output_checked_first_and_written_through_a_symlink(trained, tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ import sys
 import click
 
 from .._json import read_json
+from .._validation import check_seed
 from ..errors import InvalidInputError
 from .common import data_dir_option, format_option
 from .pipeline import OPTION_PATHS
@@ -30,7 +31,7 @@ from .pipeline import OPTION_PATHS
 @click.option("--set", "settings", multiple=True, metavar="PATH=VALUE",
               help="Set one base configuration path, e.g. --set evaluation.options.sides=tail (VALUE is JSON or text).")
 @click.option("--output", "-o", type=click.Path(file_okay=False), help="Write best_pipeline_config.json and trials.json here.")
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), help="Pipeline seed of every trial, in [0, 2**32) [default: 42]; "
+@click.option("--seed", type=int, help="Pipeline seed of every trial, in [0, 2**32) [default: 42]; "
                                        "trial n's sampler is seeded from (seed, n).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop starting trials after this many seconds.")
 @data_dir_option
@@ -40,6 +41,8 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     """Search hyper-parameters on the validation split (the test split is never read)."""
     from ..workflow.hpo import HPOInterrupted, hpo_pipeline
 
+    if seed is not None:
+        check_seed("--seed", seed)  # named as the user typed it, not as random_seed
     space = read_json(search_space, "a JSON search space") if search_space else None
     given = {"epochs": epochs, "random_seed": seed, "metric": metric}
     try:
