@@ -50,7 +50,8 @@ def test_function_scorer_and_distmult_agree():
 
 
 class FakePyKEENModel:
-    """Duck-typed stand-in for a PyKEEN model (score_t / score_h / score_hrt)."""
+    """Duck-typed stand-in for a PyKEEN model (predict_t / predict_h / score_hrt); real PyKEEN models
+    are tested in tests/interop."""
 
     def __init__(self, scorer):
         self.s = scorer
@@ -68,6 +69,8 @@ class FakePyKEENModel:
 
     def score_h(self, rt_batch, *, heads=None, slice_size=None, mode=None):
         return self.s.score_heads(rt_batch[:, 0], rt_batch[:, 1], entities=heads)
+
+    predict_t, predict_h = score_t, score_h  # no inverse triples: PyKEEN's predict_* add eval mode only
 
     def score_hrt(self, hrt_batch, mode=None):
         return self.s.score_triples(hrt_batch[:, 0], hrt_batch[:, 1], hrt_batch[:, 2])[:, None]

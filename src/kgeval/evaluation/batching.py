@@ -93,13 +93,15 @@ def default_memory_budget(device: torch.device | None = None) -> int:
     return int(max(16 << 20, min(_DEFAULT_BUDGET_CAP, avail // 4)))
 
 
-def auto_batch(budget: int, columns: int, n_tasks: int, itemsize: int = 4) -> int:
-    """Task rows per batch: ``budget / (columns * (3 * itemsize + 2) + 256)``, in ``[1, n_tasks]``.
+def auto_batch(budget: int, columns: int, n_tasks: int, itemsize: int = 4, extra: float = 0.0) -> int:
+    """Task rows per batch: ``budget / (columns * (3 * itemsize + 2 + extra) + 256)``, in ``[1, n_tasks]``.
 
     Per row: the score matrix, a gathered/restricted copy and the float comparison buffer (batches
-    hold whole queries, so a batch may exceed its task count by one query's tasks).
+    hold whole queries, so a batch may exceed its task count by one query's tasks); ``extra``: the
+    scorer's own working memory per score entry (``score_bytes``, e.g. a broadcast
+    ``batch x entities x dim`` tensor).
     """
-    per_row = columns * (3 * itemsize + 2) + 256
+    per_row = int(columns * (3 * itemsize + 2 + extra)) + 256
     return int(max(1, min(n_tasks, budget // per_row)))
 
 

@@ -70,13 +70,13 @@ def _group_by_query(ctx: RunContext, sub, eval_idx, keys, answers) -> _Queries:
 
 def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int) -> tuple[int, int | None]:
     """``(batch size in tasks, entity chunk width or None)``."""
-    opts, ncols = ctx.options, ctx.num_columns
+    opts, ncols, extra = ctx.options, ctx.num_columns, sc.score_bytes
     width = opts.entity_chunk_size
     if width is None and not ctx.want_query_metrics:
         # automatic: chunk when the budget does not hold a small batch of whole rows
         rows = min(n_tasks, _MIN_CHUNK_ROWS)
-        if auto_batch(ctx.budget, ncols, n_tasks) < rows:
-            width = max(1, (ctx.budget // rows - 256) // (3 * 4 + 2))
+        if auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < rows:
+            width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
     if width is not None and width >= ncols:
         width = None
     if width is not None and not sc.accepts_entities:
@@ -87,9 +87,9 @@ def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int) -> tuple[int, int | Non
         )
         width = None
     if width is None:
-        return opts.batch_size or auto_batch(ctx.budget, ctx.num_entities, n_tasks), None
+        return opts.batch_size or auto_batch(ctx.budget, ctx.num_entities, n_tasks, extra=extra), None
     ctx.note_chunk(int(width))
-    return opts.batch_size or auto_batch(ctx.budget, width, n_tasks), int(width)
+    return opts.batch_size or auto_batch(ctx.budget, width, n_tasks, extra=extra), int(width)
 
 
 def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,

@@ -83,6 +83,8 @@ def _check_scorer(scorer, sides) -> tuple[object, int, list[int]]:
 def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> Inputs:
     """Validate the data against the scorer and the options; raise before any work starts."""
     scorer, num_entities, side_codes = _check_scorer(scorer, opts.sides)
+    if callable(getattr(scorer, "map_triples", None)):  # labels / PyKEEN TriplesFactory -> ids
+        triples, filter_triples = scorer.map_triples(triples, filter_triples)
     tri = as_triples("triples", triples, allow_empty=False)
     fsets = [(name, as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
     num_relations = opts.num_relations if opts.num_relations is not None else getattr(scorer, "num_relations", None)

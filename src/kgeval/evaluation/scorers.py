@@ -17,6 +17,12 @@ Optional extras, used by the evaluator when present:
   int64 tensor, the result ``(batch, m)`` holds the score of each listed candidate. Used by
   sampled evaluation, so only the sampled candidates are scored.
 - ``score_triples(heads, relations, tails) -> Tensor (batch,)``: used by the consistency check.
+- ``score_head_triples(heads, relations, tails) -> Tensor (batch,)``: the score head prediction
+  gives the true triple, when it differs from ``score_triples`` (models answering ``(?, r, t)``
+  through an inverse relation); used by the consistency check of head prediction.
+- ``score_bytes: float``: working memory per score entry beyond the score matrix itself (a
+  scorer that broadcasts ``batch x entities x dim`` declares ``dim * itemsize``); the batch
+  size planner adds it to its per-score cost.
 - ``num_relations: int``: enables the relation-id range check.
 
 Returned scores may be float16/bfloat16 (widened to float32) and on any device (moved to the
@@ -34,6 +40,9 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from ..errors import InvalidInputError
+from ..interop.pykeen import PyKEENScorer, is_pykeen_model
+
+__all__ = ["Scorer", "FunctionScorer", "DistMultScorer", "PyKEENScorer", "accepts_entities", "as_scorer"]
 
 
 @runtime_checkable
@@ -134,48 +143,12 @@ class DistMultScorer:
         return (self.entity[heads] * self.relation[relations] * self.entity[tails]).sum(-1)
 
 
-class PyKEENScorer:
-    """Adapter for a PyKEEN model (pykeen is never imported here; the model is duck-typed).
-
-    Uses ``model.score_t(hr_batch)`` / ``model.score_h(rt_batch)`` (with ``tails=`` /
-    ``heads=`` for entity subsets) and ``model.score_hrt`` for single triples. The model is put
-    in eval mode, so dropout or batch norm do not make scores batch-dependent.
-    """
-
-    def __init__(self, model):
-        if not hasattr(model, "score_t") or not hasattr(model, "score_h"):
-            raise TypeError("PyKEENScorer needs a PyKEEN model with score_t and score_h methods")
-        self.model = model
-        model.eval()
-        self.num_entities = int(model.num_entities)
-        self.num_relations = int(model.num_relations)
-        try:
-            self.device = next(model.parameters()).device
-        except (StopIteration, AttributeError):
-            self.device = torch.device("cpu")
-
-    def score_tails(self, heads, relations, entities=None):
-        hr = torch.stack([heads, relations], dim=1)
-        if entities is None:
-            return self.model.score_t(hr_batch=hr)
-        return self.model.score_t(hr_batch=hr, tails=_entity_ids(entities, self.num_entities, heads.device))
-
-    def score_heads(self, relations, tails, entities=None):
-        rt = torch.stack([relations, tails], dim=1)
-        if entities is None:
-            return self.model.score_h(rt_batch=rt)
-        return self.model.score_h(rt_batch=rt, heads=_entity_ids(entities, self.num_entities, tails.device))
-
-    def score_triples(self, heads, relations, tails):
-        return self.model.score_hrt(torch.stack([heads, relations, tails], dim=1)).view(-1)
-
-
 def as_scorer(obj):
     """Return ``obj`` as a scorer: scorers pass through, PyKEEN models are wrapped, anything else
     raises :class:`~kgeval.errors.InvalidInputError`."""
     if hasattr(obj, "score_tails") or hasattr(obj, "score_heads"):
         return obj
-    if hasattr(obj, "score_t") and hasattr(obj, "score_h") and hasattr(obj, "num_entities"):
+    if is_pykeen_model(obj):
         return PyKEENScorer(obj)
     raise InvalidInputError(
         f"{type(obj).__name__} is not a scorer: it needs num_entities, score_tails(heads, relations) and "

@@ -61,6 +61,8 @@ class SideScorer:
         self.accepts_entities = accepts_entities(self.method)
         cand = getattr(scorer, "score_head_candidates" if side == SIDE_HEAD else "score_tail_candidates", None)
         self.candidates_method = cand if callable(cand) else None
+        #: declared working memory per score entry beyond the score matrix (see the scorer protocol)
+        self.score_bytes = float(getattr(scorer, "score_bytes", 0.0) or 0.0)
 
     def _call(self, method, ent, rel, *args, **kw):
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
@@ -118,6 +120,8 @@ class SideScorer:
         # models with inverse relations score head prediction (?, r, t) as the tail prediction
         # (t, r⁻¹, ?): a genuinely different number from score_triples(h, r, t), so compare rows
         inverse_head = self.side == SIDE_HEAD and bool(getattr(s, "inverse_relations", False))
+        if self.side == SIDE_HEAD and callable(getattr(s, "score_head_triples", None)):
+            return float(s.score_head_triples(hh, rr, tt).reshape(-1)[0])
         if callable(getattr(s, "score_triples", None)) and not inverse_head:
             return float(s.score_triples(hh, rr, tt).reshape(-1)[0])
         if self.side == SIDE_TAIL:

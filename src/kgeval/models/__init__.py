@@ -25,7 +25,7 @@ from .tucker import TuckER
 MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (TransE, DistMult, ComplEx, RotatE, TuckER, PairRE)}
 
 __all__ = ["Model", "TransE", "DistMult", "ComplEx", "RotatE", "TuckER", "PairRE", "MODELS",
-           "get_model", "model_names", "load_model"]
+           "get_model", "model_names", "load_model", "from_pykeen"]
 
 
 def model_names() -> list[str]:
@@ -112,3 +112,10 @@ def _labels(path: str, labels, size: int, kind: str) -> list[str] | None:
     if not isinstance(labels, list) or len(labels) != size or not all(isinstance(x, str) for x in labels):
         raise InvalidInputError(f"{path!r}: corrupt kgeval model file (the {kind} labels do not match the model)")
     return labels
+
+
+def from_pykeen(model) -> Model:
+    """A trained PyKEEN model as a kgeval model with the same scores (see :mod:`kgeval.interop.pykeen_convert`)."""
+    from ..interop.pykeen_convert import from_pykeen as convert
+
+    return convert(model)

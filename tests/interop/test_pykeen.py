@@ -1,0 +1,165 @@
+"""Real PyKEEN 1.11.1 models (trained here on Nations for one epoch, tiny dims): kgeval's rank
+tables equal PyKEEN's own RankBasedEvaluator ranks, with and without inverse triples, and
+``from_pykeen`` models score identically."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import kgeval
+from kgeval.errors import InvalidInputError
+from kgeval.evaluation.batching import auto_batch
+from kgeval.interop.pykeen import PyKEENScorer
+from kgeval.models import from_pykeen, load_model
+from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
+
+pytest.importorskip("pykeen")
+from pykeen.datasets import Nations  # noqa: E402
+from pykeen.evaluation import RankBasedEvaluator  # noqa: E402
+from pykeen.models import ComplEx, DistMult, PairRE, RotatE, TransE, TuckER  # noqa: E402
+from pykeen.training import LCWATrainingLoop  # noqa: E402
+
+FAMILIES = {"TransE": (TransE, {}), "DistMult": (DistMult, {}), "ComplEx": (ComplEx, {}), "RotatE": (RotatE, {}),
+            "PairRE": (PairRE, {}), "TuckER": (TuckER, {"relation_dim": 4})}
+
+
+@pytest.fixture(scope="module")
+def datasets():
+    logging.getLogger("pykeen").setLevel(logging.ERROR)
+    return {inv: Nations(create_inverse_triples=inv) for inv in (False, True)}
+
+
+def _train(ds, family: str):
+    cls, kw = FAMILIES[family]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = cls(triples_factory=ds.training, embedding_dim=6, random_seed=1, **kw)
+        LCWATrainingLoop(model=model, triples_factory=ds.training).train(
+            triples_factory=ds.training, num_epochs=1, batch_size=256, use_tqdm=False, drop_last=False)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def trained(datasets):
+    return {(f, inv): _train(datasets[inv], f) for f in FAMILIES for inv in (False, True)}
+
+
+def _filters(ds):
+    return [ds.training.mapped_triples, ds.validation.mapped_triples]
+
+
+def _pykeen_ranks(model, ds):
+    ev = RankBasedEvaluator(clear_on_finalize=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev.evaluate(model, ds.testing.mapped_triples, additional_filter_triples=_filters(ds), batch_size=64,
+                    use_tqdm=False)
+    return {(side, kind): np.concatenate(ev.ranks[side, kind]) for side in ("head", "tail")
+            for kind in ("optimistic", "pessimistic")}
+
+
+def _kgeval_ranks(table):
+    out = {}
+    for side, code in (("head", SIDE_HEAD), ("tail", SIDE_TAIL)):
+        sel = table.side == code
+        order = np.argsort(table.triple_index[sel], kind="stable")
+        out[side, "optimistic"] = table.optimistic[sel][order]
+        out[side, "pessimistic"] = table.pessimistic[sel][order]
+    return out
+
+
+@pytest.mark.parametrize("inverse", [False, True], ids=["plain", "inverse"])
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_rank_tables_equal_pykeens(trained, datasets, family, inverse):
+    model, ds = trained[family, inverse], datasets[inverse]
+    res = kgeval.evaluate(model, ds.testing.mapped_triples, filter_triples=_filters(ds), progress=False)
+    ours, theirs = _kgeval_ranks(res.rank_table), _pykeen_ranks(model, ds)
+    for key in theirs:
+        assert np.array_equal(ours[key], theirs[key]), f"{family} inverse={inverse}: {key} ranks differ"
+    assert res.protocol["consistency_check"]["mismatches"] == 0
+
+
+@pytest.mark.parametrize("inverse", [False, True], ids=["plain", "inverse"])
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_from_pykeen_scores_identical_and_saves_without_pykeen_code(trained, family, inverse, tmp_path):
+    model = trained[family, inverse]
+    ours = from_pykeen(model)
+    assert ours.inverse_relations is inverse and ours.num_relations == model.num_real_relations
+    path = tmp_path / "m.pt"
+    ours.save(path)
+    loaded = load_model(path).eval()  # weights_only loading
+    h = torch.arange(model.num_entities) % model.num_entities
+    r = torch.arange(model.num_entities) % model.num_real_relations
+    with torch.no_grad():
+        ref_t = model.predict_t(torch.stack([h, r], 1))
+        ref_h = model.predict_h(torch.stack([r, h], 1))
+        for m in (ours, loaded):
+            torch.testing.assert_close(m.score_tails(h, r), ref_t, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(m.score_heads(r, h), ref_h, rtol=1e-5, atol=1e-5)
+
+
+def test_consistency_check_catches_raw_relation_ids(trained, datasets):
+    """The old adapter (score_t / score_h with raw relation ids) is caught by the check."""
+    model, ds = trained["DistMult", True], datasets[True]
+
+    class RawIds(PyKEENScorer):
+        def score_heads(self, relations, tails, entities=None):
+            return self.model.score_h(torch.stack([relations, tails], 1), heads=self._ids(entities))
+
+    with pytest.warns(UserWarning, match="consistency check failed"):
+        kgeval.evaluate(RawIds(model), ds.testing.mapped_triples, filter_triples=_filters(ds), progress=False,
+                        sides="head")
+
+
+def test_labels_and_triples_factories_map_through_the_factory(trained, datasets):
+    model, ds = trained["ComplEx", True], datasets[True]
+    ref = kgeval.evaluate(model, ds.testing.mapped_triples, filter_triples=_filters(ds), progress=False).rank_table
+    by_factory = kgeval.evaluate(model, ds.testing, filter_triples=[ds.training, ds.validation], progress=False)
+    labels = ds.testing.triples  # (n, 3) label array
+    scorer = PyKEENScorer(model, triples_factory=ds.training)
+    by_labels = kgeval.evaluate(scorer, labels, filter_triples={"train": ds.training.triples,
+                                                                "valid": ds.validation.triples}, progress=False)
+    for got in (by_factory.rank_table, by_labels.rank_table):
+        assert np.array_equal(got.optimistic, ref.optimistic) and np.array_equal(got.pessimistic, ref.pessimistic)
+    with pytest.raises(InvalidInputError, match="unknown to the TriplesFactory"):
+        kgeval.evaluate(scorer, [["nope", labels[0][1], labels[0][2]]], progress=False)
+    with pytest.raises(InvalidInputError, match="holds labels"):
+        kgeval.evaluate(model, labels, progress=False)
+
+
+def test_factory_of_another_size_is_a_named_error(trained):
+    from pykeen.datasets import Kinships
+
+    with pytest.raises(InvalidInputError, match="do not belong together"):
+        PyKEENScorer(trained["DistMult", False], triples_factory=Kinships().training)
+
+
+def test_relation_ids_are_real_relations(trained, datasets):
+    model, ds = trained["DistMult", True], datasets[True]
+    assert PyKEENScorer(model).num_relations == ds.training.real_num_relations
+    bad = np.array([[0, ds.training.real_num_relations, 1]])  # a raw inverse row id is out of range
+    with pytest.raises(InvalidInputError, match="relation"):
+        kgeval.evaluate(model, bad, progress=False)
+
+
+def test_broadcasting_scorers_get_smaller_batches(trained):
+    """PyKEEN's TransE builds batch x entities x dim: its measured cost per score exceeds 4 * dim
+    bytes, so the planner gives it fewer rows than the score matrix alone would."""
+    scorer = PyKEENScorer(trained["TransE", False])
+    assert scorer.score_bytes >= 4 * 6
+    assert auto_batch(1 << 20, 14541, 10**6, extra=scorer.score_bytes) < auto_batch(1 << 20, 14541, 10**6) / 2
+
+
+def test_unsupported_interaction_is_named(datasets):
+    from pykeen.models import HolE
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = HolE(triples_factory=datasets[False].training, embedding_dim=4, random_seed=1)
+    with pytest.raises(InvalidInputError, match="supported: TransE, DistMult, ComplEx, RotatE, PairRE, TuckER"):
+        from_pykeen(model)
