@@ -18,8 +18,13 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
 
 
 @click.command("evaluate")
-@click.option("--model-file", required=True, type=click.Path(exists=True),
+@click.option("--model-file", type=click.Path(exists=True),
               help="A pipeline output directory or a model.pt file.")
+@click.option("--pykeen-dir", type=click.Path(exists=True, file_okay=False),
+              help="A PyKEEN pipeline output directory (trained_model.pkl + training_triples/); needs --dataset "
+                   "and --trust-pickle.")
+@click.option("--trust-pickle", is_flag=True,
+              help="Allow loading --pykeen-dir's trained_model.pkl: unpickling runs code stored in the file.")
 @click.option("--dataset", "-d", help="Dataset name or directory [default: the one in the output's config.json].")
 @click.option("--split", type=click.Choice(["test", "valid"]), default="test", show_default=True)
 @click.option("--relation-whitelist", help="Comma-separated relation labels or ids [default: as trained].")
@@ -28,15 +33,27 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
               help="Do not filter validation triples when testing [default: as trained].")
 @click.option("--allow-dataset-mismatch", is_flag=True,
               help="Evaluate even on a dataset whose labels or splits differ from the training dataset's.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Also write the results as JSON here.")
+@click.option("--output", "-o", type=click.Path(),
+              help="Also write the results as JSON here (with --pykeen-dir: a kgeval run directory).")
 @data_dir_option
 @format_option
-def command(model_file, dataset, split, relation_whitelist, entity_whitelist, no_filter_validation,
-            allow_dataset_mismatch, output, data_dir, fmt):
+def command(model_file, pykeen_dir, trust_pickle, dataset, split, relation_whitelist, entity_whitelist,
+            no_filter_validation, allow_dataset_mismatch, output, data_dir, fmt):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
     from ..workflow.runs import check_output_file
 
+    if (model_file is None) == (pykeen_dir is None):
+        raise InvalidInputError("give exactly one of --model-file and --pykeen-dir")
+    if pykeen_dir is not None:
+        from ..interop.pykeen_dir import evaluate_pykeen_directory
+
+        results, ds = evaluate_pykeen_directory(
+            pykeen_dir, dataset, trust_pickle=trust_pickle, split=split, data_dir=data_dir, output=output,
+            filter_validation_when_testing=not no_filter_validation, progress=False,
+            evaluation_relation_whitelist=split_list(relation_whitelist),
+            evaluation_entity_whitelist=split_list(entity_whitelist))
+        return _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt)
     if output:
         check_output_file(output)  # before the (possibly long) evaluation
     with warnings.catch_warnings(record=True) as caught:
@@ -51,11 +68,15 @@ def command(model_file, dataset, split, relation_whitelist, entity_whitelist, no
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False)
     if output:
         results.save_json(output)  # atomic
+    _report(results, ds, split, f"{getattr(model, 'name', type(model).__name__)} from {model_file}", fmt)
+
+
+def _report(results, ds, split: str, what: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps({"dataset": ds.name, "split": split, "metrics": metrics_payload(results),
                                "protocol": results.protocol}, indent=2, default=str))
         return
-    click.echo(f"{getattr(model, 'name', type(model).__name__)} from {model_file} on {ds.name}")
+    click.echo(f"{what} on {ds.name}")
     for line in protocol_lines(results, split):
         click.echo(line)
     click.echo("")

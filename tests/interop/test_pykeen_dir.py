@@ -1,0 +1,114 @@
+"""``kgeval evaluate --pykeen-dir``: a real PyKEEN 1.11.1 pipeline directory (inverse triples) is
+evaluated like PyKEEN's pipeline evaluated it, refused without --trust-pickle, and saved as a
+kgeval run directory that kgeval reads back like its own runs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+
+import pytest
+from click.testing import CliRunner
+
+from kgeval.cli import main
+from kgeval.errors import InvalidInputError
+from kgeval.interop.pykeen_dir import evaluate_pykeen_directory
+from kgeval.workflow.runs import load_run
+
+pytest.importorskip("pykeen")
+
+
+@pytest.fixture(scope="module")
+def pykeen_dir(tmp_path_factory):
+    from pykeen.pipeline import pipeline
+
+    logging.getLogger("pykeen").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = pipeline(dataset="Nations", dataset_kwargs={"create_inverse_triples": True}, model="ComplEx",
+                       model_kwargs={"embedding_dim": 6}, training_loop="lcwa", random_seed=1,
+                       training_kwargs={"num_epochs": 1, "batch_size": 256, "use_tqdm": False},
+                       evaluation_kwargs={"use_tqdm": False, "batch_size": 64})
+    out = tmp_path_factory.mktemp("pykeen") / "run"
+    res.save_to_directory(out)
+    return out
+
+
+def _pykeen_metric(directory, rank_type: str, name: str) -> float:
+    return json.loads((directory / "results.json").read_text())["metrics"]["both"][rank_type][name]
+
+
+def test_pickle_is_refused_without_trust(pykeen_dir):
+    with pytest.raises(InvalidInputError, match="loading a pickle runs code"):
+        evaluate_pykeen_directory(pykeen_dir, "nations")
+    res = CliRunner().invoke(main, ["evaluate", "--pykeen-dir", str(pykeen_dir), "-d", "nations"])
+    assert res.exit_code != 0 and "--trust-pickle" in res.output
+
+
+def test_dataset_must_be_named_and_match(pykeen_dir):
+    with pytest.raises(InvalidInputError, match="does not record its dataset"):
+        evaluate_pykeen_directory(pykeen_dir, trust_pickle=True)
+    with pytest.raises(InvalidInputError, match="(?i)dataset .kinships. has 104"):
+        evaluate_pykeen_directory(pykeen_dir, "kinships", trust_pickle=True)
+
+
+def test_cli_matches_pykeens_pipeline_and_writes_a_kgeval_run(pykeen_dir, tmp_path):
+    out = tmp_path / "imported"
+    res = CliRunner().invoke(main, ["evaluate", "--pykeen-dir", str(pykeen_dir), "-d", "nations", "--trust-pickle",
+                                    "-o", str(out), "--format", "json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    payload = json.loads(res.output[res.output.index("{"):])
+    ours = payload["metrics"]["both.realistic.inverse_harmonic_mean_rank"]
+    assert ours == pytest.approx(_pykeen_metric(pykeen_dir, "realistic", "inverse_harmonic_mean_rank"), abs=1e-6)
+    run = load_run(out)  # manifest verified: a normal run directory
+    assert run.config.model.name == "complex" and run.config.model.options["inverse_relations"] is True
+    for rank_type in ("optimistic", "pessimistic"):
+        saved = json.loads((out / "results.json").read_text())["metrics"][f"both.{rank_type}.hits_at_1"]
+        assert saved == pytest.approx(_pykeen_metric(pykeen_dir, rank_type, "hits_at_1"), abs=1e-6)
+    again = CliRunner().invoke(main, ["evaluate", "--model-file", str(out), "--format", "json"],
+                               catch_exceptions=False)  # the converted model, without pykeen's pickle
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output[again.output.index("{"):])["metrics"][
+        "both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(ours, abs=1e-6)
+
+
+def test_model_file_and_pykeen_dir_are_exclusive(pykeen_dir):
+    res = CliRunner().invoke(main, ["evaluate", "-d", "nations"])
+    assert res.exit_code != 0 and "exactly one of --model-file and --pykeen-dir" in res.output
+
+
+def test_dataset_with_other_ids_is_mapped_through_the_labels(pykeen_dir):
+    """A dataset numbering the same labels differently (here: reversed) gets the same ranks per
+    triple, and the converted model's rows follow the dataset's ids."""
+    import numpy as np
+    import torch
+
+    import kgeval
+    from kgeval.data.dataset import Dataset
+    from kgeval.interop.pykeen import PyKEENScorer
+    from kgeval.interop.pykeen_dir import DatasetScorer, _converted, load_pipeline_directory
+    from pykeen.datasets import Nations
+
+    model, factory, _ = load_pipeline_directory(pykeen_dir, trust_pickle=True)
+    pk = Nations()
+    ents, rels = sorted(factory.entity_to_id)[::-1], sorted(factory.relation_to_id)[::-1]
+    e2i, r2i = {x: i for i, x in enumerate(ents)}, {x: i for i, x in enumerate(rels)}
+
+    def ids(tf):
+        return np.array([[e2i[h], r2i[r], e2i[t]] for h, r, t in tf.triples], dtype=np.int64)
+
+    ds = Dataset(name="reversed", training=ids(pk.training), validation=ids(pk.validation), testing=ids(pk.testing),
+                 entity_labels=ents, relation_labels=rels)
+    scorer = DatasetScorer(PyKEENScorer(model), ds, factory)
+    ours = kgeval.evaluate(scorer, ds.testing, filter_triples=[ds.training, ds.validation], progress=False)
+    ref = kgeval.evaluate(model, pk.testing.mapped_triples, progress=False,
+                          filter_triples=[pk.training.mapped_triples, pk.validation.mapped_triples])
+    assert np.array_equal(ours.rank_table.optimistic, ref.rank_table.optimistic)
+    assert np.array_equal(ours.rank_table.pessimistic, ref.rank_table.pessimistic)
+    converted = _converted(model, scorer)
+    h = torch.arange(ds.num_entities)
+    r = h % ds.num_relations
+    with torch.no_grad():
+        torch.testing.assert_close(converted.score_heads(r, h), scorer.score_heads(r, h), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(converted.score_tails(h, r), scorer.score_tails(h, r), rtol=1e-5, atol=1e-5)
