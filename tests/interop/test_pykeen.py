@@ -163,3 +163,14 @@ def test_unsupported_interaction_is_named(datasets):
         model = HolE(triples_factory=datasets[False].training, embedding_dim=4, random_seed=1)
     with pytest.raises(InvalidInputError, match="supported: TransE, DistMult, ComplEx, RotatE, PairRE, TuckER"):
         from_pykeen(model)
+
+
+def test_entity_chunks_go_through_pykeens_candidate_restriction(trained, datasets):
+    """Chunked scoring (predict_t / predict_h with tails= / heads=) gives the whole-row ranks."""
+    model, ds = trained["RotatE", True], datasets[True]
+    full = kgeval.evaluate(model, ds.testing.mapped_triples, filter_triples=_filters(ds), progress=False)
+    chunked = kgeval.evaluate(model, ds.testing.mapped_triples, filter_triples=_filters(ds), progress=False,
+                              entity_chunk_size=4)
+    assert chunked.protocol["entity_chunk_size"] == 4
+    for col in ("optimistic", "pessimistic", "num_candidates"):
+        assert np.array_equal(getattr(chunked.rank_table, col), getattr(full.rank_table, col))
