@@ -51,6 +51,7 @@ HEADLINE_METRICS = (
     ("AMRI", "adjusted_arithmetic_mean_rank_index"),
     ("adjusted MRR", "adjusted_inverse_harmonic_mean_rank"),
     ("z-MRR", "z_inverse_harmonic_mean_rank"),
+    ("p vs chance", "p_inverse_harmonic_mean_rank"),
 )
 
 
@@ -67,6 +68,8 @@ def metrics_payload(results) -> dict:
     headline = {}
     for side in results.sides:
         for _, name in HEADLINE_METRICS:
+            if name.startswith("p_"):
+                continue  # not a metric: the JSON payload carries p-values under the flat keys of to_flat_dict
             key = f"{side}.realistic.{name}"
             try:
                 headline[key] = results.get_metric(key)

@@ -32,6 +32,7 @@ from ..protocol import RANK_TYPE_MEANINGS, EvaluationProtocol
 from ..ranks import RankTable
 from . import io as _io
 from .compute import approximate_keys, compute_values, relation_breakdown
+from .inference import flat_p_values, p_value
 from .render import HEADLINE, describe_protocol, metric_table
 
 __all__ = ["Results", "MetricKey", "HEADLINE", "compute_values", "describe_protocol", "metric_table"]
@@ -86,6 +87,7 @@ class Results:
         self.null_moments: dict[str, dict[str, NullMoments]] = null
         self.protocol = protocol.to_dict() if hasattr(protocol, "to_dict") else dict(protocol or {})
         self.extra = dict(extra or {})
+        self._p_values: dict = {}
 
     @classmethod
     def from_values(cls, values, *, null_moments=None, protocol=None, extra=None, rank_table=None) -> Results:
@@ -127,6 +129,10 @@ class Results:
         lowered = flat_key(side, rank_type, name.lower())
         if lowered in self.extra:
             return float(self.extra[lowered])
+        for prefix in ("log10_p_", "p_"):  # p-values against chance (see :mod:`.inference`)
+            if name.lower().startswith(prefix) and self.rank_table is not None:
+                p = self.cached_p_value(flat_key(side, rank_type, name[len(prefix):]))
+                return p.log10 if prefix == "log10_p_" else p.value
         try:
             metric = _metrics.get(name)
         except UnknownNameError:
@@ -158,15 +164,42 @@ class Results:
     def sides(self) -> list[str]:
         return sorted({s for s, _, _ in self._values}, key=SIDES.index)
 
+    # ------------------------------------------------------------------ inference
+    def p_value(self, key: str, *, method: str = "auto"):
+        """One-sided p-value of the value ``key`` names against chance (ranks independent and
+        uniform on 1..Cᵢ): :class:`~kgeval.significance.pvalues.PValue` with ``value``, ``log10``,
+        ``method`` (exact Poisson-binomial for hits@k, exact convolution for MR at moderate
+        sizes, else the normal approximation through the z-score) and ``z``.
+
+        ``key`` like ``"both.realistic.mrr"`` or ``"tail.pessimistic.hits@10"``; an adjusted or z
+        variant gives its base metric's p-value. ``method``: ``"auto"``, ``"exact"``, ``"normal"``.
+        """
+        return p_value(self, key, method)
+
+    def cached_p_value(self, key: str):
+        """:meth:`p_value` (method ``"auto"``), computed once per key."""
+        if key not in self._p_values:
+            self._p_values[key] = self.p_value(key)
+        return self._p_values[key]
+
     # ------------------------------------------------------------------ export
     def to_flat_dict(self) -> dict[str, float]:
-        out = {flat_key(*k): v for k, v in self._values.items()}
+        """Every value by flat key, plus p-values against chance of the headline metrics
+        (``<side>.realistic.p_<key>`` and ``log10_p_<key>``, see :mod:`kgeval.results.inference`)."""
+        out = {flat_key(s, t, k): v for s, t, k, v in self._entries()}
         out.update(self.extra)
         return out
 
+    def _entries(self):
+        """``(side, rank_type, key, value)`` of every value, the flat-dict p-values included."""
+        for (side, rt, key), v in self._values.items():
+            yield side, rt, key, v
+        for fk, v in flat_p_values(self).items():
+            yield (*fk.split(".", 2), v)
+
     def to_dict(self) -> dict[str, dict[str, dict[str, float]]]:
         out: dict = {}
-        for (side, rt, key), v in self._values.items():
+        for side, rt, key, v in self._entries():
             out.setdefault(side, {}).setdefault(rt, {})[key] = v
         return out
 
@@ -176,7 +209,7 @@ class Results:
             import pandas as pd
         except ImportError:  # pragma: no cover
             raise ImportError("to_df needs pandas: pip install 'kgeval[pandas]'") from None
-        rows = [(s, t, k, v) for (s, t, k), v in self._values.items()]
+        rows = list(self._entries())
         return pd.DataFrame(rows, columns=["Side", "Type", "Metric", "Value"])
 
     def to_json(self) -> dict:

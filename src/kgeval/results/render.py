@@ -20,6 +20,7 @@ HEADLINE = (
     "adjusted_arithmetic_mean_rank_index",
     "adjusted_inverse_harmonic_mean_rank",
     "z_inverse_harmonic_mean_rank",
+    "p_inverse_harmonic_mean_rank",
 )
 
 EMPTY = "—"
@@ -46,7 +47,8 @@ def metric_table(
 ) -> str:
     """One row per metric, one column per side; rows with no value on any side are dropped.
 
-    ``metrics`` holds names (the row label is the metric's key) or ``(label, name)`` pairs.
+    ``metrics`` holds names (the row label is the metric's key) or ``(label, name)`` pairs; a name
+    ``p_<metric>`` is the one-sided p-value of that metric against chance (:meth:`Results.p_value`).
     ``footer`` appends the rank type and :func:`describe_protocol` of the results' protocol.
     """
     from ..metrics import get
@@ -55,8 +57,12 @@ def metric_table(
     rows = []
     for item in metrics:
         label, name = item if isinstance(item, tuple) else (None, item)
-        key = get(name).key
-        cells = [format_value(results.value(side, rank_type, key)) for side in sides]
+        if name.startswith("p_"):
+            key = "p_" + get(name[2:]).key
+            cells = [_p_cell(results, side, rank_type, key[2:]) for side in sides]
+        else:
+            key = get(name).key
+            cells = [format_value(results.value(side, rank_type, key)) for side in sides]
         if any(c != EMPTY for c in cells):
             rows.append((label or key, cells))
     width = max([len("metric")] + [len(r[0]) for r in rows])
@@ -66,6 +72,19 @@ def metric_table(
     if footer:
         lines += ["", f"rank type: {rank_type}; " + describe_protocol(results.protocol)]
     return "\n".join(lines)
+
+
+def _p_cell(results, side: str, rank_type: str, base_key: str) -> str:
+    """The formatted p-value against chance, or the empty mark where there is none."""
+    from ..errors import KGEvalError
+    from ..significance.pvalues import format_p
+
+    if results.value(side, rank_type, base_key) is None:
+        return EMPTY
+    try:
+        return format_p(results.cached_p_value(f"{side}.{rank_type}.{base_key}").log10)
+    except KGEvalError:
+        return EMPTY
 
 
 def describe_protocol(protocol: dict) -> str:

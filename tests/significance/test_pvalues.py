@@ -1,0 +1,118 @@
+"""p-values against chance: exact methods = full enumeration, validity by simulation, log space, errors."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from kgeval.errors import InvalidInputError
+from kgeval.metrics import get
+from kgeval.significance.pvalues import EXACT_HITS_MAX_TASKS, format_p, null_p_value
+
+SMALL = [np.array([3, 5, 2]), np.array([4, 4, 4, 1]), np.array([5, 2, 3, 4])]
+
+
+def _enumerate(metric, c):
+    """Every rank vector of the null model with its probability, and the metric's value on it."""
+    m = get(metric)
+    for ranks in itertools.product(*(range(1, int(ci) + 1) for ci in c)):
+        yield m(np.array(ranks), c), 1.0 / np.prod(c.astype(float))
+
+
+def _brute_p(metric, observed, c):
+    m = get(metric)
+    better = (lambda v: v >= observed - 1e-12) if m.increasing else (lambda v: v <= observed + 1e-12)
+    return sum(p for v, p in _enumerate(metric, c) if better(v))
+
+
+@pytest.mark.parametrize("c", SMALL, ids=str)
+@pytest.mark.parametrize("metric", ["hits@1", "hits@2", "mr"])
+def test_exact_methods_equal_full_enumeration(metric, c):
+    values = sorted({round(v, 12) for v, _ in _enumerate(metric, c)})
+    for observed in values:
+        got = null_p_value(metric, observed, c, method="exact")
+        assert got.method.startswith("exact")
+        assert got.value == pytest.approx(_brute_p(metric, observed, c), rel=1e-9, abs=1e-12)
+
+
+def test_fractional_hits_count_rounds_up():
+    """Realistic ranks can give 1.5 hits out of 3: 'at least as good' is 'at least 2 hits'."""
+    c = np.array([3, 5, 2])
+    assert null_p_value("hits@1", 1.5 / 3, c).value == pytest.approx(_brute_p("hits@1", 2 / 3, c))
+
+
+@pytest.mark.parametrize("metric", ["hits@10", "mr", "mrr", "gmr"])
+def test_null_p_values_are_valid_by_simulation(metric):
+    """Under the null, P(p <= alpha) <= alpha (+ Monte Carlo error), and close to alpha for large n."""
+    rng = np.random.default_rng(3)
+    c = rng.choice([20, 50, 100, 400], size=200)  # few distinct C: the exact MR method stays cheap
+    m = get(metric)
+    ps = np.array([null_p_value(m, m(rng.integers(1, c + 1), c), c).value for _ in range(400)])
+    for alpha in (0.05, 0.2):
+        rate = np.mean(ps <= alpha)
+        assert rate <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / ps.size)
+        assert rate >= alpha - 4 * math.sqrt(alpha * (1 - alpha) / ps.size)
+
+
+def test_exact_and_normal_agree_for_many_tasks():
+    rng = np.random.default_rng(0)
+    c = rng.choice(np.arange(100, 1000, 50), size=1000)
+    for metric, sign in (("hits@10", 1), ("mr", -1)):
+        mom = get(metric).null_moments(c, None)
+        value = mom.mean + sign * 1.5 * math.sqrt(mom.variance)  # a z-score of 1.5
+        exact, normal = null_p_value(metric, value, c), null_p_value(metric, value, c, method="normal")
+        assert exact.method.startswith("exact") and normal.method == "normal approximation"
+        assert normal.z == pytest.approx(1.5) and exact.value == pytest.approx(normal.value, abs=0.02)
+
+
+def test_p_value_decreases_as_the_value_improves():
+    c = np.full(50, 100)
+    for metric, values in (("mrr", [0.05, 0.1, 0.3]), ("mr", [50.0, 40.0, 20.0]), ("hits@10", [0.1, 0.2, 0.5])):
+        ps = [null_p_value(metric, v, c).log10 for v in values]
+        assert ps[0] > ps[1] > ps[2]
+
+
+def test_astronomically_good_values_keep_a_finite_logarithm():
+    c = np.full(20_000, 15_000)
+    for metric, value in (("mrr", 0.9), ("hits@10", 0.95), ("mr", 2.0)):
+        p = null_p_value(metric, value, c)
+        assert math.isfinite(p.log10) and p.log10 < -300, (metric, p)
+        assert "e-" in str(p)
+
+
+def test_weighted_tables_use_the_normal_approximation():
+    c = np.array([10, 20, 30, 40])
+    p = null_p_value("hits@10", 0.5, c, weights=[1, 2, 3, 4])
+    assert p.method == "normal approximation" and 0 < p.value < 1
+    # equal weights are no weights
+    assert null_p_value("hits@10", 0.5, c, weights=[2, 2, 2, 2]).method.startswith("exact")
+
+
+def test_degenerate_null_is_p_one():
+    p = null_p_value("mrr", 1.0, np.ones(5, dtype=int))
+    assert p.value == 1.0 and p.method.startswith("degenerate")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(metric="mrr", value=1.5), "not a possible value"),
+        (dict(metric="mrr", value=float("nan")), "finite number"),
+        (dict(metric="z_mrr", value=3.0), "base metrics"),
+        (dict(metric="mrr", value=0.3, method="exact"), "no exact null distribution"),
+        (dict(metric="median_rank", value=3.0), "no null-model moments"),
+        (dict(metric="mrr", value=0.5, method="best"), "method must be"),
+        (dict(metric="nosuch", value=0.5), "nosuch"),
+    ],
+)
+def test_bad_input_is_named(kwargs, match):
+    with pytest.raises((InvalidInputError, KeyError), match=match):
+        null_p_value(kwargs.pop("metric"), kwargs.pop("value"), np.array([10, 20]), **kwargs)
+
+
+def test_format_p():
+    assert format_p(math.log10(0.0123)) == "0.0123" and format_p(-6.5) == "3.2e-07" and format_p(-412.3) == "5.0e-413"
+    assert EXACT_HITS_MAX_TASKS >= 40_932  # FB15k-237's test tasks get the exact method

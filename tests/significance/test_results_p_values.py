@@ -1,0 +1,55 @@
+"""Results.p_value, the p-value flat keys, the summary row and the JSON round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kgeval import RankTable, Results
+from kgeval.errors import InvalidInputError
+from kgeval.significance.pvalues import null_p_value
+
+
+@pytest.fixture(scope="module")
+def results():
+    rng = np.random.default_rng(5)
+    c = rng.integers(10, 300, size=400)
+    opt = rng.integers(1, c + 1) // 4 + 1
+    pess = np.minimum(opt + rng.integers(0, 3, size=400), c)
+    return Results(RankTable.from_ranks(opt, pess, num_candidates=c, side=np.arange(400) % 2))
+
+
+def test_p_value_is_the_null_p_value_of_that_side_and_rank_type(results):
+    t = results.rank_table
+    tail = t.select_side("tail")
+    got = results.p_value("tail.pessimistic.hits@10")
+    want = null_p_value("hits@10", results["tail.pessimistic.hits@10"], tail.num_candidates)
+    assert got == want and got.method == "exact: Poisson-binomial"
+    # an adjusted or z variant is the same event as its base metric
+    assert results.p_value("both.realistic.z_mrr") == results.p_value("both.realistic.mrr")
+
+
+def test_flat_keys_summary_and_json_round_trip(results, tmp_path):
+    flat = results.to_flat_dict()
+    p = results.p_value("both.realistic.mrr")
+    assert flat["both.realistic.p_inverse_harmonic_mean_rank"] == p.value
+    assert flat["both.realistic.log10_p_inverse_harmonic_mean_rank"] == p.log10
+    assert results["head.realistic.p_hits_at_10"] == results.p_value("head.realistic.hits@10").value
+    assert "p_inverse_harmonic_mean_rank" in results.summary_table()
+    back = Results.load_json(results.save_json(tmp_path / "r.json"))
+    assert back.to_flat_dict()["tail.realistic.p_hits_at_3"] == pytest.approx(flat["tail.realistic.p_hits_at_3"])
+
+
+def test_without_a_rank_table_the_saved_null_moments_give_the_normal_approximation(results, tmp_path):
+    back = Results.load_json(results.save_json(tmp_path / "r.json"))
+    got = back.p_value("both.realistic.mrr")
+    assert got.method.startswith("normal approximation")
+    assert got.value == pytest.approx(results.p_value("both.realistic.mrr", method="normal").value, rel=1e-9)
+
+
+def test_p_values_need_candidates_and_null_moments(results):
+    no_c = Results(RankTable.from_ranks([1, 2, 3], [1, 2, 3]))
+    with pytest.raises(InvalidInputError):
+        no_c.p_value("mrr")
+    with pytest.raises(InvalidInputError, match="no null-model moments"):
+        results.p_value("median_rank")
