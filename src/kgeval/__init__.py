@@ -20,6 +20,7 @@ _LAZY = {
     "PipelineConfig": ("kgeval.workflow.config", "PipelineConfig"),
     "hpo_pipeline": ("kgeval.workflow.hpo", "hpo_pipeline"),
     "metrics": ("kgeval.metrics", None),
+    "compare": ("kgeval.significance.compare", "compare"),
 }
 
 __all__ = ["RankTable", "KGEvalError", "InvalidInputError", "UnknownNameError", "NoClosedFormError", "__version__", *_LAZY]

@@ -1,0 +1,204 @@
+"""Is model A better than model B? :func:`compare`, a paired comparison on the same tasks.
+
+Every row of the table compares two models on one metric (side and rank type fixed):
+
+- ``value_a``, ``value_b``, ``difference`` = A − B; ``higher_is_better`` says which direction of
+  the difference favours A (True for MRR and hits@k, False for MR and GMR);
+- ``ci_low``, ``ci_high``: the percentile interval of the difference from the paired
+  bootstrap (units resampled, the same units for both models), at ``confidence``;
+- ``p_value``: two-sided, of H₀ "the models are exchangeable" (no difference in either
+  direction), by ``test``; ``p_method`` says how (``exact`` enumeration, ``monte carlo``,
+  ``bootstrap``, ``wilcoxon``, ``welch t``); ``p_corrected``: by ``correction`` over all rows
+  of the same ``level`` (see :mod:`.corrections`);
+- ``effect_size`` (``effect_kind``): Cohen's d_z of the per-unit differences on the metric's
+  additive scale (permutation, bootstrap; log rank for GMR), the rank-biserial correlation
+  (Wilcoxon), Cohen's d of the per-run values (run level); NaN where undefined;
+- ``level``: ``task`` (resampling evaluation triples) or ``run`` (replicated runs: Welch's
+  t-test on the per-run values of the two sets of training seeds).
+
+The tests and the decomposition into units are in :mod:`.paired`, the input checks in
+:mod:`.align`. The table is a pandas DataFrame when pandas is importable, else a list of dicts.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+import numpy as np
+
+from .. import metrics as _metrics
+from .._validation import Side, check_positive_int, check_probability, check_seed
+from ..errors import InvalidInputError, unknown_name
+from . import paired
+from .align import Model, align, as_model, check_protocols, units_of
+from .corrections import check_correction, correct
+
+__all__ = ["compare", "TESTS"]
+
+TESTS = ("permutation", "bootstrap", "wilcoxon")
+COLUMNS = ("model_a", "model_b", "metric", "level", "test", "value_a", "value_b", "difference", "higher_is_better",
+           "ci_low", "ci_high", "p_value", "p_corrected", "p_method", "effect_size", "effect_kind", "num_units")
+
+
+def compare(results_a, results_b, *more, metrics=("mrr", "hits@10", "mr", "gmr"), side: str = "both",
+            rank_type: str = "realistic", test: str = "permutation", num_resamples: int = 10_000, seed=None,
+            correction: str | None = "holm", baseline=None, confidence: float = 0.95):
+    """Paired comparison of two or more models evaluated on the same tasks (module docstring).
+
+    Models: :class:`~kgeval.Results` (with their rank table), :class:`~kgeval.RankTable`,
+    run directories or replicate directories, each optionally as ``(name, model)``. Runs are
+    named by their directory, others by a ``name`` attribute or ``model1``, ``model2``, ...
+    More than two models: every pair in the given order, or each against ``baseline`` (a
+    name or position). ``seed`` makes every resampling deterministic.
+    """
+    models = _models([results_a, results_b, *more])
+    test = _choice("test", test, TESTS)
+    rank_type = _choice("rank type", rank_type, ("optimistic", "pessimistic", "realistic"))
+    side = "both" if str(side).strip().lower() == "both" else Side.parse(side).label
+    check_positive_int("num_resamples", num_resamples)
+    confidence = check_probability("confidence", confidence)
+    check_seed("seed", seed, allow_none=True)
+    correction = check_correction(correction)
+    chosen = _metric_list(metrics, test)
+    pairs = _pairs(models, baseline)
+    streams = iter(np.random.SeedSequence(seed).spawn(len(pairs) * len(chosen)))
+    rows = []
+    for a, b in pairs:
+        check_protocols(a, b)
+        tasks = _paired_tasks(a, b, side, rank_type)
+        for label, metric in chosen:
+            rng = np.random.default_rng(next(streams))
+            base = dict(model_a=a.name, model_b=b.name, metric=label, higher_is_better=bool(metric.increasing))
+            rows.append({**base, **_task_row(tasks, metric, test, num_resamples, rng, confidence)})
+            if a.replicated and b.replicated:
+                rows.append({**base, **_run_row(tasks, metric, confidence)})
+    for level in ("task", "run"):
+        idx = [i for i, r in enumerate(rows) if r["level"] == level]
+        for i, p in zip(idx, correct([rows[i]["p_value"] for i in idx], correction)):
+            rows[i]["p_corrected"] = float(p)
+    return _table([{c: r.get(c) for c in COLUMNS} for r in rows])
+
+
+def _choice(what: str, value, choices) -> str:
+    name = str(value).strip().lower()
+    if name not in choices:
+        raise unknown_name(what, value, choices)
+    return name
+
+
+def _models(items) -> list[Model]:
+    models = [as_model(item, i) for i, item in enumerate(items)]
+    seen: dict[str, int] = {}
+    for m in models:  # unique names: two runs may share a directory name
+        seen[m.name] = seen.get(m.name, 0) + 1
+        if seen[m.name] > 1:
+            m.name = f"{m.name} ({seen[m.name]})"
+    return models
+
+
+def _metric_list(metrics, test: str) -> list[tuple[str, object]]:
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    chosen = [(str(name), _metrics.get(name)) for name in metrics]
+    if not chosen:
+        raise InvalidInputError("metrics: name at least one metric to compare")
+    for name, metric in chosen:
+        if metric.needs_candidates:
+            raise InvalidInputError(f"metric {name!r} depends on the candidate counts (adjusted / z metrics): "
+                                    "compare its base metric instead")
+        if test != "bootstrap" and paired.decomposition(metric) is None:
+            raise InvalidInputError(f"the {test} test needs a metric that is a mean over tasks; {name!r} is not "
+                                    "(use test='bootstrap', which works for every metric)")
+    return chosen
+
+
+def _pairs(models: list[Model], baseline) -> list[tuple[Model, Model]]:
+    if baseline is None:
+        return list(combinations(models, 2))
+    names = [m.name for m in models]
+    if isinstance(baseline, int) and not isinstance(baseline, bool):
+        if not 0 <= baseline < len(models):
+            raise InvalidInputError(f"baseline position {baseline} is out of range (0..{len(models) - 1})")
+        ref = models[baseline]
+    elif baseline in names:
+        ref = models[names.index(baseline)]
+    else:
+        raise unknown_name("baseline model", baseline, names)
+    return [(m, ref) for m in models if m is not ref]
+
+
+def _paired_tasks(a: Model, b: Model, side: str, rank_type: str) -> paired.PairedTasks:
+    ref = a.tables[0]
+    tables_a = [align(ref, t, (a.name, a.name)) for t in a.tables]
+    tables_b = [align(ref, t, (a.name, b.name)) for t in b.tables]
+    mask = np.ones(len(ref), dtype=bool) if side == "both" else ref.side == Side.parse(side)
+    if not mask.any():
+        raise InvalidInputError(f"the rank tables have no {side!r} tasks (sides: {ref.sides or ['unspecified']})")
+    weight = np.ones(len(ref)) if ref.weight is None else ref.weight.astype(np.float64)
+    if not np.any(weight[mask] > 0):
+        raise InvalidInputError(f"every {side!r} task has weight 0: no metric is defined")
+    unit, _ = units_of(ref)
+    used, unit = np.unique(unit[mask], return_inverse=True)
+    c = None if ref.num_candidates is None else ref.num_candidates[mask]
+    return paired.PairedTasks(np.stack([t.ranks(rank_type)[mask] for t in tables_a]),
+                              np.stack([t.ranks(rank_type)[mask] for t in tables_b]),
+                              c, weight[mask], unit.astype(np.int64), int(used.size))
+
+
+def _task_row(tasks: paired.PairedTasks, metric, test: str, num_resamples: int, rng, confidence: float) -> dict:
+    va, vb = tasks.values(metric)
+    diffs = paired.bootstrap_differences(tasks, metric, num_resamples=num_resamples, rng=rng)
+    finite = diffs[np.isfinite(diffs)]
+    alpha = 1 - confidence
+    low, high = (np.quantile(finite, [alpha / 2, 1 - alpha / 2]) if finite.size else (math.nan, math.nan))
+    row = dict(level="task", test=test, value_a=va, value_b=vb, difference=va - vb, ci_low=float(low),
+               ci_high=float(high), num_units=tasks.num_units)
+    parts = paired.decomposition(metric)
+    d = w = None
+    if parts is not None:
+        sa, sb, w = tasks.unit_sums(parts[0])
+        d = sa - sb
+    if test == "permutation":
+        p, how = paired.permutation_test(d, num_resamples=num_resamples, rng=rng)
+    elif test == "wilcoxon":
+        p, r = paired.wilcoxon_test(d, w)
+        return {**row, "p_value": p, "p_method": "wilcoxon", "effect_size": r, "effect_kind": "rank-biserial r"}
+    else:
+        p, how = paired.bootstrap_p_value(diffs, va - vb), "bootstrap"
+    if d is None:  # no per-unit decomposition (e.g. the median): no standardised difference
+        return {**row, "p_value": p, "p_method": how, "effect_size": math.nan, "effect_kind": None}
+    return {**row, "p_value": p, "p_method": how, "effect_size": paired.standardised_difference(d, w),
+            "effect_kind": "cohen d_z (units)"}
+
+
+def _run_row(tasks: paired.PairedTasks, metric, confidence: float) -> dict:
+    """Welch's t-test of the per-run values of two replicated models (each seed one observation)."""
+    from scipy.stats import ttest_ind
+
+    w = tasks.weight / tasks.weight.sum()
+    c = tasks.num_candidates
+    xa = np.array([metric.compute(r, c, w) for r in tasks.ranks_a])
+    xb = np.array([metric.compute(r, c, w) for r in tasks.ranks_b])
+    row = dict(level="run", test="welch t", value_a=float(xa.mean()), value_b=float(xb.mean()),
+               difference=float(xa.mean() - xb.mean()), num_units=int(xa.size + xb.size), p_method="welch t",
+               effect_kind="cohen d (runs)", ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
+               effect_size=math.nan)
+    if xa.size < 2 or xb.size < 2:
+        return row
+    pooled = math.sqrt(((xa.size - 1) * xa.var(ddof=1) + (xb.size - 1) * xb.var(ddof=1)) / (xa.size + xb.size - 2))
+    if pooled == 0:
+        same = bool(xa.mean() == xb.mean())
+        return {**row, "p_value": 1.0 if same else math.nan, "ci_low": row["difference"], "ci_high": row["difference"]}
+    res = ttest_ind(xa, xb, equal_var=False)
+    ci = res.confidence_interval(confidence)
+    return {**row, "p_value": float(res.pvalue), "ci_low": float(ci.low), "ci_high": float(ci.high),
+            "effect_size": row["difference"] / pooled}
+
+
+def _table(records: list[dict]):
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is optional
+        return records
+    return pd.DataFrame.from_records(records, columns=list(COLUMNS))

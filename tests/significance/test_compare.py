@@ -1,0 +1,159 @@
+"""kgeval.compare: corrections, exact permutation p-values, alignment checks and type-I error."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from kgeval import RankTable, compare
+from kgeval.errors import InvalidInputError, UnknownNameError
+from kgeval.metrics import get as get_metric
+from kgeval.results import Results
+from kgeval.significance import paired
+from kgeval.significance.align import ProtocolMismatchError, TaskMismatchError
+from kgeval.significance.corrections import correct
+
+C = 200
+
+
+def _table(rng, n_triples, p=0.05, *, order=None):
+    ti = np.repeat(np.arange(n_triples), 2)
+    side = np.tile([0, 1], n_triples)
+    ranks = np.minimum(rng.geometric(p, size=2 * n_triples), C)
+    rows = np.arange(2 * n_triples) if order is None else order
+    return RankTable.from_ranks(ranks[rows], num_candidates=C, side=side[rows], triple_index=ti[rows])
+
+
+def _records(df):
+    return df.to_dict("records") if hasattr(df, "to_dict") else df
+
+
+# ---------------------------------------------------------------------------- corrections
+def test_holm_and_bh_match_hand_computed_values():
+    p = [0.01, 0.04, 0.03, 0.005, float("nan")]
+    # Holm: sorted 0.005*4=0.02, 0.01*3=0.03, 0.03*2=0.06, 0.04*1=0.04 -> running max 0.06
+    np.testing.assert_allclose(correct(p, "holm"), [0.03, 0.06, 0.06, 0.02, np.nan])
+    # BH: 0.005*4/1=0.02, 0.01*4/2=0.02, 0.03*4/3=0.04, 0.04*4/4=0.04, running min from the top
+    np.testing.assert_allclose(correct(p, "bh"), [0.02, 0.04, 0.04, 0.02, np.nan])
+    np.testing.assert_allclose(correct(p, None), p)
+    np.testing.assert_allclose(correct([0.5, 0.9], "holm"), [1.0, 1.0])  # capped at 1
+    with pytest.raises(UnknownNameError):
+        correct(p, "bonferonni")
+
+
+# ---------------------------------------------------------------------------- exact p-value
+def test_exact_permutation_p_equals_full_enumeration():
+    rng = np.random.default_rng(3)
+    n = 9
+    a, b = _table(rng, n), _table(rng, n, p=0.08)
+    mrr = get_metric("mrr")
+    ra, rb = a.ranks("realistic"), b.ranks("realistic")
+    observed = abs(mrr(ra) - mrr(rb))
+    hits = 0
+    for swap in itertools.product([False, True], repeat=n):  # swap both tasks of a triple between A and B
+        s = np.repeat(swap, 2)
+        xa, xb = np.where(s, rb, ra), np.where(s, ra, rb)
+        hits += abs(mrr(xa) - mrr(xb)) >= observed - 1e-12
+    row = _records(compare(a, b, metrics=["mrr"], seed=0, num_resamples=50))[0]
+    assert row["p_method"] == "exact"
+    assert row["p_value"] == pytest.approx(hits / 2**n, abs=1e-15)
+    assert row["num_units"] == n
+
+
+def test_task_order_does_not_matter_and_results_inputs_work():
+    rng = np.random.default_rng(5)
+    a = _table(rng, 40)
+    rng2 = np.random.default_rng(6)
+    b = _table(rng2, 40)
+    order = np.random.default_rng(7).permutation(80)
+    b_shuffled = RankTable(**{k: v[order] for k, v in b.to_columns().items()})
+    one = _records(compare(a, b, seed=1, num_resamples=200))
+    two = _records(compare(Results(a), ("other", Results(b_shuffled)), seed=1, num_resamples=200))
+    for x, y in zip(one, two):
+        assert y["model_b"] == "other"
+        for key in ("value_a", "value_b", "difference", "ci_low", "ci_high", "p_value", "effect_size"):
+            assert x[key] == pytest.approx(y[key], rel=1e-12)
+
+
+def test_values_and_direction_match_results():
+    rng = np.random.default_rng(8)
+    a, b = _table(rng, 30), _table(rng, 30, p=0.1)
+    rows = {r["metric"]: r for r in _records(compare(a, b, test="bootstrap", seed=2, num_resamples=300))}
+    ra, rb = Results(a), Results(b)
+    for name in ("mrr", "hits@10", "mr", "gmr"):
+        assert rows[name]["value_a"] == pytest.approx(ra[name])
+        assert rows[name]["value_b"] == pytest.approx(rb[name])
+        assert rows[name]["difference"] == pytest.approx(ra[name] - rb[name])
+        assert rows[name]["ci_low"] <= rows[name]["ci_high"]
+    assert rows["mrr"]["higher_is_better"] and not rows["mr"]["higher_is_better"]
+
+
+def test_seeded_runs_repeat_and_baseline_pairs():
+    rng = np.random.default_rng(9)
+    tabs = [_table(rng, 50) for _ in range(3)]
+    first = _records(compare(*tabs, metrics=["mrr"], seed=4, num_resamples=300))
+    assert [(r["model_a"], r["model_b"]) for r in first] == [("model1", "model2"), ("model1", "model3"),
+                                                              ("model2", "model3")]
+    assert first == _records(compare(*tabs, metrics=["mrr"], seed=4, num_resamples=300))
+    vs = _records(compare(*tabs, metrics=["mrr"], seed=4, num_resamples=300, baseline="model2"))
+    assert [(r["model_a"], r["model_b"]) for r in vs] == [("model1", "model2"), ("model3", "model2")]
+
+
+def test_median_only_by_bootstrap_and_bad_input_is_named():
+    rng = np.random.default_rng(10)
+    a, b = _table(rng, 20), _table(rng, 20)
+    row = _records(compare(a, b, metrics=["median_rank"], test="bootstrap", seed=0, num_resamples=100))[0]
+    assert row["value_a"] == pytest.approx(Results(a)["median_rank"])
+    with pytest.raises(InvalidInputError, match="bootstrap"):
+        compare(a, b, metrics=["median_rank"], test="permutation")
+    with pytest.raises(UnknownNameError):
+        compare(a, b, test="t-test")
+    with pytest.raises(InvalidInputError, match="confidence"):
+        compare(a, b, confidence=1.5)
+    with pytest.raises(InvalidInputError, match="num_resamples"):
+        compare(a, b, num_resamples=0)
+    with pytest.raises(UnknownNameError):
+        compare(a, b, baseline="nobody")
+
+
+def test_different_tasks_or_protocols_are_refused():
+    rng = np.random.default_rng(11)
+    a = _table(rng, 20)
+    with pytest.raises(TaskMismatchError):
+        compare(a, _table(rng, 21))
+    moved = RankTable(**{**a.to_columns(), "triple_index": a.triple_index + 1})
+    with pytest.raises(TaskMismatchError, match="triple_index"):
+        compare(a, moved)
+    with pytest.raises(ProtocolMismatchError, match="candidates"):
+        compare(a, RankTable(**{**a.to_columns(), "num_candidates": np.full(40, C + 1)}))
+    with pytest.raises(ProtocolMismatchError, match="filtered"):
+        compare(Results(a, protocol={"filtered": True}), Results(a, protocol={"filtered": False}))
+
+
+# ---------------------------------------------------------------------------- type-I error
+def _exchangeable_differences(rng, n_units, reps):
+    """Per-unit MRR differences of two models whose ranks are i.i.d. from one distribution."""
+    ra = np.minimum(rng.geometric(0.05, size=(reps, n_units, 2)), C)
+    rb = np.minimum(rng.geometric(0.05, size=(reps, n_units, 2)), C)
+    return (1.0 / ra - 1.0 / rb).sum(axis=2), np.full(n_units, 2.0)
+
+
+@pytest.mark.parametrize("test,n_units", [("exact", 12), ("monte carlo", 60), ("wilcoxon", 60), ("bootstrap", 150)])
+def test_rejection_rate_of_exchangeable_models_is_nominal(test, n_units):
+    rng = np.random.default_rng(12345)
+    reps = 1000
+    diffs, w = _exchangeable_differences(rng, n_units, reps)
+    ps = []
+    for d in diffs:
+        if test in ("exact", "monte carlo"):
+            ps.append(paired.permutation_test(d, num_resamples=199, rng=rng)[0])
+        elif test == "wilcoxon":
+            ps.append(paired.wilcoxon_test(d, w)[0])
+        else:
+            m = rng.multinomial(n_units, np.full(n_units, 1 / n_units), size=199)
+            boot = (m @ d) / (m @ w)
+            ps.append(paired.bootstrap_p_value(boot, d.sum() / w.sum()))
+    rate = np.mean(np.asarray(ps) <= 0.05)
+    assert 0.03 <= rate <= 0.07, rate
