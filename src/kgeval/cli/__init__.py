@@ -4,7 +4,8 @@
 - ``kgeval pipeline``: train, evaluate, save a run (:mod:`.pipeline`);
 - ``kgeval evaluate``: re-evaluate a saved run (:mod:`.evaluate`);
 - ``kgeval datasets``: the known datasets (:mod:`.datasets`);
-- ``kgeval hpo``: hyper-parameter search (:mod:`.hpo`).
+- ``kgeval hpo``: hyper-parameter search (:mod:`.hpo`);
+- ``kgeval report``: a report on saved runs (:mod:`.report`).
 
 Errors are handled once, in :class:`_Group`: kgeval's own errors and file-system errors
 print ``error: <message>`` on stderr and exit with status 2, never a traceback; output
@@ -52,9 +53,9 @@ def main():
 
 
 def _register() -> None:
-    from . import datasets, evaluate, hpo, metrics, pipeline
+    from . import datasets, evaluate, hpo, metrics, pipeline, report
 
-    for module in (metrics, pipeline, evaluate, datasets, hpo):
+    for module in (metrics, pipeline, evaluate, datasets, hpo, report):
         main.add_command(module.command)
 
 

@@ -1,0 +1,144 @@
+"""The report's figures, drawn with matplotlib (Agg) and returned as inline SVG text.
+
+- :func:`figure_one`: seed 004's Figure 1, models x datasets: the raw metric, its adjusted
+  index and its z-score (datasets left to right by number of entities);
+- :func:`rank_distribution`: a run's ranks per side against the null model's, where rank
+  i is uniform on 1..C_i, so the expected count of bin [a, b) is sum_i |[a, b) ∩ [1, C_i]| / C_i;
+- :func:`relation_figure`: the metric per relation with its confidence interval;
+- :func:`candidates_figure`: the metric against the number of candidates, beside its null
+  expectation, in quantile bins of C.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from ..keys import flat_key
+from .model import RANK_TYPE, base_metric, derived_keys
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:  # pragma: no cover - the report extra
+        from ..errors import InvalidInputError
+
+        raise InvalidInputError("figures need matplotlib: pip install 'kgeval[report]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "kgeval"  # stable ids: the same runs give the same file
+    return plt
+
+
+def to_svg(fig) -> str:
+    """The figure as an ``<svg>`` element (no XML prolog), then closed."""
+    plt = _pyplot()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def figure_one(runs, metric: str) -> str:
+    """Raw metric, adjusted index and z-score of every (model, dataset), as grouped bars."""
+    plt = _pyplot()
+    base = base_metric(metric)
+    adj_key, z_key = derived_keys(base)
+    datasets = sorted({r.dataset for r in runs}, key=lambda d: min(r.num_entities or 0 for r in runs if r.dataset == d))
+    models = sorted({r.model for r in runs})
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    width = 0.8 / max(1, len(models))
+    for ax, key, title in zip(axes, (base.key, adj_key, z_key), (base.key, f"adjusted index ({adj_key})", z_key)):
+        for j, model in enumerate(models):
+            heights = []
+            for d in datasets:
+                run = next((r for r in runs if r.model == model and r.dataset == d), None)
+                v = None if run is None else run.results.value("both", RANK_TYPE, key)
+                heights.append(np.nan if v is None else v)
+            ax.bar(np.arange(len(datasets)) + (j - (len(models) - 1) / 2) * width, heights, width, label=model)
+        ax.set_xticks(range(len(datasets)), datasets)
+        ax.set_title(title, fontsize=9)
+        ax.axhline(0, color="black", linewidth=0.6)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("raw metric, adjusted index and z-score (both sides, realistic ranks)", fontsize=10)
+    return to_svg(fig)
+
+
+def null_bin_counts(num_candidates: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Expected number of ranks in each integer bin [edges[j], edges[j+1]) under the null."""
+    cs, counts = np.unique(num_candidates, return_counts=True)
+    lo, hi = edges[:-1][None, :], edges[1:][None, :]
+    inside = np.clip(np.minimum(hi, cs[:, None] + 1) - lo, 0, None)  # integers of the bin that are <= C
+    return (counts[:, None] * inside / cs[:, None]).sum(axis=0)
+
+
+def rank_distribution(results) -> str:
+    """Histogram of the realistic ranks per side (log bins) against the null model's."""
+    plt = _pyplot()
+    table = results.rank_table
+    sides = table.sides or ["both"]
+    fig, axes = plt.subplots(1, len(sides), figsize=(5 * len(sides), 3.2), squeeze=False)
+    for ax, side in zip(axes[0], sides):
+        sub = table.select_side(side)
+        ranks, cs = sub.ranks(RANK_TYPE), np.asarray(sub.num_candidates)
+        edges = np.unique(np.round(np.logspace(0, np.log10(cs.max() + 1), 16)).astype(np.int64))
+        observed, _ = np.histogram(ranks, bins=edges)
+        ax.stairs(observed, edges, label="model", fill=True, alpha=0.6)
+        ax.stairs(null_bin_counts(cs, edges), edges, label="null (uniform on 1..C)", linewidth=1.5)
+        ax.set_xscale("log")
+        ax.set_xlabel("rank")
+        ax.set_ylabel("tasks")
+        ax.set_title(f"{side} ranks", fontsize=9)
+        ax.legend(fontsize=8)
+    return to_svg(fig)
+
+
+def relation_figure(rows: list[dict], metric: str) -> str:
+    """The metric per relation (sorted), with its confidence interval where there is one."""
+    plt = _pyplot()
+    rows = sorted(rows, key=lambda r: r["value"])
+    fig, ax = plt.subplots(figsize=(6, max(2.5, 0.16 * len(rows) + 1)))
+    y = np.arange(len(rows))
+    values = np.array([r["value"] for r in rows])
+    lows = np.array([np.nan if r["ci_low"] is None else r["ci_low"] for r in rows])
+    highs = np.array([np.nan if r["ci_high"] is None else r["ci_high"] for r in rows])
+    ax.plot(values, y, "o", markersize=3)
+    has = ~np.isnan(lows)
+    if has.any():
+        ax.errorbar(values[has], y[has], xerr=[values[has] - lows[has], highs[has] - values[has]], fmt="none",
+                    linewidth=0.8)
+    ax.set_yticks(y, [str(r["relation"]) for r in rows], fontsize=6)
+    ax.set_xlabel(f"{metric} (both sides)")
+    ax.set_ylabel("relation id")
+    return to_svg(fig)
+
+
+def candidates_figure(results, metric: str, num_bins: int = 8) -> str:
+    """The metric in quantile bins of the number of candidates, beside its null expectation."""
+    from ..results import Results
+
+    plt = _pyplot()
+    base = base_metric(metric)
+    table = results.rank_table
+    cs = np.asarray(table.num_candidates)
+    edges = np.unique(np.quantile(cs, np.linspace(0, 1, num_bins + 1)))
+    which = np.clip(np.searchsorted(edges, cs, side="right") - 1, 0, max(0, len(edges) - 2))
+    centres, observed, expected = [], [], []
+    for b in np.unique(which):
+        # a wrapper in the list makes Results keep the base metric's null moments
+        sub = Results(table.subset(which == b), metrics=[base.key, derived_keys(base)[1]], rank_types=[RANK_TYPE])
+        centres.append(float(np.median(cs[which == b])))
+        observed.append(sub.value("both", RANK_TYPE, base.key))
+        expected.append(sub.null_moments["both"][base.key].mean)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(centres, observed, "o-", label="model")
+    ax.plot(centres, [np.nan if e is None else e for e in expected], "s--", label="null expectation")
+    ax.set_xscale("log")
+    ax.set_xlabel("number of candidates C (median of the bin)")
+    ax.set_ylabel(flat_key("both", RANK_TYPE, base.key), fontsize=8)
+    ax.legend(fontsize=8)
+    return to_svg(fig)

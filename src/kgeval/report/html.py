@@ -1,0 +1,102 @@
+"""The HTML report: one self-contained file (inline CSS and SVG figures; no script, no network).
+
+Every number cell carries its exact value for machines beside the rounded text for people:
+``<td data-key="both.realistic.inverse_harmonic_mean_rank" data-value="0.4618198551034372">0.4618</td>``
+(``data-value`` is Python's ``repr`` of the float, which reads back to the same float).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from .. import __version__
+from . import figures
+from .text import COLUMNS, fmt, p_text
+
+_CSS = """
+body{font-family:sans-serif;margin:2em;max-width:1300px;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em}
+th,td{border:1px solid #ccc;padding:2px 8px;text-align:right;font-size:13px}
+th:first-child,td:first-child{text-align:left}
+pre{background:#f6f6f6;padding:0.6em;font-size:12px}
+figure{margin:0.5em 0}
+.note{color:#a40}
+"""
+
+
+def _num(value, key: str | None = None, run: str | None = None, text: str | None = None) -> str:
+    if value is None:
+        return "<td>—</td>"
+    attrs = f' data-value="{float(value)!r}"'
+    if key:
+        attrs += f' data-key="{escape(key)}"'
+    if run:
+        attrs += f' data-run="{escape(run)}"'
+    return f"<td{attrs}>{escape(fmt(value) if text is None else text)}</td>"
+
+
+def _headline(run) -> str:
+    out = ["<table class='headline'><tr><th>side</th><th>metric</th>" +
+           "".join(f"<th>{escape(h)}</th>" for _, h in COLUMNS) + "</tr>"]
+    for row in run.headline:
+        ci = ("<td>—</td>" if row["ci_low"] is None else
+              f"<td data-low=\"{row['ci_low']!r}\" data-high=\"{row['ci_high']!r}\" data-key=\"{escape(row['key'])}\">"
+              f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]</td>")
+        p = ("<td>—</td>" if row["p"] is None else
+             f"<td data-value=\"{row['p']!r}\" data-log-value=\"{row['log_p']!r}\" title=\"{escape(row['p_method'])}\">"
+             f"{escape(p_text(row))}</td>")
+        out.append(f"<tr><td>{escape(row['side'])}</td><td>{escape(row['metric'])}</td>"
+                   f"{_num(row['value'], row['key'], run.name)}{ci}"
+                   f"{_num(row['adjusted'], row['adjusted_key'], run.name)}{_num(row['z'], row['z_key'], run.name)}"
+                   f"{p}</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _relations(run, metric: str) -> str:
+    out = [f"<table class='relations'><tr><th>relation</th><th>tasks</th><th>{escape(metric)}</th><th>CI</th>"
+           "<th>hits@10</th><th>adjusted index</th></tr>"]
+    for r in run.relations:
+        ci = "—" if r["ci_low"] is None else f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
+        out.append(f"<tr><td>{r['relation']}</td><td>{r['count']}</td>{_num(r['value'])}<td>{ci}</td>"
+                   f"{_num(r['hits_at_10'])}{_num(r['adjusted'])}</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _comparison(report) -> str:
+    if not report.comparison:
+        return ""
+    cols = list(report.comparison[0])
+    out = ["<h2>Pairwise comparison</h2><table class='comparison'><tr>" +
+           "".join(f"<th>{escape(str(c))}</th>" for c in cols) + "</tr>"]
+    for row in report.comparison:
+        out.append("<tr>" + "".join(_num(v) if isinstance(v, float) else f"<td>{escape(str(v))}</td>"
+                                    for v in row.values()) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _figure(svg: str, name: str, caption: str) -> str:
+    return f"<figure data-figure=\"{escape(name)}\">{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def render_html(report) -> str:
+    """The whole page (see the module docstring)."""
+    m = report.metric
+    body = [f"<h1>kgeval report</h1><p>{len(report.runs)} run(s); kgeval {escape(__version__)}; "
+            f"figures and per-relation tables: {escape(m)}; intervals: {report.confidence:.0%}.</p>"]
+    body += [f"<p class='note'>{escape(n)}</p>" for n in report.notes]
+    body.append(_figure(figures.figure_one(report.runs, m), "figure-one",
+                        f"Figure 1 (seed 004): {m}, its adjusted index and its z-score per model and dataset"))
+    body.append(_comparison(report))
+    for i, run in enumerate(report.runs):
+        body.append(f"<section class='run' data-run=\"{escape(run.name)}\"><h2>{escape(run.name)}</h2>"
+                    f"<p>{escape(str(run.directory))}</p><pre class='protocol'>{escape(run.protocol)}</pre>")
+        body.append(_headline(run))
+        body.append(_figure(figures.rank_distribution(run.results), f"ranks-{i}", "ranks per side against the null model"))
+        body.append(_figure(figures.candidates_figure(run.results, m), f"candidates-{i}",
+                            f"{m} against the number of candidates"))
+        if run.relations:
+            body.append(_figure(figures.relation_figure(run.relations, m), f"relations-{i}", f"{m} per relation"))
+            body.append(_relations(run, m))
+        body.append("</section>")
+    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>kgeval report</title>"
+            f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

@@ -1,0 +1,198 @@
+"""What a report shows, gathered from saved runs: :func:`build_report` -> :class:`Report`.
+
+Every number is read from the run's ``results.json`` (values, null moments) or computed
+from its ``rank_table.npz``; the writers (:mod:`.html`, :mod:`.text`) only format them.
+A headline row holds, for one side and the realistic rank type: the metric's value, its
+confidence interval (bootstrap over evaluation triples), its adjusted index
+``(M - E[M]) / (opt - E[M])``, its z-score ``(M - E[M]) / sqrt(Var[M])`` and the one-sided
+p-value of a value at least as good under the null model (ranks uniform on 1..C_i).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import metrics as _metrics
+from ..errors import InvalidInputError
+from ..keys import flat_key
+from ..metrics.derived import DerivedMetric, wrapper_key
+from . import stats
+
+FORMATS = ("html", "md", "latex", "csv", "json")
+#: the base metrics of the headline table (their adjusted index and z-score sit beside them)
+HEADLINE_BASES = ("mrr", "hits@1", "hits@3", "hits@10", "mr", "igmr")
+RANK_TYPE = "realistic"
+
+
+@dataclass
+class RunReport:
+    """One run: where it is, what was trained on what, its protocol and its numbers."""
+
+    name: str
+    directory: Path
+    model: str
+    dataset: str
+    num_entities: int | None
+    protocol: str
+    results: object
+    headline: list[dict] = field(default_factory=list)
+    relations: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    """Every run of a report, the figure metric, the comparison table and the notes."""
+
+    runs: list[RunReport]
+    metric: str
+    confidence: float
+    comparison: list[dict] | None
+    notes: list[str]
+
+    def to_dict(self) -> dict:
+        """The JSON form (``--format json``): runs with their tables, comparison, notes."""
+        return {
+            "metric": self.metric,
+            "confidence": self.confidence,
+            "runs": [{"name": r.name, "directory": str(r.directory), "model": r.model, "dataset": r.dataset,
+                      "protocol": r.protocol, "headline": r.headline, "relations": r.relations} for r in self.runs],
+            "comparison": self.comparison,
+            "notes": self.notes,
+        }
+
+
+def base_metric(name: str):
+    """The metric named ``name`` (an adjusted or z variant stands for its base metric)."""
+    metric = _metrics.get(name)
+    return metric.base if isinstance(metric, DerivedMetric) else metric
+
+
+def derived_keys(metric) -> tuple[str, str]:
+    """The keys of the adjusted index and the z-score of a base metric."""
+    return wrapper_key("index", metric.key, metric.increasing), wrapper_key("z", metric.key, metric.increasing)
+
+
+def load_results(directory: str | os.PathLike):
+    """``(Run, Results with its rank table)`` of a run directory; a directory that is not one
+    raises :class:`InvalidInputError` naming it."""
+    from ..ranks import RankTable
+    from ..results import Results
+    from ..workflow.runs import load_run
+
+    run = load_run(directory)
+    missing = [f for f in ("results.json", "rank_table.npz") if not (run.directory / f).is_file()]
+    if missing:
+        raise InvalidInputError(f"{run.directory} is not a complete kgeval run directory (no {', '.join(missing)})")
+    table = RankTable.load(run.directory / "rank_table.npz")
+    return run, Results.load_json(run.directory / "results.json", table)
+
+
+def _headline_rows(results, sides, *, confidence, num_resamples, seed) -> list[dict]:
+    rows = []
+    for side in sides:
+        for name in HEADLINE_BASES:
+            metric = base_metric(name)
+            value = results.value(side, RANK_TYPE, metric.key)
+            if value is None:
+                continue
+            adj_key, z_key = derived_keys(metric)
+            key = flat_key(side, RANK_TYPE, metric.key)
+            ci = stats.confidence_interval(results, key, confidence=confidence, num_resamples=num_resamples,
+                                           seed=seed) if side == "both" else None
+            p = stats.p_value(results, key)
+            rows.append({
+                "side": side, "metric": name, "key": key, "value": value,
+                "ci_low": None if ci is None else ci[0], "ci_high": None if ci is None else ci[1],
+                "adjusted_key": flat_key(side, RANK_TYPE, adj_key),
+                "adjusted": results.value(side, RANK_TYPE, adj_key),
+                "z_key": flat_key(side, RANK_TYPE, z_key), "z": results.value(side, RANK_TYPE, z_key),
+                "p": None if p is None else p[0], "log_p": None if p is None else p[1],
+                "p_method": None if p is None else p[2],
+            })
+    return rows
+
+
+def _relation_rows(results, metric, *, confidence, num_resamples, seed) -> list[dict]:
+    from ..results import Results
+
+    table = results.rank_table
+    if table.relation is None:
+        return []
+    adj_key, _ = derived_keys(metric)
+    breakdown = results.by_relation((metric.key, "hits@10", "count"), rank_type=RANK_TYPE)
+    rows = []
+    for rel, values in sorted(breakdown.items()):
+        sub = Results(table.subset(table.relation == rel), metrics=[metric.key, adj_key],
+                      rank_types=[RANK_TYPE])
+        ci = stats.confidence_interval(sub, flat_key("both", RANK_TYPE, metric.key), confidence=confidence,
+                                       num_resamples=num_resamples, seed=seed)
+        rows.append({"relation": int(rel), "count": int(values["count"]), "value": values[metric.key],
+                     "hits_at_10": values.get("hits_at_10"), "adjusted": sub.value("both", RANK_TYPE, adj_key),
+                     "ci_low": None if ci is None else ci[0], "ci_high": None if ci is None else ci[1]})
+    return rows
+
+
+def _names(runs) -> list[str]:
+    """``model on dataset`` labels, made unique with the directory name where they repeat."""
+    labels = [f"{r.config.model.name} on {r.config.dataset}" for r in runs]
+    return [f"{lab} ({r.directory.name})" if labels.count(lab) > 1 else lab for lab, r in zip(labels, runs)]
+
+
+def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, num_resamples: int = 1000,
+                 seed: int = 0) -> Report:
+    """Gather every run of ``directories`` (at least one) into a :class:`Report`.
+
+    ``metric`` drives the figures and the per-relation table; ``num_resamples`` the bootstrap
+    intervals (kept modest: a report builds in seconds).
+    """
+    from .._validation import check_positive_int, check_probability
+
+    directories = list(directories)
+    if not directories:
+        raise InvalidInputError("a report needs at least one run directory")
+    confidence = check_probability("confidence", confidence)
+    num_resamples = check_positive_int("num_resamples", num_resamples)
+    base = base_metric(metric)
+    loaded = [load_results(d) for d in directories]
+    names = _names([run for run, _ in loaded])
+    reports = []
+    for name, (run, results) in zip(names, loaded):
+        rep = RunReport(name, run.directory, run.config.model.name, run.config.dataset,
+                        results.protocol.get("num_entities"), results.evaluation_protocol.describe(), results)
+        sides = sorted(results.sides, key=lambda s: s != "both")  # both sides first
+        rep.headline = _headline_rows(results, sides, confidence=confidence,
+                                      num_resamples=num_resamples, seed=seed)
+        rep.relations = _relation_rows(results, base, confidence=confidence,
+                                       num_resamples=max(1, num_resamples // 5), seed=seed)
+        reports.append(rep)
+    notes = [text for what, text in stats.MISSING.items() if not _available(what, loaded)]
+    comparison = stats.compare([r for _, r in loaded], names, ("mrr", "hits@10", "mr", "gmr"),
+                               num_resamples=num_resamples, seed=seed)
+    return Report(reports, base.key, confidence, comparison, notes)
+
+
+def _available(what: str, loaded) -> bool:
+    import kgeval
+
+    if what == "compare":
+        return hasattr(kgeval, "compare") or len(loaded) < 2
+    attr = {"ci": "confidence_interval", "p": "p_value"}[what]
+    return all(hasattr(r, attr) for _, r in loaded)
+
+
+def write_report(report: Report, path: str | os.PathLike, *, format: str = "html") -> Path:
+    """Write ``report`` to ``path`` in ``format`` (one of :data:`FORMATS`), atomically."""
+    from .._json import write_atomic
+    from ..errors import unknown_name
+
+    if format not in FORMATS:
+        raise unknown_name("report format", format, FORMATS)
+    if format == "html":
+        from .html import render_html as render
+    else:
+        from .text import RENDERERS
+
+        render = RENDERERS[format]
+    return write_atomic(path, render(report))

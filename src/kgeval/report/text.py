@@ -1,0 +1,89 @@
+"""Text forms of a report: Markdown, LaTeX, CSV (the headline rows of every run) and JSON (all of it).
+
+Numbers are written with :func:`fmt` (4 significant decimals, scientific outside the usual
+range); CSV and JSON carry the full ``repr`` precision so that they read back exactly.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from .._json import finite_or_none
+from ..results.render import EMPTY, format_value
+
+#: the columns of the headline table (key in the row, header)
+COLUMNS = (("value", "value"), ("ci", "CI"), ("adjusted", "adjusted index"), ("z", "z"), ("p", "p"))
+
+
+def fmt(v) -> str:
+    return EMPTY if v is None else format_value(float(v))
+
+
+def p_text(row: dict) -> str:
+    """The p-value, from its logarithm when it underflows (never printed as 0)."""
+    if row.get("p") is None:
+        return EMPTY
+    if row["p"] > 0:
+        return fmt(row["p"])
+    return f"exp({row['log_p']:.1f})"
+
+
+def cells(row: dict) -> list[str]:
+    ci = EMPTY if row.get("ci_low") is None else f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]"
+    return [fmt(row["value"]), ci, fmt(row.get("adjusted")), fmt(row.get("z")), p_text(row)]
+
+
+def _rows(report):
+    for run in report.runs:
+        for row in run.headline:
+            yield run, row
+
+
+def render_markdown(report) -> str:
+    head = ["run", "side", "metric", *(h for _, h in COLUMNS)]
+    lines = ["# kgeval report", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join([run.name, row["side"], row["metric"], *cells(row)]) + " |" for run, row in _rows(report)]
+    for run in report.runs:
+        lines += ["", f"## {run.name}", "", "```", run.protocol, "```"]
+    if report.notes:
+        lines += ["", *(f"- {n}" for n in report.notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _latex_escape(text: str) -> str:
+    text = text.replace("\\", "\0")  # escaped last: the other escapes add backslashes
+    for a, b in (("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"), ("$", r"\$"), ("{", r"\{"),
+                 ("}", r"\}"), ("—", "--")):
+        text = text.replace(a, b)
+    return text.replace("\0", r"\textbackslash{}")
+
+
+def render_latex(report) -> str:
+    head = ["run", "side", "metric", *(h for _, h in COLUMNS)]
+    lines = [r"\begin{tabular}{lll" + "r" * len(COLUMNS) + "}", r"\hline",
+             " & ".join(head) + r" \\", r"\hline"]
+    lines += [" & ".join(_latex_escape(c) for c in [run.name, row["side"], row["metric"], *cells(row)]) + r" \\"
+              for run, row in _rows(report)]
+    lines += [r"\hline", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def render_csv(report) -> str:
+    fields = ["run", "directory", "side", "metric", "key", "value", "ci_low", "ci_high", "adjusted", "z", "p",
+              "log_p", "p_method"]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fields, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for run, row in _rows(report):
+        writer.writerow({**{k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in row.items()},
+                         "run": run.name, "directory": str(run.directory)})
+    return buf.getvalue()
+
+
+def render_json(report) -> str:
+    return json.dumps(finite_or_none(report.to_dict()), indent=2, allow_nan=False) + "\n"
+
+
+RENDERERS = {"md": render_markdown, "latex": render_latex, "csv": render_csv, "json": render_json}

@@ -1,0 +1,58 @@
+"""kgeval report's text formats and its refusals."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kgeval.cli import main
+from kgeval.errors import InvalidInputError, UnknownNameError
+from kgeval.report import build_report
+
+
+def _report(runs, tmp_path, fmt, *extra):
+    path = tmp_path / f"report.{fmt}"
+    res = CliRunner().invoke(main, ["report", *map(str, runs), "-o", str(path), "--format", fmt, *extra])
+    assert res.exit_code == 0, res.output
+    return path.read_text()
+
+
+def test_csv_and_json_carry_the_exact_values(runs, tmp_path):
+    metrics = json.loads((runs[0] / "results.json").read_text())["metrics"]
+    rows = [r for r in csv.DictReader(io.StringIO(_report(runs, tmp_path, "csv"))) if r["directory"] == str(runs[0])]
+    assert {r["side"] for r in rows} == {"head", "tail", "both"}
+    for r in rows:
+        assert float(r["value"]) == metrics[r["key"]]
+        assert float(r["z"]) == metrics[r["key"].replace("realistic.", "realistic.z_")]
+    doc = json.loads(_report(runs, tmp_path, "json", "--metric", "hits@10"))
+    assert doc["metric"] == "hits_at_10"
+    relations = doc["runs"][0]["relations"]
+    assert sum(r["count"] for r in relations) == json.loads((runs[0] / "results.json").read_text())["protocol"]["num_tasks"]
+
+
+def test_markdown_and_latex_tables(runs, tmp_path):
+    md = _report(runs, tmp_path, "md")
+    assert "| distmult on Nations | both | mrr |" in md and "evaluation: " in md
+    tex = _report(runs, tmp_path, "latex")
+    assert tex.startswith("\\begin{tabular}") and "hits@10" in tex and "\\_" not in tex.split("\n")[2]
+
+
+def test_not_a_run_directory_is_a_named_error(runs, tmp_path):
+    res = CliRunner().invoke(main, ["report", str(runs[0]), str(tmp_path), "-o", str(tmp_path / "r.html")])
+    assert res.exit_code == 2
+    assert f"{tmp_path} is not a kgeval run directory" in res.output
+
+
+def test_bad_options_are_named(runs):
+    with pytest.raises(InvalidInputError, match="confidence"):
+        build_report(runs[:1], confidence=1.5)
+    with pytest.raises(InvalidInputError, match="num_resamples"):
+        build_report(runs[:1], num_resamples=0)
+    with pytest.raises(UnknownNameError):
+        build_report(runs[:1], metric="mrrr")
+    with pytest.raises(InvalidInputError, match="at least one"):
+        build_report([])
