@@ -68,7 +68,7 @@ def test_rendered_numbers_are_the_runs_results(runs, report):
     for run in expected:  # the headline of each run is there, adjusted and z included
         for key in ("both.realistic.inverse_harmonic_mean_rank", "both.realistic.adjusted_inverse_harmonic_mean_rank",
                     "both.realistic.z_inverse_harmonic_mean_rank", "head.realistic.hits_at_10",
-                    "tail.realistic.arithmetic_mean_rank"):
+                    "tail.realistic.arithmetic_mean_rank", "both.realistic.p_inverse_harmonic_mean_rank"):
             assert (run, key) in checked
     # Figure 1, and per run: ranks, candidates, relations
     assert set(page.figures) == {"figure-one"} | {f"{f}-{i}" for f in ("ranks", "candidates", "relations")

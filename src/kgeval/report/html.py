@@ -43,7 +43,8 @@ def _headline(run) -> str:
               f"<td data-low=\"{row['ci_low']!r}\" data-high=\"{row['ci_high']!r}\" data-key=\"{escape(row['key'])}\">"
               f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]</td>")
         p = ("<td>—</td>" if row["p"] is None else
-             f"<td data-value=\"{row['p']!r}\" data-log-value=\"{row['log_p']!r}\" title=\"{escape(row['p_method'])}\">"
+             f"<td data-value=\"{row['p']!r}\" data-key=\"{escape(row['p_key'])}\" data-run=\"{escape(run.name)}\" "
+             f"data-log10-value=\"{row['log10_p']!r}\" title=\"{escape(row['p_method'])}\">"
              f"{escape(p_text(row))}</td>")
         out.append(f"<tr><td>{escape(row['side'])}</td><td>{escape(row['metric'])}</td>"
                    f"{_num(row['value'], row['key'], run.name)}{ci}"

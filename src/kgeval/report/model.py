@@ -108,7 +108,8 @@ def _headline_rows(results, sides, *, confidence, num_resamples, seed) -> list[d
                 "adjusted_key": flat_key(side, RANK_TYPE, adj_key),
                 "adjusted": results.value(side, RANK_TYPE, adj_key),
                 "z_key": flat_key(side, RANK_TYPE, z_key), "z": results.value(side, RANK_TYPE, z_key),
-                "p": None if p is None else p[0], "log_p": None if p is None else p[1],
+                "p_key": flat_key(side, RANK_TYPE, f"p_{metric.key}"),
+                "p": None if p is None else p[0], "log10_p": None if p is None else p[1],
                 "p_method": None if p is None else p[2],
             })
     return rows

@@ -7,8 +7,6 @@ instead of computing a substitute here.
 
 from __future__ import annotations
 
-import math
-
 from ..errors import KGEvalError
 
 #: why a cell is empty when the significance API lacks the function
@@ -32,7 +30,7 @@ def confidence_interval(results, key: str, *, confidence: float, num_resamples: 
 
 
 def p_value(results, key: str):
-    """``(p, log p, method)`` of ``key`` against chance, or None where unavailable."""
+    """``(p, log10 p, method)`` of ``key`` against chance, or None where unavailable."""
     fn = getattr(results, "p_value", None)
     if fn is None:
         return None
@@ -40,11 +38,7 @@ def p_value(results, key: str):
         p = fn(key)
     except KGEvalError:  # no null moments for this metric
         return None
-    log_value = getattr(p, "log_value", None)
-    value = float(getattr(p, "value", p))
-    if log_value is None:
-        log_value = math.log(value) if value > 0 else -math.inf
-    return value, float(log_value), str(getattr(p, "method", ""))
+    return float(p.value), float(p.log10), str(p.method)
 
 
 def compare(results: list, names: list[str], metrics: tuple[str, ...], *, num_resamples: int, seed: int):

@@ -27,7 +27,7 @@ def p_text(row: dict) -> str:
         return EMPTY
     if row["p"] > 0:
         return fmt(row["p"])
-    return f"exp({row['log_p']:.1f})"
+    return f"10^{row['log10_p']:.1f}"
 
 
 def cells(row: dict) -> list[str]:
@@ -72,7 +72,7 @@ def render_latex(report) -> str:
 
 def render_csv(report) -> str:
     fields = ["run", "directory", "side", "metric", "key", "value", "ci_low", "ci_high", "adjusted", "z", "p",
-              "log_p", "p_method"]
+              "log10_p", "p_method"]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fields, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
