@@ -176,6 +176,16 @@ class Results:
         """
         return p_value(self, key, method)
 
+    def confidence_interval(self, key: str, confidence: float = 0.95, method: str = "bca",
+                            num_resamples: int = 10_000, seed: int | None = None):
+        """Bootstrap confidence interval ``(low, high)`` of the value ``key`` names, resampling
+        evaluation triples (head and tail task together; weights respected) with
+        ``scipy.stats.bootstrap``. ``method``: ``"bca"``, ``"percentile"`` or ``"normal"``;
+        deterministic for a given ``seed``. See :mod:`kgeval.significance.bootstrap`."""
+        from ..significance.bootstrap import confidence_interval
+
+        return confidence_interval(self, key, confidence, method, num_resamples, seed)
+
     def cached_p_value(self, key: str):
         """:meth:`p_value` (method ``"auto"``), computed once per key."""
         if key not in self._p_values:

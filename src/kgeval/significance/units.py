@@ -1,0 +1,115 @@
+"""The resampling unit and per-unit sufficient statistics, shared by bootstrap and comparison.
+
+**Unit.** One evaluation triple: its head and its tail task are resampled (or swapped between two
+models) together, because they share the triple and are not independent. Tasks without a triple
+index (``-1``) are each their own unit.
+
+**Sufficient statistics.** Every power-mean metric is ``g(Σᵢ wᵢ h(rᵢ) / Σᵢ wᵢ)``:
+
+- the transformed means (:class:`~kgeval.metrics.means.TransformedMean`: MR, MRR, hits@k, IAMR,
+  HMR, power means): h = f, g = the metric's post-transformation;
+- the geometric means (GMR, IGMR): h = log r, g = exp(±x).
+
+So a metric on any resample is a function of two numbers per unit, ``sums[u] = Σ_{i∈u} wᵢ h(rᵢ)``
+and ``weights[u] = Σ_{i∈u} wᵢ``: with unit multiplicities m (a bootstrap draw, or 0/1 masks of a
+sign-flip), ``value = g(m·sums / m·weights)``, vectorised over thousands of resamples at once.
+Metrics that do not decompose (median, dispersion) are evaluated on resampled tables instead
+(:func:`metric_on_units`).
+
+Adjusted and z metrics are affine maps of their base metric with the *original* table's null
+coefficients: their resampled values keep those coefficients (the null model is a property of the
+evaluation protocol, not of the sampled triples).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..metrics.base import Metric
+from ..metrics.derived import DerivedMetric
+from ..metrics.means import TransformedMean, _GeometricBase
+from ..ranks import RankTable
+
+__all__ = ["evaluation_units", "UnitStatistics", "unit_statistics", "metric_on_units", "affine_of"]
+
+
+def evaluation_units(table: RankTable) -> np.ndarray:
+    """Unit id (``0..U-1``) of every task: tasks of one evaluation triple share an id."""
+    n = len(table)
+    if table.triple_index is None:
+        return np.arange(n)
+    ids = np.asarray(table.triple_index, dtype=np.int64).copy()
+    alone = ids < 0
+    if alone.any():  # unknown triple: a unit of its own, numbered after every real triple
+        ids[alone] = ids.max(initial=-1) + 1 + np.arange(int(alone.sum()))
+    _, inverse = np.unique(ids, return_inverse=True)
+    return inverse.reshape(-1)
+
+
+@dataclass(frozen=True)
+class UnitStatistics:
+    """``sums[u]`` and ``weights[u]`` of each unit and the map from a weighted mean to the metric."""
+
+    sums: np.ndarray
+    weights: np.ndarray
+    finish: Callable[[np.ndarray], np.ndarray]
+
+    def value(self, multiplicities: np.ndarray | None = None) -> np.ndarray | float:
+        """The metric on the original table (None), on one resample ((U,) multiplicities) or on
+        many ((R, U) multiplicities -> R values)."""
+        if multiplicities is None:
+            return float(self.finish(np.asarray(self.sums.sum() / self.weights.sum())))
+        m = np.asarray(multiplicities, dtype=np.float64)
+        return self.finish((m @ self.sums) / (m @ self.weights))
+
+    def value_of_indices(self, idx: np.ndarray) -> np.ndarray:
+        """The metric on resamples given as unit indices ``(..., U')`` (scipy's bootstrap layout)."""
+        return self.finish(self.sums[idx].sum(-1) / self.weights[idx].sum(-1))
+
+
+def affine_of(metric: Metric, table: RankTable, side_table: RankTable | None = None):
+    """``(base metric, shift, scale)`` with metric = (base − shift) / scale, or ``(metric, 0, 1)``."""
+    if not isinstance(metric, DerivedMetric):
+        return metric, 0.0, 1.0
+    from ..metrics.base import check_weights
+
+    t = side_table if side_table is not None else table
+    w = None if t.weight is None else check_weights(t.weight, len(t))
+    coef = metric.coefficients(metric.base.null_moments(np.asarray(t.num_candidates, dtype=np.int64), w))
+    if coef is None:
+        return None
+    return metric.base, float(coef[0]), float(coef[1])
+
+
+def unit_statistics(table: RankTable, metric: Metric, rank_type: str,
+                    units: np.ndarray | None = None) -> UnitStatistics | None:
+    """Per-unit sufficient statistics of ``metric`` (a base metric), or None if it does not decompose."""
+    r = np.asarray(table.ranks(rank_type), dtype=np.float64)
+    if isinstance(metric, TransformedMean):
+        h, finish = metric.f(r), metric.g
+    elif isinstance(metric, _GeometricBase):
+        sign = metric.sign
+        h, finish = np.log(r), (lambda x: np.exp(sign * np.asarray(x)))
+    else:
+        return None
+    units = evaluation_units(table) if units is None else units
+    w = np.ones(r.size) if table.weight is None else np.asarray(table.weight, dtype=np.float64)
+    size = int(units.max(initial=-1)) + 1
+    return UnitStatistics(np.bincount(units, weights=w * h, minlength=size),
+                          np.bincount(units, weights=w, minlength=size), finish)
+
+
+def metric_on_units(table: RankTable, metric: Metric, rank_type: str, unit_indices: np.ndarray,
+                    units: np.ndarray | None = None) -> float:
+    """``metric`` on the table made of the listed units (with repetition): the generic, slower path."""
+    units = evaluation_units(table) if units is None else units
+    order = np.argsort(units, kind="stable")
+    starts = np.searchsorted(units[order], np.arange(int(units.max(initial=-1)) + 2))
+    rows = np.concatenate([order[starts[u]:starts[u + 1]] for u in np.asarray(unit_indices)])
+    r = table.ranks(rank_type)[rows]
+    c = None if table.num_candidates is None else table.num_candidates[rows]
+    w = None if table.weight is None else table.weight[rows]
+    return float(metric(r, c, w))
