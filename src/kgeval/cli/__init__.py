@@ -5,7 +5,8 @@
 - ``kgeval evaluate``: re-evaluate a saved run (:mod:`.evaluate`);
 - ``kgeval datasets``: the known datasets (:mod:`.datasets`);
 - ``kgeval hpo``: hyper-parameter search (:mod:`.hpo`);
-- ``kgeval report``: a report on saved runs (:mod:`.report`).
+- ``kgeval report``: a report on saved runs (:mod:`.report`);
+- ``kgeval compare``: paired comparison of saved runs (:mod:`.compare`).
 
 Errors are handled once, in :class:`_Group`: kgeval's own errors and file-system errors
 print ``error: <message>`` on stderr and exit with status 2, never a traceback; output
@@ -53,9 +54,9 @@ def main():
 
 
 def _register() -> None:
-    from . import datasets, evaluate, hpo, metrics, pipeline, report
+    from . import compare, datasets, evaluate, hpo, metrics, pipeline, report
 
-    for module in (metrics, pipeline, evaluate, datasets, hpo, report):
+    for module in (metrics, pipeline, evaluate, datasets, hpo, report, compare):
         main.add_command(module.command)
 
 

@@ -48,6 +48,7 @@ class Model:
     protocol: dict = field(default_factory=dict)
     dataset: dict | None = None  # the run's dataset identity (name, split hashes) when known
     replicated: bool = False
+    path: Path | None = None  # the run or replicate directory it was read from
 
 
 def _load_run(directory: Path) -> tuple[RankTable, dict, dict | None]:
@@ -73,9 +74,9 @@ def as_model(item, index: int) -> Model:
         if (path / REPLICATES_FILE).is_file():
             runs = load_replicates(path)
             loaded = [_load_run(r) for r in runs]
-            return Model(path.name, [t for t, _, _ in loaded], loaded[0][1], loaded[0][2], replicated=True)
+            return Model(path.name, [t for t, _, _ in loaded], loaded[0][1], loaded[0][2], True, path)
         table, protocol, dataset = _load_run(path)
-        return Model(path.name, [table], protocol, dataset)
+        return Model(path.name, [table], protocol, dataset, path=path)
     if isinstance(item, RankTable):
         return Model(f"model{index + 1}", [item])
     table = getattr(item, "rank_table", None)

@@ -89,8 +89,12 @@ def _choice(what: str, value, choices) -> str:
 
 def _models(items) -> list[Model]:
     models = [as_model(item, i) for i, item in enumerate(items)]
+    names = [m.name for m in models]
+    for m in models:  # two runs may share a directory name (seed42/ of two replicate sets)
+        if names.count(m.name) > 1 and m.path is not None:
+            m.name = f"{m.path.absolute().parent.name}/{m.name}"
     seen: dict[str, int] = {}
-    for m in models:  # unique names: two runs may share a directory name
+    for m in models:
         seen[m.name] = seen.get(m.name, 0) + 1
         if seen[m.name] > 1:
             m.name = f"{m.name} ({seen[m.name]})"

@@ -146,7 +146,7 @@ def _handle_evaluation(config: PipelineConfig, model, ds, *, progress: bool):
 
 # ---------------------------------------------------------------------------- pipeline
 def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bool = True, data_dir=None,
-             callback=None, **overrides) -> PipelineResult:
+             callback=None, num_replicates: int | None = None, **overrides):
     """Train and evaluate as ``config`` says, with ``overrides`` applied; returns a :class:`PipelineResult`.
 
     ``config``: a :class:`PipelineConfig` (or its dict form). ``overrides``: the keyword
@@ -171,6 +171,10 @@ def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bo
 
     ``dataset``: a name, a directory or a :class:`~kgeval.data.Dataset` (default: the
     configuration's). ``callback(epoch, loss, model)`` runs after every epoch.
+
+    ``num_replicates=k`` (k >= 2): train and evaluate k times with seeds ``seed, seed + 1, ...``
+    and return a :class:`~kgeval.workflow.replicates.ReplicatesResult` (the runs and a summary
+    across seeds) instead of one :class:`PipelineResult`.
     """
     if config is not None and not isinstance(config, PipelineConfig):
         config = PipelineConfig.from_dict(config)
@@ -181,6 +185,11 @@ def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bo
         raise InvalidInputError("pipeline() needs a dataset")
     if config.model is None:
         raise InvalidInputError("pipeline() needs a model")
+    if num_replicates is not None:
+        from .replicates import run_replicates
+
+        return run_replicates(config, num_replicates, dataset=None if isinstance(dataset, str) else dataset,
+                              progress=progress, data_dir=data_dir, callback=callback)
     t_start = time.perf_counter()
     ds, config = _handle_dataset(config, dataset, data_dir)
     config = config.resolve()

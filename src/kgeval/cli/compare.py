@@ -1,0 +1,92 @@
+"""``kgeval compare RUN_A RUN_B [...]``: the paired comparison table of saved runs.
+
+Each argument is a run directory (``kgeval pipeline``) or a replicate directory
+(``kgeval pipeline --replicates K``). The table is :func:`kgeval.compare`'s; ``--format csv``
+and ``json`` print it whole, ``text`` a readable selection of its columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import click
+
+from ..errors import InvalidInputError
+
+
+@click.command("compare")
+@click.argument("runs", nargs=-1, type=click.Path())
+@click.option("--metric", "metrics", multiple=True,
+              help="Metric to compare (repeatable) [default: mrr, hits@10, mr, gmr].")
+@click.option("--test", type=click.Choice(["permutation", "bootstrap", "wilcoxon"]), default="permutation",
+              show_default=True, help="Task-level paired test.")
+@click.option("--correction", type=click.Choice(["holm", "bh", "none"]), default="holm", show_default=True,
+              help="Multiple-testing correction over the table's rows.")
+@click.option("--baseline", help="Compare each run against this one (its directory name) instead of all pairs.")
+@click.option("--side", type=click.Choice(["head", "tail", "both"]), default="both", show_default=True)
+@click.option("--rank-type", type=click.Choice(["optimistic", "pessimistic", "realistic"]), default="realistic",
+              show_default=True)
+@click.option("--num-resamples", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Random sign patterns / bootstrap resamples.")
+@click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the intervals.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the resampling (reproducible tables).")
+@click.option("--format", "fmt", type=click.Choice(["text", "table", "json", "csv"]), default="text",
+              show_default=True)
+def command(runs, metrics, test, correction, baseline, side, rank_type, num_resamples, confidence, seed, fmt):
+    """Is one run better than another? Paired tests on the same test triples.
+
+    Example: kgeval compare runs/complex runs/distmult --metric mrr --metric hits@10
+    """
+    from ..significance.compare import COLUMNS, compare
+
+    if len(runs) < 2:
+        raise InvalidInputError(f"kgeval compare needs at least two run directories, got {len(runs)}")
+    table = compare(*runs, metrics=tuple(metrics) or ("mrr", "hits@10", "mr", "gmr"), side=side,
+                    rank_type=rank_type, test=test, num_resamples=num_resamples, seed=seed,
+                    correction=None if correction == "none" else correction, baseline=baseline,
+                    confidence=confidence)
+    records = table.to_dict("records") if hasattr(table, "to_dict") else table
+    records = [{k: _plain(v) for k, v in r.items()} for r in records]
+    if fmt == "json":
+        click.echo(json.dumps(records, indent=2))
+    elif fmt == "csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+        click.echo(out.getvalue(), nl=False)
+    else:
+        click.echo(_text(records, side, rank_type, test, correction, confidence))
+
+
+def _plain(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def _num(x, digits: int = 4) -> str:
+    return "-" if x is None else f"{x:.{digits}g}" if abs(x) < 1e-3 and x != 0 else f"{x:.{digits}f}"
+
+
+def _text(records, side, rank_type, test, correction, confidence) -> str:
+    head = ("A", "B", "metric", "level", "value A", "value B", "A - B", f"{100 * confidence:g}% CI", "p",
+            "p corrected", "effect")
+    rows = [head]
+    for r in records:
+        better = "higher" if r["higher_is_better"] else "lower"
+        rows.append((r["model_a"], r["model_b"], f"{r['metric']} ({better} better)", r["level"],
+                     _num(r["value_a"]), _num(r["value_b"]), _num(r["difference"]),
+                     f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]", f"{_num(r['p_value'], 3)} ({r['p_method']})",
+                     _num(r["p_corrected"], 3), "-" if r["effect_size"] is None
+                     else f"{_num(r['effect_size'], 3)} ({r['effect_kind']})"))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += ["", f"side {side}, {rank_type} ranks; task level: paired {test} test over evaluation triples "
+              "(head and tail tasks together); run level: Welch t-test over training seeds",
+              f"p: two-sided; corrected by {correction} within each level; CI: paired bootstrap percentile interval"]
+    return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""The same configuration trained with several seeds: ``pipeline(..., num_replicates=k)``.
+
+Replicate ``i`` (0-based) uses seed ``seed + i`` (the configuration's seed, default 42), so a
+replicate set is reproducible and its first run is the single run of the same configuration.
+Saved as a directory holding one run directory per replicate (``seed<seed>``, see
+:mod:`.runs`) and :data:`REPLICATES_FILE`, the summary across seeds: for every headline
+metric and side, the mean, the sample standard deviation (ddof = 1) and the t-based interval
+
+    mean ± t_{(1+confidence)/2, k−1} · sd / √k
+
+over the k per-run values (the seeds are the sampled units: it describes the variation due
+to training, not to the finite test set). :func:`kgeval.compare` on two replicate
+directories adds run-level tests on these per-run values.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._json import read_json, write_json
+from .._validation import SEED_LIMIT, check_int
+from ..errors import InvalidInputError, KGEvalError
+
+REPLICATES_FILE = "replicates.json"
+#: the summarised metrics (realistic ranks): (label, metric key)
+SUMMARY_METRICS = (("MRR", "inverse_harmonic_mean_rank"), ("Hits@1", "hits_at_1"), ("Hits@3", "hits_at_3"),
+                   ("Hits@10", "hits_at_10"), ("MR", "arithmetic_mean_rank"), ("GMR", "geometric_mean_rank"),
+                   ("AMRI", "adjusted_arithmetic_mean_rank_index"),
+                   ("adjusted MRR", "adjusted_inverse_harmonic_mean_rank"))
+
+
+def replicate_seeds(seed: int, num_replicates: int) -> list[int]:
+    """``seed, seed + 1, ..., seed + k - 1``, all valid seeds (below 2**32)."""
+    k = check_int("num_replicates", num_replicates, minimum=2)
+    if seed + k > SEED_LIMIT:
+        raise InvalidInputError(f"num_replicates={k} from seed {seed} runs past the largest seed 2**32 - 1")
+    return [seed + i for i in range(k)]
+
+
+def summarise(results: list, confidence: float = 0.95) -> dict[str, dict[str, Any]]:
+    """``{"<side>.realistic.<key>": {"mean", "sd", "ci_low", "ci_high", "values"}}`` across runs."""
+    from scipy.stats import t
+
+    out = {}
+    for side in results[0].sides:
+        for _, key in SUMMARY_METRICS:
+            name = f"{side}.realistic.{key}"
+            try:
+                values = np.array([r.get_metric(name) for r in results], dtype=np.float64)
+            except KGEvalError:
+                continue
+            k, mean = values.size, float(values.mean())
+            sd = float(values.std(ddof=1))
+            half = float(t.ppf((1 + confidence) / 2, k - 1)) * sd / math.sqrt(k)
+            out[name] = {"mean": mean, "sd": sd, "ci_low": mean - half, "ci_high": mean + half,
+                         "values": values.tolist()}
+    return out
+
+
+@dataclass
+class ReplicatesResult:
+    """The runs of one configuration over several seeds (:attr:`runs`: :class:`PipelineResult` each)."""
+
+    runs: list
+    seeds: list[int]
+    confidence: float = 0.95
+    summary: dict[str, dict[str, Any]] = field(init=False)
+
+    def __post_init__(self):
+        self.summary = summarise([r.results for r in self.runs], self.confidence)
+
+    @property
+    def results(self) -> list:
+        return [r.results for r in self.runs]
+
+    def summary_table(self) -> str:
+        """Mean ± sd and the CI across seeds, one line per metric (both sides pooled)."""
+        pct = f"{100 * self.confidence:g}%"
+        lines = [f"{len(self.seeds)} replicates (seeds {self.seeds[0]}..{self.seeds[-1]}); "
+                 f"mean ± sd and the t-based {pct} interval across seeds (realistic ranks, both sides)",
+                 f"{'metric':<52}{'mean':>12}{'sd':>12}   {pct} CI"]
+        for label, key in SUMMARY_METRICS:
+            s = self.summary.get(f"both.realistic.{key}")
+            if s is not None:
+                lines.append(f"{label + ' (' + key + ')':<52}{s['mean']:>12.4f}{s['sd']:>12.4f}   "
+                             f"[{s['ci_low']:.4f}, {s['ci_high']:.4f}]")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"format": "kgeval-replicates", "version": 1, "seeds": self.seeds,
+                "runs": [f"seed{s}" for s in self.seeds], "confidence": self.confidence, "summary": self.summary}
+
+    def save(self, directory, *, overwrite: bool = False) -> Path:
+        """Each run into ``directory/seed<seed>`` and the summary into ``directory/replicates.json``."""
+        from .runs import check_output
+
+        target = check_output(directory, overwrite=overwrite)
+        target.mkdir(parents=True, exist_ok=True)
+        for seed, run in zip(self.seeds, self.runs):
+            run.save(target / f"seed{seed}", overwrite=overwrite)
+        write_json(target / REPLICATES_FILE, self.to_json())
+        return target
+
+
+def run_replicates(config, num_replicates: int, **kwargs) -> ReplicatesResult:
+    """Run ``pipeline(config.replace(seed=s), **kwargs)`` for each seed of :func:`replicate_seeds`."""
+    from .pipeline import pipeline
+
+    seeds = replicate_seeds(config.seed, num_replicates)
+    return ReplicatesResult([pipeline(config.replace(seed=s), **kwargs) for s in seeds], seeds)
+
+
+def load_replicates(directory: str | os.PathLike) -> list[Path]:
+    """The run directories of a saved replicate set (each then read by :func:`.runs.load_run`)."""
+    directory = Path(directory)
+    data = read_json(directory / REPLICATES_FILE, "a kgeval replicate summary")
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, str) for r in runs):
+        raise InvalidInputError(f"{directory / REPLICATES_FILE}: not a kgeval replicate summary (no list of runs)")
+    return [directory / r for r in runs]

@@ -1,0 +1,93 @@
+"""`kgeval pipeline --replicates` and `kgeval compare`: replicate summaries, run- and task-level rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+from cli_helpers import run
+from scipy.stats import t
+
+from kgeval import RankTable, compare
+from kgeval.results import Results
+
+FAST = ["--epochs", "2", "--dim", "8"]
+
+
+@pytest.fixture(scope="module")
+def replicated(tmp_path_factory):
+    """Two replicate sets (2 seeds each) of two models on Nations."""
+    root = tmp_path_factory.mktemp("replicates")
+    for model in ("distmult", "complex"):
+        res = run("pipeline", "-d", "nations", "-m", model, *FAST, "--replicates", "2", "-o", root / model)
+        assert res.exit_code == 0, res.output
+        assert "2 replicates (seeds 42..43)" in res.output
+    return root
+
+
+def test_replicate_summary_is_mean_sd_and_t_interval_of_the_runs(replicated):
+    summary = json.loads((replicated / "distmult" / "replicates.json").read_text())
+    assert summary["seeds"] == [42, 43]
+    values = [Results.load_json(replicated / "distmult" / f"seed{s}" / "results.json")
+              for s in summary["seeds"]]
+    assert [json.loads((replicated / "distmult" / f"seed{s}" / "config.json").read_text())["configuration"]["seed"]
+            for s in summary["seeds"]] == [42, 43]
+    for key in ("both.realistic.inverse_harmonic_mean_rank", "both.realistic.arithmetic_mean_rank"):
+        x = np.array([r[key] for r in values])
+        s = summary["summary"][key]
+        half = t.ppf(0.975, 1) * x.std(ddof=1) / np.sqrt(2)
+        assert s["mean"] == pytest.approx(x.mean())
+        assert s["sd"] == pytest.approx(x.std(ddof=1))
+        assert (s["ci_low"], s["ci_high"]) == pytest.approx((x.mean() - half, x.mean() + half))
+
+
+def test_compare_replicates_has_task_and_run_rows(replicated):
+    res = run("compare", replicated / "distmult", replicated / "complex", "--metric", "mrr", "--format", "json",
+              "--num-resamples", "200")
+    assert res.exit_code == 0, res.output
+    rows = {r["level"]: r for r in json.loads(res.output)}
+    assert set(rows) == {"task", "run"}
+    assert rows["run"]["p_method"] == "welch t" and rows["task"]["p_method"] == "monte carlo"
+    mean_a = np.mean([Results.load_json(replicated / "distmult" / f"seed{s}" / "results.json")["mrr"] for s in (42, 43)])
+    assert rows["run"]["value_a"] == pytest.approx(mean_a)
+    assert rows["task"]["value_a"] == pytest.approx(mean_a)
+
+
+def test_compare_single_runs_matches_the_api_and_prints_csv(replicated):
+    a, b = replicated / "distmult" / "seed42", replicated / "complex" / "seed42"
+    res = run("compare", a, b, "--format", "csv", "--test", "wilcoxon", "--num-resamples", "100", "--seed", "3")
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(io.StringIO(res.output)))
+    assert [r["metric"] for r in rows] == ["mrr", "hits@10", "mr", "gmr"]
+    assert {r["level"] for r in rows} == {"task"}
+    api = compare(("distmult/seed42", RankTable.load(a / "rank_table.npz")),
+                  ("complex/seed42", RankTable.load(b / "rank_table.npz")),
+                  test="wilcoxon", num_resamples=100, seed=3).to_dict("records")
+    for row, ref in zip(rows, api):
+        assert float(row["p_value"]) == pytest.approx(ref["p_value"])
+        assert float(row["difference"]) == pytest.approx(ref["difference"])
+    text = run("compare", a, b, "--metric", "mr", "--num-resamples", "100")
+    assert text.exit_code == 0 and "mr (lower better)" in text.output
+
+
+def test_compare_refuses_non_runs(replicated, tmp_path):
+    res = run("compare", replicated / "distmult", tmp_path)
+    assert res.exit_code == 2 and "not a kgeval run directory" in res.output
+    res = run("compare", replicated / "distmult")
+    assert res.exit_code == 2 and "at least two" in res.output
+    (tmp_path / "replicates.json").write_text("{}")
+    res = run("compare", replicated / "distmult", tmp_path)
+    assert res.exit_code == 2 and "replicate summary" in res.output
+
+
+def test_pipeline_num_replicates_is_checked():
+    from kgeval import pipeline
+    from kgeval.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="num_replicates"):
+        pipeline(dataset="nations", model="distmult", num_replicates=1)
+    with pytest.raises(InvalidInputError, match="2\\*\\*32"):
+        pipeline(dataset="nations", model="distmult", random_seed=2**32 - 1, num_replicates=2)
