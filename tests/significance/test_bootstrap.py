@@ -113,3 +113,10 @@ def test_needs_a_rank_table(tmp_path):
     back = Results.load_json(res.save_json(tmp_path / "r.json"))
     with pytest.raises(InvalidInputError, match="rank table"):
         back.confidence_interval("mrr")
+
+
+def test_a_single_triple_is_a_named_error():
+    """scipy raised a raw ValueError (the report's per-relation CIs hit it for one-triple relations)."""
+    res = Results(RankTable.from_ranks([2, 3], num_candidates=[10, 10], side=[0, 1], triple_index=[0, 0]))
+    with pytest.raises(InvalidInputError, match="at least 2 evaluation triples, got 1"):
+        res.confidence_interval("mrr", num_resamples=100)

@@ -108,6 +108,8 @@ def _base_intervals(table, metrics, rank_type, confidence, method, num_resamples
     """Intervals of base ``metrics`` on one table: decomposable ones together, the rest one by one."""
     units = evaluation_units(table)
     n_units = int(units.max(initial=-1)) + 1
+    if n_units < 2:  # one triple has no sampling variability to speak of (scipy refuses it too)
+        raise InvalidInputError(f"a bootstrap confidence interval needs at least 2 evaluation triples, got {n_units}")
     suffs = [unit_statistics(table, m, rank_type, units) for m in metrics]
     bounds: list = [None] * len(metrics)
     joint = [i for i, s in enumerate(suffs) if s is not None]
