@@ -25,6 +25,16 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
                    "and --trust-pickle.")
 @click.option("--trust-pickle", is_flag=True,
               help="Allow loading --pykeen-dir's trained_model.pkl: unpickling runs code stored in the file.")
+@click.option("--entity-embeddings", type=click.Path(exists=True, dir_okay=False),
+              help="Entity embeddings (.npy/.npz/.pt), rows in the dataset's entity id order; needs "
+                   "--relation-embeddings, --interaction and --dataset.")
+@click.option("--relation-embeddings", type=click.Path(exists=True, dir_okay=False),
+              help="Relation embeddings (.npy/.npz/.pt), rows in the dataset's relation id order.")
+@click.option("--interaction", help="Interaction of the embedding files: complex, distmult, rotate or transe.")
+@click.option("--libkge-checkpoint", type=click.Path(exists=True, dir_okay=False),
+              help="A LibKGE checkpoint (checkpoint_best.pt); needs --dataset and --libkge-data.")
+@click.option("--libkge-data", type=click.Path(exists=True, file_okay=False),
+              help="The LibKGE dataset folder of the checkpoint (entity_ids.del, relation_ids.del).")
 @click.option("--dataset", "-d", help="Dataset name or directory [default: the one in the output's config.json].")
 @click.option("--split", type=click.Choice(["test", "valid"]), default="test", show_default=True)
 @click.option("--relation-whitelist", help="Comma-separated relation labels or ids [default: as trained].")
@@ -37,14 +47,26 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
               help="Also write the results as JSON here (with --pykeen-dir: a kgeval run directory).")
 @data_dir_option
 @format_option
-def command(model_file, pykeen_dir, trust_pickle, dataset, split, relation_whitelist, entity_whitelist,
+def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, interaction,
+            libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,
             no_filter_validation, allow_dataset_mismatch, output, data_dir, fmt):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
     from ..workflow.runs import check_output_file
 
-    if (model_file is None) == (pykeen_dir is None):
-        raise InvalidInputError("give exactly one of --model-file and --pykeen-dir")
+    sources = [model_file, pykeen_dir, entity_embeddings or relation_embeddings, libkge_checkpoint]
+    if sum(x is not None for x in sources) != 1:
+        raise InvalidInputError("give exactly one of --model-file, --pykeen-dir, --entity-embeddings "
+                                "(with --relation-embeddings) and --libkge-checkpoint")
+    if model_file is None and pykeen_dir is None:
+        from ..interop.external import evaluate_external
+
+        results, ds, what = evaluate_external(
+            entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
+            split=split, data_dir=data_dir, output=output, filter_validation_when_testing=not no_filter_validation,
+            evaluation_relation_whitelist=split_list(relation_whitelist),
+            evaluation_entity_whitelist=split_list(entity_whitelist))
+        return _report(results, ds, split, what, fmt)
     if pykeen_dir is not None:
         from ..interop.pykeen_dir import evaluate_pykeen_directory
 

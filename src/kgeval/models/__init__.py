@@ -17,6 +17,7 @@ from ..errors import InvalidInputError, unknown_name
 from .base import Model, state_digest
 from .complex import ComplEx
 from .distmult import DistMult
+from .embeddings import from_embeddings
 from .pairre import PairRE
 from .rotate import RotatE
 from .transe import TransE
@@ -25,7 +26,7 @@ from .tucker import TuckER
 MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (TransE, DistMult, ComplEx, RotatE, TuckER, PairRE)}
 
 __all__ = ["Model", "TransE", "DistMult", "ComplEx", "RotatE", "TuckER", "PairRE", "MODELS",
-           "get_model", "model_names", "load_model", "from_pykeen"]
+           "get_model", "model_names", "load_model", "from_pykeen", "from_embeddings"]
 
 
 def model_names() -> list[str]:
