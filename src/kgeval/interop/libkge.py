@@ -170,6 +170,8 @@ def _load(path):
         stand_ins = [(_placeholder(g), g) for g in unknown]
         with torch.serialization.safe_globals(stand_ins):
             return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # zip / unpickling errors: the file is not a readable torch file
-        raise InvalidInputError(f"{path!r} is not a readable LibKGE checkpoint ({type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+    except Exception as exc:  # zip / unpickling errors, or a global torch blocks (os.system, ...)
+        lines = str(exc).splitlines() or [""]
+        why = next((x for x in lines if "GLOBAL" in x), lines[0])[:200]
+        raise InvalidInputError(f"{path!r} is not a readable LibKGE checkpoint, refused without running "
+                                f"its pickled code ({type(exc).__name__}: {why})") from None
