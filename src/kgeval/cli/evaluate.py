@@ -56,8 +56,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
 
     sources = [model_file, pykeen_dir, entity_embeddings or relation_embeddings, libkge_checkpoint]
     if sum(x is not None for x in sources) != 1:
-        raise InvalidInputError("give exactly one of --model-file, --pykeen-dir, --entity-embeddings "
-                                "(with --relation-embeddings) and --libkge-checkpoint")
+        raise InvalidInputError("give exactly one of --model-file and --pykeen-dir, or --entity-embeddings "
+                                "with --relation-embeddings, or --libkge-checkpoint")
     if model_file is None and pykeen_dir is None:
         from ..interop.external import evaluate_external
 
