@@ -21,6 +21,8 @@ _LAZY = {
     "hpo_pipeline": ("kgeval.workflow.hpo", "hpo_pipeline"),
     "metrics": ("kgeval.metrics", None),
     "compare": ("kgeval.significance.compare", "compare"),
+    "null_model": ("kgeval.significance.null_model", "null_model"),
+    "adjust": ("kgeval.significance.adjust", "adjust"),
 }
 
 __all__ = ["RankTable", "KGEvalError", "InvalidInputError", "UnknownNameError", "NoClosedFormError", "__version__", *_LAZY]

@@ -1,0 +1,168 @@
+"""The null model of a dataset: candidate counts against the evaluator and brute force, the moments
+against closed forms computed here and PyKEEN's, and the shipped tables against a rebuild."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import kgeval
+from kgeval.data import get_dataset
+from kgeval.errors import InvalidInputError, NoClosedFormError, UnknownNameError
+from kgeval.significance.candidates import NullProtocol, candidate_counts
+from kgeval.significance.null_model import from_dataset
+from kgeval.significance.null_tables import build_table, load_shipped, read_shipped, shipped_protocols
+from kgeval.workflow import evaluation as workflow_rules
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "datasets"
+needs_shared = pytest.mark.skipif(not (SHARED / "FB15k-237").is_dir(), reason="../shared/datasets is absent")
+
+
+def brute_force_counts(ds, split: str, filter_splits, side: str) -> np.ndarray:
+    """Cᵢ = E − #(other known answers of the query), by Python sets."""
+    known: dict[tuple, set] = {}
+    for name in filter_splits:
+        for h, r, t in ds.split(name).tolist():
+            q, a = ((h, r), t) if side == "tail" else ((r, t), h)
+            known.setdefault(q, set()).add(a)
+    out = []
+    for h, r, t in ds.split(split).tolist():
+        q, a = ((h, r), t) if side == "tail" else ((r, t), h)
+        out.append(ds.num_entities - len(known.get(q, set()) - {a}))
+    return np.array(out)
+
+
+def closed_forms(c: np.ndarray) -> dict[str, float]:
+    """E[MR], E[MRR], E[hits@10] from the textbook formulas (harmonic numbers as exact sums)."""
+    harmonic = np.cumsum(1.0 / np.arange(1, int(c.max()) + 1, dtype=np.longdouble))
+    n = len(c)
+    return {
+        "mr": math.fsum((x + 1) / 2 for x in c.tolist()) / n,
+        "mrr": float(np.sum(harmonic[c - 1] / c.astype(np.longdouble)) / n),
+        "hits@10": math.fsum(min(10, x) / x for x in c.tolist()) / n,
+    }
+
+
+@pytest.mark.parametrize("name", ["nations", "kinships"])
+@pytest.mark.parametrize("split,fvwt", [("test", True), ("test", False), ("valid", True)])
+def test_counts_and_expectations_match_brute_force(name, split, fvwt):
+    ds = get_dataset(name)
+    protocol = NullProtocol(split, True, fvwt)
+    model = kgeval.null_model(ds, split, filter_validation_when_testing=fvwt)
+    for side in ("head", "tail"):
+        expected = brute_force_counts(ds, split, protocol.filter_sets, side)
+        np.testing.assert_array_equal(candidate_counts(ds, protocol)[side], expected)
+    both = np.concatenate([brute_force_counts(ds, split, protocol.filter_sets, s) for s in ("head", "tail")])
+    for key, value in closed_forms(both).items():
+        assert model.expected_value(key) == pytest.approx(value, rel=1e-13)
+
+
+def test_counts_equal_the_evaluators_num_candidates():
+    ds = get_dataset("umls")
+
+    class FixedScorer:  # deterministic scores with ties: the counts must not depend on them
+        num_entities = ds.num_entities
+
+        def score_tails(self, h, r):
+            return ((h * 31 + r * 7)[:, None] * torch.arange(self.num_entities) % 11).float()
+
+        def score_heads(self, r, t):
+            return self.score_tails(t, r)
+
+    for split, filters in (("test", workflow_rules.testing_filter_sets(ds)), ("valid", workflow_rules.validation_filter_sets(ds))):
+        table = kgeval.evaluate(FixedScorer(), ds.split(split), filter_triples=filters).rank_table
+        model = kgeval.null_model("umls", split)
+        for side, code in (("head", 0), ("tail", 1)):
+            np.testing.assert_array_equal(np.sort(table.num_candidates[table.side == code]), model.num_candidates(side))
+        unfiltered = kgeval.evaluate(FixedScorer(), ds.split(split), filtered=False).rank_table
+        np.testing.assert_array_equal(np.sort(unfiltered.num_candidates), kgeval.null_model("umls", split, filtered=False)
+                                      .num_candidates())
+
+
+def test_keys_synonyms_and_exports():
+    model = kgeval.null_model("nations")
+    e = model.expected_value("both.inverse_harmonic_mean_rank")
+    assert model.expected_value("mrr") == e == model.expected_value("both.realistic.mrr")
+    assert model.expected_value("left.mrr") == model.expected_value("head.inverse_harmonic_mean_rank") != e
+    assert model.expected_value("z_mrr") == 0.0 and model.variance("z_mrr") == pytest.approx(1.0)
+    assert model.std("mr") == pytest.approx(math.sqrt(model.variance("mr")))
+    d = model.to_dict()
+    assert d["moments"]["tail.hits_at_10"]["expected_value"] == model.expected_value("tail.hits@10")
+    assert sum(n for _, n in d["candidates"]["head"]) == d["num_tasks"]["head"] == 201
+    df = model.to_df()
+    row = df[(df.side == "both") & (df.metric == "arithmetic_mean_rank")].iloc[0]
+    assert row.variance == model.variance("mr")
+    assert len(df) == len(model.keys()) == 3 * len(set(df.metric))
+
+
+def test_bad_input_is_named():
+    with pytest.raises(UnknownNameError, match="metric"):
+        kgeval.null_model("nations").expected_value("mrx")
+    with pytest.raises(NoClosedFormError, match="variance"):
+        kgeval.null_model("nations").variance("median_rank")
+    with pytest.raises(InvalidInputError, match="split"):
+        kgeval.null_model("nations", "train")
+    with pytest.raises(InvalidInputError, match="filtered"):
+        kgeval.null_model("nations", filtered="yes")
+    with pytest.raises(InvalidInputError, match="drop_unseen"):
+        kgeval.null_model(get_dataset("nations"), drop_unseen=True)
+    with pytest.raises(UnknownNameError, match="dataset"):
+        kgeval.null_model("fb15k238")
+
+
+@pytest.mark.parametrize("name", ["nations", "kinships", "umls"])
+def test_shipped_builtin_tables_equal_a_rebuild(name):
+    rebuilt, shipped = build_table(name), read_shipped(get_dataset(name).name)
+    assert shipped is not None
+    assert rebuilt["identity"] == shipped["identity"]
+    assert rebuilt["protocols"] == shipped["protocols"]  # floats written as repr: exact round trip
+
+
+def test_shipped_table_used_without_files(tmp_path):
+    model = kgeval.null_model("fb15k237", drop_unseen=True, data_dir=tmp_path)
+    assert model.source == "shipped table" and model.num_entities == 14_505 and model.num_tasks() == 2 * 20_438
+    assert model.identity["sha256"]["testing"] == "e2e35e8e6113de220140b6f44dc71a5207b0fc6872d575e874aefe13259b655b"
+    # every registered dataset ships every protocol
+    for info in kgeval.data.DATASETS.values():
+        for protocol in shipped_protocols():
+            assert load_shipped(info.name, protocol) is not None, (info.name, protocol.key)
+
+
+def test_case_study_expectations_agree_with_pykeen():
+    ranking = pytest.importorskip("pykeen.metrics.ranking")
+    model = load_shipped("FB15k-237", NullProtocol("test", True, True, drop_unseen=True))
+    c = model.num_candidates()
+    for key, metric in (("mrr", ranking.InverseHarmonicMeanRank()), ("mr", ranking.ArithmeticMeanRank()),
+                        ("hits@10", ranking.HitsAtK(10))):
+        assert model.expected_value(key) == pytest.approx(metric.expected_value(num_candidates=c), rel=1e-12)
+        assert model.variance(key) == pytest.approx(metric.variance(num_candidates=c), rel=1e-12)
+
+
+@needs_shared
+def test_case_study_protocol_from_the_files_matches_brute_force_and_the_table():
+    ds = get_dataset("fb15k237", data_dir=SHARED, drop_unseen=True)
+    protocol = NullProtocol("test", True, True, drop_unseen=True)
+    model = from_dataset(ds, protocol)
+    both = np.concatenate([brute_force_counts(ds, "test", protocol.filter_sets, s) for s in ("head", "tail")])
+    np.testing.assert_array_equal(model.num_candidates(), np.sort(both))
+    for key, value in closed_forms(both).items():
+        assert model.expected_value(key) == pytest.approx(value, rel=1e-13)
+    shipped = load_shipped("FB15k-237", protocol)
+    for key in model.keys():
+        assert model.moments(key) == shipped.moments(key), key
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["WN18RR"])
+def test_shipped_large_tables_equal_the_files(name):
+    ds = get_dataset(name, data_dir=SHARED)
+    for protocol in (NullProtocol("test"), NullProtocol("valid")):
+        model, shipped = from_dataset(ds, protocol), load_shipped(name, protocol)
+        assert shipped.identity["sha256"] == ds.hashes()
+        for side in ("head", "tail"):
+            np.testing.assert_array_equal(model.num_candidates(side), shipped.num_candidates(side))
+        assert all(model.moments(k) == shipped.moments(k) for k in model.keys())
