@@ -42,7 +42,8 @@ __all__ = [
 ]
 
 
-def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None, **overrides):
+def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None, candidates=None,
+             **overrides):
     """Rank-based link-prediction evaluation of ``scorer`` on ``triples``; returns :class:`kgeval.Results`.
 
     For each evaluation triple ``(h, r, t)`` and side, the true answer's score ``s`` is compared
@@ -64,6 +65,9 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         arrays, or a dict ``name -> array`` (names appear in the protocol). Typically train + valid.
     options:
         an :class:`EvaluationOptions` or a mapping of its fields (default: all defaults).
+    candidates:
+        ``{"head_neg": (n, K), "tail_neg": (n, K)}`` entity ids: rank each true answer against its
+        task's given negatives only (OGB's protocol, unfiltered; see :mod:`.candidates`).
     overrides:
         any field of :class:`EvaluationOptions` (``sides``, ``filtered``, ``num_negatives``,
         ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
@@ -77,7 +81,12 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     opts = as_options(options)
     if overrides:
         opts = dataclasses.replace(opts, **canonical_names(overrides))
-    out = run_evaluation(scorer, triples, filter_triples, opts)
+    if candidates is not None:
+        from .candidates import evaluate_candidates
+
+        out = evaluate_candidates(scorer, triples, candidates, filter_triples, opts)
+    else:
+        out = run_evaluation(scorer, triples, filter_triples, opts)
     from ..results import Results
 
     return Results(out.rank_table, protocol=out.protocol, extra=out.extra)

@@ -18,6 +18,7 @@ from .means import (
     InverseHarmonicMeanRank,
     PowerMeanRank,
 )
+from .ogb import ogb_metrics
 from .order import Count, InverseMedianRank, MedianAbsoluteDeviation, MedianRank, StandardDeviation, Variance
 from .registry import DEFAULT_KS, default_metrics, get, names, synonyms_of
 
@@ -26,5 +27,5 @@ __all__ = [
     "ExpectationNormalized", "ZScore", "wrapper_key", "ArithmeticMeanRank", "GeometricMeanRank", "HarmonicMeanRank", "HitsAtK",
     "InverseArithmeticMeanRank", "InverseGeometricMeanRank", "InverseHarmonicMeanRank", "PowerMeanRank",
     "Count", "InverseMedianRank", "MedianAbsoluteDeviation", "MedianRank", "StandardDeviation", "Variance",
-    "DEFAULT_KS", "default_metrics", "get", "names", "synonyms_of",
+    "DEFAULT_KS", "default_metrics", "get", "names", "synonyms_of", "ogb_metrics",
 ]

@@ -1,0 +1,123 @@
+"""Given negative candidates per task (OGB's ``ogbl-wikikg2`` / ``ogbl-biokg`` protocol).
+
+``kgeval.evaluate(scorer, triples, candidates={"head_neg": H, "tail_neg": T})``: task ``i`` of
+a side ranks its true answer against the ``K`` entities in row ``i`` of that side's ``(n, K)``
+array (``head_neg`` / ``tail_neg``; ``head`` / ``tail`` are accepted too; sides without an
+array are not evaluated)::
+
+    optimistic  = 1 + #{j : score(neg_ij) > s_i}
+    pessimistic = optimistic + #{j : score(neg_ij) == s_i},     num_candidates = 1 + K
+
+so adjusted, z and p-value metrics use the right null model unchanged. There is no filtering
+in this mode (OGB's negatives are already chosen; ``filter_triples`` must be empty): a
+negative equal to the true answer, ids out of range or a wrong shape raise
+:class:`~kgeval.errors.InvalidInputError`. OGB's ``Evaluator`` MRR / hits@k equal kgeval's
+``realistic`` rank metrics on this table (see :func:`kgeval.metrics.ogb`).
+
+Scoring streams over tasks in batches: the scorer's ``score_tail_candidates`` /
+``score_head_candidates`` (``(b, 1 + K)`` scores) when it has them, else full score rows of a
+batch sized from the memory budget, gathered at the candidates, so memory never scales with
+``n x num_entities``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from .._validation import as_whole_numbers
+from ..errors import InvalidInputError
+from ..protocol import EvaluationProtocol
+from ..ranks import SIDE_NAMES, RankTable, Side
+from ..triples import as_triples, check_ids
+from .batching import default_memory_budget
+from .evaluator import EvaluationOutput
+from .options import EvaluationOptions
+from .scorers import as_scorer
+
+_KEYS = {"head_neg": Side.HEAD, "head": Side.HEAD, "tail_neg": Side.TAIL, "tail": Side.TAIL}
+
+
+def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: EvaluationOptions) -> EvaluationOutput:
+    """The rank table and protocol of the given-candidates protocol (module docstring)."""
+    if filter_triples is not None and (not isinstance(filter_triples, (tuple, list, dict)) or len(filter_triples)):
+        raise InvalidInputError("candidates= ranks against the given negatives only: filter_triples must be empty")
+    if opts.num_negatives is not None:
+        raise InvalidInputError("candidates= and num_negatives exclude each other (the negatives are given)")
+    scorer = as_scorer(scorer)
+    ne = int(scorer.num_entities)
+    tri = as_triples("triples", triples)
+    check_ids("triples", tri, ne, getattr(scorer, "num_relations", None))
+    per_side = parse_candidates(candidates, tri, ne)
+    budget = opts.memory_budget if opts.memory_budget is not None else default_memory_budget(None)
+    tables = []
+    with torch.inference_mode():
+        for side, negs in per_side.items():
+            better, tied = _count_side(scorer, tri, side, negs, ne, budget, opts.tie_tolerance)
+            tables.append(RankTable.from_counts(better, tied, np.full(len(tri), negs.shape[1] + 1), side=side,
+                                                triple_index=np.arange(len(tri)), relation=tri[:, 1]))
+    table = RankTable.concat(tables)
+    protocol = EvaluationProtocol(
+        sides=tuple(SIDE_NAMES[s] for s in per_side), filtered=False, num_triples=len(tri),
+        num_evaluated_triples=len(tri), num_tasks=len(table), num_entities=ne,
+        num_relations=getattr(scorer, "num_relations", None), tie_tolerance=opts.tie_tolerance,
+        candidates="1 + the given negatives of each task (OGB protocol); unfiltered", device="cpu")
+    return EvaluationOutput(table, protocol)
+
+
+def parse_candidates(candidates, triples: np.ndarray, num_entities: int) -> dict[Side, np.ndarray]:
+    """``{side: (n, K) int64}`` from a mapping of ``head_neg`` / ``tail_neg`` arrays, validated."""
+    if not isinstance(candidates, Mapping) or not candidates:
+        raise InvalidInputError("candidates must be a dict like {'head_neg': (n, K) ids, 'tail_neg': (n, K) ids}")
+    unknown = sorted(str(k) for k in candidates if k not in _KEYS)
+    if unknown:
+        raise InvalidInputError(f"unknown candidates key(s) {unknown}; use head_neg and/or tail_neg")
+    out: dict[Side, np.ndarray] = {}
+    for key, value in candidates.items():
+        side = _KEYS[key]
+        if side in out:
+            raise InvalidInputError(f"candidates give the {side.label} side twice")
+        arr = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)
+        if arr.ndim != 2 or arr.shape[0] != len(triples) or arr.shape[1] < 1:
+            raise InvalidInputError(f"candidates[{key!r}] must have shape (num_triples={len(triples)}, K >= 1), "
+                                    f"got {arr.shape}")
+        arr = as_whole_numbers(f"candidates[{key!r}]", arr.reshape(-1), minimum=0).reshape(arr.shape).astype(np.int64)
+        if int(arr.max()) >= num_entities:
+            i, j = np.argwhere(arr >= num_entities)[0]
+            raise InvalidInputError(f"candidates[{key!r}][{i}, {j}] = {arr[i, j]} is out of range [0, {num_entities})")
+        answers = triples[:, 0 if side == Side.HEAD else 2]
+        hit = arr == answers[:, None]
+        if hit.any():
+            i, j = np.argwhere(hit)[0]
+            raise InvalidInputError(f"candidates[{key!r}][{i}, {j}] is the true answer {answers[i]} of triple {i}: "
+                                    "the negatives must not contain it")
+        out[side] = arr
+    return dict(sorted(out.items()))
+
+
+def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, budget: int, tol: float):
+    """``(#better, #tied)`` per task, in batches of rows."""
+    per_candidates = getattr(scorer, "score_head_candidates" if side == Side.HEAD else "score_tail_candidates", None)
+    width = negs.shape[1] + 1 if per_candidates is not None else ne
+    step = max(1, budget // (8 * width))
+    better, tied = np.empty(len(tri), np.int64), np.empty(len(tri), np.int64)
+    for lo in range(0, len(tri), step):
+        b = torch.as_tensor(tri[lo:lo + step])
+        h, r, t = b[:, 0], b[:, 1], b[:, 2]
+        answers = h if side == Side.HEAD else t
+        cand = torch.cat([answers[:, None], torch.as_tensor(negs[lo:lo + step])], dim=1)
+        if per_candidates is not None:
+            scores = per_candidates(r, t, cand) if side == Side.HEAD else per_candidates(h, r, cand)
+        else:
+            rows = scorer.score_heads(r, t) if side == Side.HEAD else scorer.score_tails(h, r)
+            scores = torch.as_tensor(rows).to("cpu").gather(1, cand)
+        scores = scores.detach().to("cpu", torch.float64 if scores.dtype == torch.float64 else torch.float32)
+        if bool(torch.isnan(scores).any()):
+            i = int(torch.isnan(scores).any(dim=1).nonzero()[0, 0]) + lo
+            raise InvalidInputError(f"the scorer returned NaN for a candidate of {side.label} task {i}")
+        s, neg = scores[:, :1], scores[:, 1:]
+        better[lo:lo + step] = (neg > s + tol).sum(1).numpy()
+        tied[lo:lo + step] = ((neg - s).abs() <= tol).sum(1).numpy()
+    return better, tied

@@ -1,0 +1,104 @@
+"""kgeval.evaluate(..., candidates=...): OGB's given-negatives protocol, and kgeval.metrics.ogb_metrics
+against OGB's _eval_mrr formula (reimplemented here from its documented definition, not imported)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import kgeval
+from kgeval.errors import InvalidInputError
+from kgeval.evaluation.scorers import FunctionScorer
+from kgeval.metrics import ogb_metrics
+from kgeval.models import get_model
+
+NE, NR, N, K = 40, 5, 30, 12
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    tri = np.stack([rng.integers(0, NE, N), rng.integers(0, NR, N), rng.integers(0, NE, N)], 1)
+    negs = {}
+    for key, col in (("head_neg", 0), ("tail_neg", 2)):
+        arr = rng.integers(0, NE - 1, (N, K))
+        negs[key] = arr + (arr >= tri[:, col:col + 1])  # never the true answer
+    return tri, negs
+
+
+def _ogb_reference(pos, neg):
+    """OGB's _eval_mrr: ranking = 0.5 * (#neg > pos + #neg >= pos) + 1 in float32, then the list means."""
+    pos = pos.astype(np.float32).reshape(-1, 1)
+    neg = neg.astype(np.float32)
+    ranking = 0.5 * ((neg > pos).sum(1) + (neg >= pos).sum(1)) + 1
+    return {"mrr": float(np.mean(1.0 / ranking.astype(np.float32))),
+            **{f"hits@{k}": float(np.mean(ranking <= k)) for k in (1, 3, 10)}}
+
+
+def _score(fn_triples, tri, negs):
+    """(pos, neg) score arrays of both sides, head rows first, via single-triple scoring."""
+    pos, neg = [], []
+    for key, col in (("head_neg", 0), ("tail_neg", 2)):
+        pos.append(fn_triples(tri[:, 0], tri[:, 1], tri[:, 2]))
+        rows = []
+        for j in range(K):
+            x = tri.copy()
+            x[:, col] = negs[key][:, j]
+            rows.append(fn_triples(x[:, 0], x[:, 1], x[:, 2]))
+        neg.append(np.stack(rows, 1))
+    return np.concatenate(pos), np.concatenate(neg)
+
+
+def test_ties_follow_ogb_convention_with_a_candidate_scorer():
+    tri, negs = _data()
+    fn = lambda h, r, t: ((h * 7 + r * 3 + t * 5) % 4).float()  # noqa: E731 - many ties
+    res = kgeval.evaluate(FunctionScorer(fn, NE, NR), tri, candidates=negs)
+    pos, neg = _score(lambda h, r, t: fn(torch.as_tensor(h), torch.as_tensor(r), torch.as_tensor(t)).numpy(), tri, negs)
+    ref = _ogb_reference(pos, neg)
+    got = ogb_metrics(res)
+    assert got.keys() == ref.keys()
+    for key in ref:
+        assert got[key] == pytest.approx(ref[key], rel=1e-6)
+    assert res.value("both", "realistic", "inverse_harmonic_mean_rank") == pytest.approx(ref["mrr"], rel=1e-6)
+    assert (res.rank_table.num_candidates == K + 1).all()
+    assert res.rank_table.pessimistic.max() > res.rank_table.optimistic.min()  # ties really occur
+
+
+def test_full_row_scorer_in_small_batches_equals_reference():
+    tri, negs = _data(1)
+    model = get_model("distmult", NE, NR, dim=8, seed=3)
+    res = kgeval.evaluate(model, tri, candidates=negs, memory_budget=8 * NE * 4)  # 4 rows per batch
+    pos, neg = _score(lambda h, r, t: model.score_triples(h, r, t).detach().numpy(), tri, negs)
+    ranking = 0.5 * ((neg > pos[:, None]).sum(1) + (neg >= pos[:, None]).sum(1)) + 1
+    np.testing.assert_array_equal(res.rank_table.ranks("realistic"), ranking)
+    assert res.protocol["filtered"] is False and "given negatives" in res.protocol["candidates"]
+
+
+def test_one_side_only():
+    tri, negs = _data()
+    res = kgeval.evaluate(get_model("distmult", NE, NR, dim=4, seed=0), tri, candidates={"tail_neg": negs["tail_neg"]})
+    assert res.rank_table.sides == ["tail"] and len(res.rank_table) == N
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda n: {"tail_neg": np.where(np.arange(K) == 0, 999, n["tail_neg"])}, r"\[0, 0\] = 999 is out of range"),
+    (lambda n: {"tail_neg": n["tail_neg"][:-1]}, "must have shape"),
+    (lambda n: {"tail": n["tail_neg"], "tail_neg": n["tail_neg"]}, "twice"),
+    (lambda n: {"middle": n["tail_neg"]}, "unknown candidates key"),
+    (lambda n: {"tail_neg": n["tail_neg"].astype(float) + 0.5}, "candidates"),
+])
+def test_bad_candidates_are_named(change, match):
+    tri, negs = _data()
+    with pytest.raises(InvalidInputError, match=match):
+        kgeval.evaluate(get_model("distmult", NE, NR, dim=4, seed=0), tri, candidates=change(negs))
+
+
+def test_true_answer_among_negatives_and_filtering_are_refused():
+    tri, negs = _data()
+    bad = negs["head_neg"].copy()
+    bad[5, 2] = tri[5, 0]
+    model = get_model("distmult", NE, NR, dim=4, seed=0)
+    with pytest.raises(InvalidInputError, match=r"\[5, 2\] is the true answer"):
+        kgeval.evaluate(model, tri, candidates={"head_neg": bad})
+    with pytest.raises(InvalidInputError, match="filter_triples must be empty"):
+        kgeval.evaluate(model, tri, candidates=negs, filter_triples=tri)
