@@ -116,3 +116,32 @@ def test_bad_input_is_named(kwargs, match):
 def test_format_p():
     assert format_p(math.log10(0.0123)) == "0.0123" and format_p(-6.5) == "3.2e-07" and format_p(-412.3) == "5.0e-413"
     assert EXACT_HITS_MAX_TASKS >= 40_932  # FB15k-237's test tasks get the exact method
+
+
+def test_mr_tails_far_below_fft_precision_are_exact():
+    """P(Σr ≤ n) = Π 1/C and P(Σr ≤ n + 1) = (1 + n)/C^n: tails of 1e-170 through the tilted FFT."""
+    n, cand = 100, 50
+    c = np.full(n, cand)
+    assert null_p_value("mr", 1.0, c).log10 == pytest.approx(-n * math.log10(cand), rel=1e-12)
+    got = null_p_value("mr", (n + 1) / n, c, method="exact")
+    assert got.method == "exact: convolution"
+    assert got.log10 == pytest.approx(math.log10(n + 1) - n * math.log10(cand), rel=1e-9)
+    # Σ(rᵢ − 1) = t ≤ 3: C(t + n − 1, t) rank vectors each (stars and bars; C ≥ 4 caps nothing)
+    ways = sum(math.comb(t + n - 1, t) for t in range(4))
+    want = math.log10(ways) - n * math.log10(cand)
+    assert null_p_value("mr", (n + 3) / n, c).log10 == pytest.approx(want, rel=1e-9)
+
+
+def test_mr_exact_matches_enumeration_in_the_tilted_tail():
+    c = np.array([5, 4, 5, 3])
+    for observed in (4, 5, 6, 7):  # sums far below the mean of 12.5: the tilted branch
+        got = null_p_value("mr", observed / 4, c, method="exact")
+        assert got.value == pytest.approx(_brute_p("mr", observed / 4, c), rel=1e-9)
+
+
+def test_normal_approximation_is_floored_at_the_probability_of_all_ranks_one():
+    """MRR = 1 needs every rank to be 1: p = Π 1/C exactly; the normal tail alone says ~1e-739."""
+    c = np.full(100, 50)
+    for weights in (None, np.arange(1, 101)):
+        p = null_p_value("mrr", 1.0, c, weights=weights)
+        assert p.method.startswith("normal") and p.log10 == pytest.approx(-100 * math.log10(50))
