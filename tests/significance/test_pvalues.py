@@ -145,3 +145,17 @@ def test_normal_approximation_is_floored_at_the_probability_of_all_ranks_one():
     for weights in (None, np.arange(1, 101)):
         p = null_p_value("mrr", 1.0, c, weights=weights)
         assert p.method.startswith("normal") and p.log10 == pytest.approx(-100 * math.log10(50))
+
+
+def test_many_distinct_candidate_counts_take_the_fft_tree_and_agree_with_direct_convolution(monkeypatch):
+    import kgeval.significance.pvalues as pv
+
+    rng = np.random.default_rng(1)
+    c = rng.integers(20, 2000, size=3000)  # ~1,800 distinct C: above DIRECT_HITS_MAX_GROUPS
+    assert np.unique(c).size > pv.DIRECT_HITS_MAX_GROUPS
+    mean = get("hits@10").null_moments(c, None).mean
+    values = (mean / 2, mean, mean * 1.3, mean * 4, 0.5)  # tilt 0 .. a tail near 1e-1000
+    tree = [null_p_value("hits@10", v, c).log10 for v in values]
+    monkeypatch.setattr(pv, "DIRECT_HITS_MAX_GROUPS", 10**9)
+    direct = [null_p_value("hits@10", v, c).log10 for v in values]
+    assert tree == pytest.approx(direct, rel=1e-9, abs=1e-12) and direct[-1] < -300
