@@ -40,11 +40,17 @@ def test_flat_keys_summary_and_json_round_trip(results, tmp_path):
     assert back.to_flat_dict()["tail.realistic.p_hits_at_3"] == pytest.approx(flat["tail.realistic.p_hits_at_3"])
 
 
-def test_without_a_rank_table_the_saved_null_moments_give_the_normal_approximation(results, tmp_path):
+def test_without_a_rank_table_the_saved_p_values_or_null_moments_are_used(results, tmp_path):
     back = Results.load_json(results.save_json(tmp_path / "r.json"))
-    got = back.p_value("both.realistic.mrr")
-    assert got.method.startswith("normal approximation")
-    assert got.value == pytest.approx(results.p_value("both.realistic.mrr", method="normal").value, rel=1e-9)
+    # a headline p-value as saved (it was floored at P(all ranks 1), which the moments alone cannot redo)
+    got = back.p_value("both.realistic.hits@10")
+    assert got.method.startswith("as saved") and got.log10 == results.p_value("both.realistic.hits@10").log10
+    assert back.summary_table() == results.summary_table()
+    # any other metric, or method="normal": the normal approximation from the saved null moments
+    for key, method in (("both.realistic.gmr", "auto"), ("both.realistic.mrr", "normal")):
+        got = back.p_value(key, method=method)
+        assert got.method.startswith("normal approximation")
+        assert got.value == pytest.approx(results.p_value(key, method="normal").value, rel=1e-9)
 
 
 def test_p_values_need_candidates_and_null_moments(results):

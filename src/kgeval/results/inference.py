@@ -38,13 +38,18 @@ def p_value(results, key: str, method: str = "auto"):
     table = results.rank_table
     if table is None:
         null = results.null_moments.get(side, {}).get(metric.key)
-        if null is None or null.mean is None or not null.variance:
+        z = None
+        if null is not None and null.mean is not None and null.variance:
+            z = float((value - null.mean) / np.sqrt(null.variance) * (1 if metric.increasing else -1))
+        saved = results.extra.get(p_value_keys(side, rank_type, metric.key)[1])
+        if saved is not None and method == "auto":  # the p-value computed with the rank table, as saved
+            return PValue(float(10.0**saved), float(saved), "as saved with the results (no rank table here)", z)
+        if z is None:
             raise InvalidInputError(f"{key!r}: no rank table and no saved null moments to compute a p-value from")
         from scipy import stats
 
-        z = (value - null.mean) / np.sqrt(null.variance) * (1 if metric.increasing else -1)
         return PValue(float(stats.norm.sf(z)), float(stats.norm.logsf(z) / np.log(10)),
-                      "normal approximation (saved null moments; no rank table)", float(z))
+                      "normal approximation (saved null moments; no rank table)", z)
     part = table if side == "both" else table.select_side(side)
     if part.num_candidates is None:
         raise InvalidInputError(f"{key!r}: the rank table has no num_candidates, so no null model")
