@@ -45,11 +45,15 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
               help="Evaluate even on a dataset whose labels or splits differ from the training dataset's.")
 @click.option("--output", "-o", type=click.Path(),
               help="Also write the results as JSON here (with --pykeen-dir: a kgeval run directory).")
+@click.option("--distributed", type=click.Choice(["tasks"]),
+              help="Under torchrun: split the evaluation over the ranks (output from rank 0 only).")
+@click.option("--dist-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
+              help="Seconds a rank waits for its peers before the collective fails (with --distributed).")
 @data_dir_option
 @format_option
 def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, interaction,
             libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,
-            no_filter_validation, allow_dataset_mismatch, output, data_dir, fmt):
+            no_filter_validation, allow_dataset_mismatch, output, data_dir, fmt, distributed, dist_timeout):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
     from ..workflow.runs import check_output_file
@@ -78,6 +82,11 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         return _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt)
     if output:
         check_output_file(output)  # before the (possibly long) evaluation
+    leader = True
+    if distributed:
+        from ..evaluation.distributed import init_from_env
+
+        leader = init_from_env(dist_timeout) == 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         model, ds, defaults = _load(Path(model_file), dataset, data_dir, allow_dataset_mismatch)
@@ -87,7 +96,10 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     rel = split_list(relation_whitelist) if relation_whitelist else defaults["relations"]
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
-                             evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False)
+                             evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False,
+                             distributed=distributed)
+    if not leader:  # every rank holds the same results: one of them reports
+        return
     if output:
         results.save_json(output)  # atomic
     _report(results, ds, split, f"{getattr(model, 'name', type(model).__name__)} from {model_file}", fmt)

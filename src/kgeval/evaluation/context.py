@@ -37,6 +37,8 @@ class RunContext:
     chunk_used: int | None = None
     #: sampled ranking scored through ``score_*_candidates`` (the last side's)
     used_candidates_method: bool = False
+    #: this rank's share of a distributed evaluation (:class:`.distributed.Plan`); None = one process
+    dist: object | None = None
 
     def note_chunk(self, width: int) -> None:
         self.chunk_used = width if self.chunk_used is None else max(self.chunk_used, width)

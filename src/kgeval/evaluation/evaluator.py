@@ -24,6 +24,7 @@ import torch
 from .._threads import bookkeeping_threads, torch_threads
 from ..protocol import EvaluationProtocol, FilterSet, Sampling
 from ..ranks import SIDE_NAMES, RankTable
+from . import distributed
 from .batching import default_memory_budget
 from .context import RunContext
 from .counting import ConsistencyCheck, Counter
@@ -60,8 +61,14 @@ def evaluate_ranks(scorer, triples, *, filter_triples=(), options: EvaluationOpt
 
 def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> EvaluationOutput:
     """The evaluation of ``triples`` under ``opts`` (validated before any work starts)."""
-    inp = prepare_inputs(scorer, triples, filter_triples, opts)
+    plan = None if opts.distributed is None else distributed.start(opts.distributed)
+    if plan is None:
+        inp = prepare_inputs(scorer, triples, filter_triples, opts)
+    else:  # a rank whose inputs fail to load ends every rank; then the inputs must agree
+        inp = plan.guard(prepare_inputs, scorer, triples, filter_triples, opts)
+        plan.check_same(distributed.fingerprint(inp, opts))
     ctx = _context(inp, opts)
+    ctx.dist = plan
     qacc = QueryMetricAccumulator(opts.query_metrics_k) if ctx.want_query_metrics else None
     eval_idx = np.flatnonzero(inp.keep)
     from tqdm.auto import tqdm
@@ -85,6 +92,8 @@ def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
             "they use all available ones (num_candidates = 1 + available)",
             stacklevel=3,
         )
+    if plan is not None:
+        plan.merge_consistency(ctx.consistency)
     if ctx.consistency is not None and ctx.consistency.mismatches:
         c = ctx.consistency
         warnings.warn(c.first_mismatch + f" ({c.mismatches} of {c.checked} checked tasks differ)", stacklevel=3)
@@ -131,14 +140,20 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
                     threads=ctx.score_threads)
     answers = answer_column(sub, side).astype(np.int64)
     negs, capped = None, 0
+    # distributed="tasks": this rank's slice of the side's tasks (negatives drawn for all tasks first)
+    part = slice(None) if ctx.dist is None else ctx.dist.task_slice(sub.shape[0])
     if opts.num_negatives is None:
-        res = rank_full(ctx, sc, sub, eval_idx, keys, answers, index, bar, qacc)
+        def local():
+            return rank_full(ctx, sc, sub[part], eval_idx[part], keys[part], answers[part], index, bar, qacc)
     else:
         negs, counts = sample_negatives(keys, answers, num_negatives=opts.num_negatives, seed=opts.seed, side=side,
                                         universe=inp.universe, index=index)
         capped = int((counts < opts.num_negatives).sum())
-        res = rank_sampled(ctx, sc, sub, eval_idx, negs, bar)
         ctx.used_candidates_method = sc.candidates_method is not None
+
+        def local():
+            return rank_sampled(ctx, sc, sub[part], eval_idx[part], negs[part], bar)
+    res = local() if ctx.dist is None else ctx.dist.gather_side(local)
     ti = np.concatenate(res.triple_index)
     order = np.argsort(ti, kind="stable")
     weights = None

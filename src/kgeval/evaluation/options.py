@@ -136,6 +136,9 @@ class EvaluationOptions:
     #: Relation count for key building and range checks (default: ``scorer.num_relations`` or the
     #: largest relation id seen + 1).
     num_relations: int | None = None
+    #: ``"tasks"``: split the tasks over the ranks of the initialised ``torch.distributed`` process
+    #: group (see :mod:`.distributed`); None = one process. Rank tables are identical either way.
+    distributed: str | None = None
 
     def __post_init__(self):
         def set_(name, value):  # frozen: normalise the stored values once, here
@@ -165,6 +168,11 @@ class EvaluationOptions:
         ks = () if ks is None else ((ks,) if isinstance(ks, (numbers.Integral, np.integer)) else tuple(ks))
         ks = tuple(sorted({check_positive_int("query_metrics_k", k) for k in ks}))
         set_("query_metrics_k", ks)
+        from .distributed import check_mode
+
+        set_("distributed", check_mode(self.distributed))
+        if self.distributed is not None and ks and self.num_negatives is None:
+            raise InvalidInputError("query_metrics_k is not supported with distributed=; drop one of them")
         if self.device is not None:
             set_("device", _device_str(self.device))
         if self.entity_chunk_size is not None and ks and self.num_negatives is None:
