@@ -147,10 +147,3 @@ def align(reference: RankTable, table: RankTable, names: tuple[str, str]) -> Ran
         raise ProtocolMismatchError(f"{what} weight the tasks differently (micro vs macro averaging?)")
     return table
 
-
-def units_of(table: RankTable) -> tuple[np.ndarray, int]:
-    """Each task's resampling unit (its evaluation triple; each task alone without triple ids)."""
-    if _order(table) is None:
-        return np.arange(len(table)), len(table)
-    uniq, unit = np.unique(table.triple_index, return_inverse=True)
-    return unit.astype(np.int64), int(uniq.size)

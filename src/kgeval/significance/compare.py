@@ -16,7 +16,7 @@ Every row of the table compares two models on one metric (side and rank type fix
 - ``level``: ``task`` (resampling evaluation triples) or ``run`` (replicated runs: Welch's
   t-test on the per-run values of the two sets of training seeds).
 
-The tests and the decomposition into units are in :mod:`.paired`, the input checks in
+The tests are in :mod:`.paired` (on the units of :mod:`.units`), the input checks in
 :mod:`.align`. The table is a pandas DataFrame when pandas is importable, else a list of dicts.
 """
 
@@ -31,7 +31,7 @@ from .. import metrics as _metrics
 from .._validation import Side, check_positive_int, check_probability, check_seed
 from ..errors import InvalidInputError, unknown_name
 from . import paired
-from .align import Model, align, as_model, check_protocols, units_of
+from .align import Model, align, as_model, check_protocols
 from .corrections import check_correction, correct
 
 __all__ = ["compare", "TESTS"]
@@ -111,7 +111,7 @@ def _metric_list(metrics, test: str) -> list[tuple[str, object]]:
         if metric.needs_candidates:
             raise InvalidInputError(f"metric {name!r} depends on the candidate counts (adjusted / z metrics): "
                                     "compare its base metric instead")
-        if test != "bootstrap" and paired.decomposition(metric) is None:
+        if test != "bootstrap" and not paired.decomposable(metric):
             raise InvalidInputError(f"the {test} test needs a metric that is a mean over tasks; {name!r} is not "
                                     "(use test='bootstrap', which works for every metric)")
     return chosen
@@ -136,18 +136,15 @@ def _paired_tasks(a: Model, b: Model, side: str, rank_type: str) -> paired.Paire
     ref = a.tables[0]
     tables_a = [align(ref, t, (a.name, a.name)) for t in a.tables]
     tables_b = [align(ref, t, (a.name, b.name)) for t in b.tables]
-    mask = np.ones(len(ref), dtype=bool) if side == "both" else ref.side == Side.parse(side)
-    if not mask.any():
-        raise InvalidInputError(f"the rank tables have no {side!r} tasks (sides: {ref.sides or ['unspecified']})")
-    weight = np.ones(len(ref)) if ref.weight is None else ref.weight.astype(np.float64)
-    if not np.any(weight[mask] > 0):
+    if side != "both":
+        mask = ref.side == Side.parse(side)
+        if not mask.any():
+            raise InvalidInputError(f"the rank tables have no {side!r} tasks (sides: {ref.sides or ['unspecified']})")
+        tables_a, tables_b = ([t.subset(mask) for t in ts] for ts in (tables_a, tables_b))
+    weight = tables_a[0].weight
+    if weight is not None and not np.any(weight > 0):
         raise InvalidInputError(f"every {side!r} task has weight 0: no metric is defined")
-    unit, _ = units_of(ref)
-    used, unit = np.unique(unit[mask], return_inverse=True)
-    c = None if ref.num_candidates is None else ref.num_candidates[mask]
-    return paired.PairedTasks(np.stack([t.ranks(rank_type)[mask] for t in tables_a]),
-                              np.stack([t.ranks(rank_type)[mask] for t in tables_b]),
-                              c, weight[mask], unit.astype(np.int64), int(used.size))
+    return paired.PairedTasks(tables_a, tables_b, rank_type)
 
 
 def _task_row(tasks: paired.PairedTasks, metric, test: str, num_resamples: int, rng, confidence: float) -> dict:
@@ -158,10 +155,10 @@ def _task_row(tasks: paired.PairedTasks, metric, test: str, num_resamples: int, 
     low, high = (np.quantile(finite, [alpha / 2, 1 - alpha / 2]) if finite.size else (math.nan, math.nan))
     row = dict(level="task", test=test, value_a=va, value_b=vb, difference=va - vb, ci_low=float(low),
                ci_high=float(high), num_units=tasks.num_units)
-    parts = paired.decomposition(metric)
+    sums = tasks.unit_sums(metric)
     d = w = None
-    if parts is not None:
-        sa, sb, w = tasks.unit_sums(parts[0])
+    if sums is not None:
+        sa, sb, w, _ = sums
         d = sa - sb
     if test == "permutation":
         p, how = paired.permutation_test(d, num_resamples=num_resamples, rng=rng)
@@ -180,10 +177,10 @@ def _run_row(tasks: paired.PairedTasks, metric, confidence: float) -> dict:
     """Welch's t-test of the per-run values of two replicated models (each seed one observation)."""
     from scipy.stats import ttest_ind
 
-    w = tasks.weight / tasks.weight.sum()
-    c = tasks.num_candidates
-    xa = np.array([metric.compute(r, c, w) for r in tasks.ranks_a])
-    xb = np.array([metric.compute(r, c, w) for r in tasks.ranks_b])
+    def per_run(tables):
+        return np.array([metric(t.ranks(tasks.rank_type), t.num_candidates, t.weight) for t in tables])
+
+    xa, xb = per_run(tasks.tables_a), per_run(tasks.tables_b)
     row = dict(level="run", test="welch t", value_a=float(xa.mean()), value_b=float(xb.mean()),
                difference=float(xa.mean() - xb.mean()), num_units=int(xa.size + xb.size), p_method="welch t",
                effect_kind="cohen d (runs)", ci_low=math.nan, ci_high=math.nan, p_value=math.nan,

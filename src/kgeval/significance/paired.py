@@ -1,10 +1,10 @@
 """Paired tests of two models on the same resampling units: the engines of :mod:`.compare`.
 
-A metric is *decomposable* when it is ``g(Σᵢ wᵢ f(rᵢ) / Σᵢ wᵢ)`` (hits@k, MR, MRR, IAMR, HMR,
-power means; GMR/IGMR with ``f = log``, ``g = exp(±x)``). Then one unit ``u`` (an evaluation
-triple: its head and tail tasks) contributes ``Sᵤ = Σ_{i∈u} wᵢ f(rᵢ)`` and weight
-``Wᵤ = Σ_{i∈u} wᵢ``, the same ``Wᵤ`` for both models (same tasks, same weights). The paired
-difference on the additive scale is ``D = Σᵤ dᵤ / Σᵤ Wᵤ`` with ``dᵤ = Sᵤᴬ − Sᵤᴮ``.
+A metric is *decomposable* when :func:`.units.unit_statistics` gives its per-unit sufficient
+statistics: one unit ``u`` (an evaluation triple: its head and tail tasks) contributes
+``Sᵤ = Σ_{i∈u} wᵢ h(rᵢ)`` and weight ``Wᵤ = Σ_{i∈u} wᵢ``, the same ``Wᵤ`` for both models
+(same tasks, same weights), and the metric is ``g(Σ Sᵤ / Σ Wᵤ)``. The paired difference on the
+additive scale is ``D = Σᵤ dᵤ / Σᵤ Wᵤ`` with ``dᵤ = Sᵤᴬ − Sᵤᴮ``.
 
 - :func:`permutation_test`: under H₀ (the models are exchangeable within a unit) every sign
   pattern ``sᵤ = ±1`` is equally likely; the two-sided p-value is
@@ -12,8 +12,8 @@ difference on the additive scale is ``D = Σᵤ dᵤ / Σᵤ Wᵤ`` with ``dᵤ 
   ``(b + 1) / (R + 1)`` with ``b`` of ``R`` random patterns at least as extreme.
 - :func:`bootstrap_differences`: ``R`` resamples of the units with replacement, the same
   units for both models; returns the metric difference ``M(A*) − M(B*)`` of each resample.
-  Works for every metric (non-decomposable ones, e.g. the median rank, are recomputed per
-  resample with the multiplicities as task weights).
+  Works for every metric (non-decomposable ones, e.g. the median rank, are recomputed on each
+  resampled table by :func:`.units.metric_on_units`).
 - :func:`wilcoxon_test`: ``scipy.stats.wilcoxon`` on the per-unit differences ``dᵤ / Wᵤ``.
 
 All resampling is chunked to about :data:`CHUNK_ENTRIES` matrix entries (~32 MB of float64).
@@ -27,55 +27,61 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..metrics.base import Metric
-from ..metrics.means import TransformedMean, _GeometricBase
+from ..ranks import RankTable
+from .units import evaluation_units, metric_on_units, unit_statistics
 
 CHUNK_ENTRIES = 1 << 22
 #: largest number of units whose sign patterns are enumerated exactly
 EXACT_MAX_UNITS = 20
+_PROBE = RankTable.from_ranks([1])
 
 
-def decomposition(metric: Metric):
-    """``(f, g)`` of a decomposable metric (see the module docstring), else None."""
-    if isinstance(metric, TransformedMean):
-        return metric.f, metric.g
-    if isinstance(metric, _GeometricBase):
-        sign = metric.sign
-        return np.log, lambda x: np.exp(sign * x)
-    return None
+def decomposable(metric: Metric) -> bool:
+    """Whether ``metric`` has per-unit sufficient statistics (:func:`.units.unit_statistics`)."""
+    return unit_statistics(_PROBE, metric, "optimistic") is not None
 
 
 @dataclass(frozen=True)
 class PairedTasks:
-    """Two models' ranks on the same aligned tasks, and each task's unit (0..num_units-1).
+    """Two models' rank tables on the same aligned tasks (one side selected) and their units.
 
-    ``ranks_a`` / ``ranks_b`` have one row per replicate (training seed) of the model: a
+    ``tables_a`` / ``tables_b`` hold one table per replicate (training seed) of the model: a
     model's value is the mean of its replicates' values, and its unit contributions are
-    averaged over its replicates (one row = an ordinary single run)."""
+    averaged over its replicates (one table = an ordinary single run)."""
 
-    ranks_a: np.ndarray
-    ranks_b: np.ndarray
-    num_candidates: np.ndarray | None
-    weight: np.ndarray  # task weights (ones when the tables carry none)
-    unit: np.ndarray
-    num_units: int
+    tables_a: list
+    tables_b: list
+    rank_type: str
 
-    def unit_sums(self, f) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(Sᴬ, Sᴮ, W)`` per unit for the per-task transform ``f`` (averaged over replicates)."""
-        k = self.num_units
+    @property
+    def units(self) -> np.ndarray:
+        return evaluation_units(self.tables_a[0])
 
-        def sums(ranks):
-            return np.mean([np.bincount(self.unit, self.weight * f(r), minlength=k) for r in ranks], axis=0)
+    @property
+    def num_units(self) -> int:
+        return int(self.units.max()) + 1
 
-        return sums(self.ranks_a), sums(self.ranks_b), np.bincount(self.unit, self.weight, minlength=k)
+    def unit_sums(self, metric: Metric):
+        """``(Sᴬ, Sᴮ, W, g)`` per unit (averaged over replicates), or None if ``metric`` does not decompose."""
+        units = self.units
+        stats = [[unit_statistics(t, metric, self.rank_type, units) for t in tables]
+                 for tables in (self.tables_a, self.tables_b)]
+        if stats[0][0] is None:
+            return None
+        sa, sb = (np.mean([s.sums for s in group], axis=0) for group in stats)
+        return sa, sb, stats[0][0].weights, stats[0][0].finish
 
-    def _values(self, metric: Metric, w: np.ndarray) -> tuple[float, float]:
-        c = self.num_candidates
-        return (float(np.mean([metric.compute(r, c, w) for r in self.ranks_a])),
-                float(np.mean([metric.compute(r, c, w) for r in self.ranks_b])))
+    def values(self, metric: Metric, unit_indices: np.ndarray | None = None) -> tuple[float, float]:
+        """Each model's metric value (the mean over its replicates), on the listed units if given."""
+        if unit_indices is None:
+            def one(t):
+                return float(metric(t.ranks(self.rank_type), t.num_candidates, t.weight))
+        else:
+            units = self.units
 
-    def values(self, metric: Metric) -> tuple[float, float]:
-        """Each model's metric value (the mean over its replicates)."""
-        return self._values(metric, self.weight / self.weight.sum())
+            def one(t):
+                return metric_on_units(t, metric, self.rank_type, unit_indices, units)
+        return (float(np.mean([one(t) for t in self.tables_a])), float(np.mean([one(t) for t in self.tables_b])))
 
 
 def _chunk_rows(n: int) -> int:
@@ -110,35 +116,26 @@ def permutation_test(d: np.ndarray, *, num_resamples: int, rng: np.random.Genera
     return (b + 1) / (num_resamples + 1), "monte carlo"
 
 
-def _multiplicities(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=rows).astype(np.float64)
-
-
 def bootstrap_differences(tasks: PairedTasks, metric: Metric, *, num_resamples: int,
                           rng: np.random.Generator) -> np.ndarray:
-    """``M(A*) − M(B*)`` for ``num_resamples`` paired unit resamples (NaN where a resample has no weight)."""
-    parts = decomposition(metric)
+    """``M(A*) − M(B*)`` for ``num_resamples`` paired unit resamples."""
+    sums = tasks.unit_sums(metric)
     n = tasks.num_units
     out = np.empty(num_resamples)
-    done, step = 0, _chunk_rows(n)
-    if parts is not None:
-        f, g = parts
-        sa, sb, w = tasks.unit_sums(f)
-        while done < num_resamples:
-            rows = min(step, num_resamples - done)
-            m = _multiplicities(rng, rows, n)
-            tw = m @ w
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out[done:done + rows] = g((m @ sa) / tw) - g((m @ sb) / tw)
-            done += rows
+    if sums is None:  # any metric: recompute on each resampled table
+        for b in range(num_resamples):
+            va, vb = tasks.values(metric, rng.integers(0, n, size=n))
+            out[b] = va - vb
         return out
-    for b in range(num_resamples):  # any metric: recompute with multiplicities as task weights
-        tw = tasks.weight * _multiplicities(rng, 1, n)[0][tasks.unit]
-        if tw.sum() <= 0:
-            out[b] = math.nan
-            continue
-        va, vb = tasks._values(metric, tw / tw.sum())
-        out[b] = va - vb
+    sa, sb, w, g = sums
+    done, step = 0, _chunk_rows(n)
+    while done < num_resamples:
+        rows = min(step, num_resamples - done)
+        m = rng.multinomial(n, np.full(n, 1.0 / n), size=rows).astype(np.float64)
+        tw = m @ w
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[done:done + rows] = g((m @ sa) / tw) - g((m @ sb) / tw)
+        done += rows
     return out
 
 
