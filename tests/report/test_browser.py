@@ -26,11 +26,16 @@ class _Page(HTMLParser):
     def __init__(self):
         super().__init__()
         self.numbers, self.figures, self._figure = [], {}, None
+        self.comparison, self._row = [], None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if "data-key" in a and "data-value" in a:
             self.numbers.append((a.get("data-run"), a["data-key"], a["data-value"]))
+        if tag == "tr":
+            self._row = {}
+        if "data-column" in a and self._row is not None:
+            self._row[a["data-column"]] = a.get("data-value")
         if tag == "figure":
             self._figure = a["data-figure"]
             self.figures[self._figure] = 0
@@ -38,6 +43,8 @@ class _Page(HTMLParser):
             self.figures[self._figure] += 1
 
     def handle_endtag(self, tag):
+        if tag == "tr" and self._row:
+            self.comparison.append(self._row)
         if tag == "figure":
             self._figure = None
 
@@ -70,6 +77,12 @@ def test_rendered_numbers_are_the_runs_results(runs, report):
                     "both.realistic.z_inverse_harmonic_mean_rank", "head.realistic.hits_at_10",
                     "tail.realistic.arithmetic_mean_rank", "both.realistic.p_inverse_harmonic_mean_rank"):
             assert (run, key) in checked
+    # the pairwise comparison: DistMult vs ComplEx on four metrics, their values the runs' own
+    assert len(page.comparison) == 4
+    mrr = next(r for r in page.comparison if "p_value" in r and r["difference"] is not None
+               and abs(float(r["value_a"]) - expected["distmult on Nations"]["both.realistic.inverse_harmonic_mean_rank"]) < 1e-12)
+    assert float(mrr["value_b"]) == pytest.approx(expected["complex on Nations"]["both.realistic.inverse_harmonic_mean_rank"])
+    assert 0 < float(mrr["p_value"]) <= 1
     # Figure 1, and per run: ranks, candidates, relations
     assert set(page.figures) == {"figure-one"} | {f"{f}-{i}" for f in ("ranks", "candidates", "relations")
                                                    for i in range(2)}

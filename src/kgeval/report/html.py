@@ -70,8 +70,9 @@ def _comparison(report) -> str:
     out = ["<h2>Pairwise comparison</h2><table class='comparison'><tr>" +
            "".join(f"<th>{escape(str(c))}</th>" for c in cols) + "</tr>"]
     for row in report.comparison:
-        out.append("<tr>" + "".join(_num(v) if isinstance(v, float) else f"<td>{escape(str(v))}</td>"
-                                    for v in row.values()) + "</tr>")
+        out.append("<tr>" + "".join(
+            f"<td data-column=\"{escape(str(c))}\" data-value=\"{v!r}\">{escape(fmt(v))}</td>" if isinstance(v, float)
+            else f"<td data-column=\"{escape(str(c))}\">{escape(str(v))}</td>" for c, v in row.items()) + "</tr>")
     return "\n".join(out) + "</table>"
 
 

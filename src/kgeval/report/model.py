@@ -168,9 +168,9 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
         rep.relations = _relation_rows(results, base, confidence=confidence,
                                        num_resamples=max(1, num_resamples // 5), seed=seed)
         reports.append(rep)
-    notes = [text for what, text in stats.MISSING.items() if not _available(what, loaded)]
-    comparison = stats.compare([r for _, r in loaded], names, ("mrr", "hits@10", "mr", "gmr"),
-                               num_resamples=num_resamples, seed=seed)
+    comparison, notes = stats.compare(reports, ("mrr", "hits@10", "mr", "gmr"), num_resamples=num_resamples,
+                                      seed=seed)
+    notes += [text for what, text in stats.MISSING.items() if not _available(what, loaded)]
     return Report(reports, base.key, confidence, comparison, notes)
 
 

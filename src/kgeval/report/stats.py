@@ -41,18 +41,26 @@ def p_value(results, key: str):
     return float(p.value), float(p.log10), str(p.method)
 
 
-def compare(results: list, names: list[str], metrics: tuple[str, ...], *, num_resamples: int, seed: int):
-    """The pairwise comparison table as a list of records, or None when kgeval.compare is absent."""
+def compare(runs, metrics: tuple[str, ...], *, num_resamples: int, seed: int):
+    """``(records, notes)``: ``kgeval.compare`` on every pair of runs of the same dataset, or None
+    when kgeval.compare is absent. Runs on different datasets or protocols are not paired; a group
+    that compare refuses (other tasks, other protocol) is left out with a note saying why."""
     import kgeval
 
     fn = getattr(kgeval, "compare", None)
-    if fn is None or len(results) < 2:
-        return None
-    table = fn(*results, metrics=metrics, num_resamples=num_resamples, seed=seed)
-    records = table.to_dict("records") if hasattr(table, "to_dict") else list(table)
-    # model columns name the runs by position: say which run is which
-    for row in records:
-        for col in ("model_a", "model_b", "a", "b"):
-            if isinstance(row.get(col), int) and 0 <= row[col] < len(names):
-                row[col] = names[row[col]]
-    return records
+    if fn is None:
+        return None, []
+    groups: dict[str, list] = {}
+    for run in runs:
+        groups.setdefault(run.dataset, []).append(run)
+    records, notes = [], []
+    for dataset, group in groups.items():
+        if len(group) < 2:
+            continue
+        try:
+            table = fn(*[(r.name, r.results) for r in group], metrics=metrics, num_resamples=num_resamples, seed=seed)
+        except KGEvalError as exc:
+            notes.append(f"runs on {dataset} not compared: {exc}")
+            continue
+        records += table.to_dict("records") if hasattr(table, "to_dict") else list(table)
+    return records, notes

@@ -45,6 +45,12 @@ def render_markdown(report) -> str:
     head = ["run", "side", "metric", *(h for _, h in COLUMNS)]
     lines = ["# kgeval report", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join([run.name, row["side"], row["metric"], *cells(row)]) + " |" for run, row in _rows(report)]
+    if report.comparison:
+        lines += ["", "## Pairwise comparison", "", "| A | B | metric | value A | value B | A - B | CI | p | p corrected |",
+                  "|" + "---|" * 9]
+        lines += ["| " + " | ".join([r["model_a"], r["model_b"], r["metric"], *map(fmt, (
+            r["value_a"], r["value_b"], r["difference"])), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+            fmt(r["p_value"]), fmt(r["p_corrected"])]) + " |" for r in report.comparison]
     for run in report.runs:
         lines += ["", f"## {run.name}", "", "```", run.protocol, "```"]
     if report.notes:
