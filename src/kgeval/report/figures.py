@@ -109,9 +109,8 @@ def relation_figure(rows: list[dict], metric: str) -> str:
     ax.plot(values, y, "o", markersize=3)
     has = ~np.isnan(lows)
     if has.any():
-        # a BCa interval of a few triples need not contain the point estimate: clip, do not fail
-        xerr = np.clip([values[has] - lows[has], highs[has] - values[has]], 0, None)
-        ax.errorbar(values[has], y[has], xerr=xerr, fmt="none", linewidth=0.8)
+        # segments, not error bars: a BCa interval need not contain the point estimate
+        ax.hlines(y[has], lows[has], highs[has], linewidth=0.8)
     ax.set_yticks(y, [str(r["relation"]) for r in rows], fontsize=6)
     ax.set_xlabel(f"{metric} (both sides)")
     ax.set_ylabel("relation id")

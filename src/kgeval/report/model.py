@@ -125,14 +125,23 @@ def _relation_rows(results, metric, *, confidence, num_resamples, seed) -> list[
     breakdown = results.by_relation((metric.key, "hits@10", "count"), rank_type=RANK_TYPE)
     rows = []
     for rel, values in sorted(breakdown.items()):
-        sub = Results(table.subset(table.relation == rel), metrics=[metric.key, adj_key],
+        sub_table = table.subset(table.relation == rel)
+        sub = Results(sub_table, metrics=[metric.key, adj_key],
                       rank_types=[RANK_TYPE])
+        # the bootstrap resamples evaluation triples: a relation with one triple has no interval
         ci = stats.confidence_interval(sub, flat_key("both", RANK_TYPE, metric.key), confidence=confidence,
-                                       num_resamples=num_resamples, seed=seed)
+                                       num_resamples=num_resamples, seed=seed) if _units(sub_table) > 1 else None
         rows.append({"relation": int(rel), "count": int(values["count"]), "value": values[metric.key],
                      "hits_at_10": values.get("hits_at_10"), "adjusted": sub.value("both", RANK_TYPE, adj_key),
                      "ci_low": None if ci is None else ci[0], "ci_high": None if ci is None else ci[1]})
     return rows
+
+
+def _units(table) -> int:
+    """The number of evaluation triples of a rank table (its tasks where triples are not recorded)."""
+    import numpy as np
+
+    return len(table) if table.triple_index is None else len(np.unique(table.triple_index))
 
 
 def _names(runs) -> list[str]:
