@@ -28,12 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metrics.base import Metric
+from ..metrics.base import Metric, check_weights
 from ..metrics.derived import DerivedMetric
 from ..metrics.means import TransformedMean, _GeometricBase
 from ..ranks import RankTable
 
-__all__ = ["evaluation_units", "UnitStatistics", "unit_statistics", "metric_on_units", "affine_of"]
+__all__ = ["evaluation_units", "UnitStatistics", "unit_statistics", "metric_on_units", "unit_tasks", "affine_of"]
 
 
 def evaluation_units(table: RankTable) -> np.ndarray:
@@ -51,17 +51,19 @@ def evaluation_units(table: RankTable) -> np.ndarray:
 
 @dataclass(frozen=True)
 class UnitStatistics:
-    """``sums[u]`` and ``weights[u]`` of each unit and the map from a weighted mean to the metric."""
+    """``sums[u]`` and ``weights[u]`` of each unit (weights rescaled to sum 1 over the table), the
+    map from a weighted mean to the metric, and ``observed``: the metric on the table itself."""
 
     sums: np.ndarray
     weights: np.ndarray
     finish: Callable[[np.ndarray], np.ndarray]
+    observed: float
 
     def value(self, multiplicities: np.ndarray | None = None) -> np.ndarray | float:
-        """The metric on the original table (None), on one resample ((U,) multiplicities) or on
-        many ((R, U) multiplicities -> R values)."""
+        """The metric on the original table (None: exactly the value :class:`~kgeval.Results`
+        reports), on one resample ((U,) multiplicities) or on many ((R, U) -> R values)."""
         if multiplicities is None:
-            return float(self.finish(np.asarray(self.sums.sum() / self.weights.sum())))
+            return self.observed
         m = np.asarray(multiplicities, dtype=np.float64)
         return self.finish((m @ self.sums) / (m @ self.weights))
 
@@ -74,8 +76,6 @@ def affine_of(metric: Metric, table: RankTable, side_table: RankTable | None = N
     """``(base metric, shift, scale)`` with metric = (base − shift) / scale, or ``(metric, 0, 1)``."""
     if not isinstance(metric, DerivedMetric):
         return metric, 0.0, 1.0
-    from ..metrics.base import check_weights
-
     t = side_table if side_table is not None else table
     w = None if t.weight is None else check_weights(t.weight, len(t))
     coef = metric.coefficients(metric.base.null_moments(np.asarray(t.num_candidates, dtype=np.int64), w))
@@ -84,32 +84,64 @@ def affine_of(metric: Metric, table: RankTable, side_table: RankTable | None = N
     return metric.base, float(coef[0]), float(coef[1])
 
 
-def unit_statistics(table: RankTable, metric: Metric, rank_type: str,
-                    units: np.ndarray | None = None) -> UnitStatistics | None:
-    """Per-unit sufficient statistics of ``metric`` (a base metric), or None if it does not decompose."""
+def _terms(table: RankTable, metric: Metric, rank_type: str):
+    """``(h(r) per task, finish)`` of a decomposable metric and rank type, else None."""
+    if rank_type == "expected":  # ties broken uniformly at random: E[f(r)], r ~ U{lo..hi}, per task
+        if isinstance(metric, TransformedMean) and metric.identity_post:
+            return metric.range_mean(table.optimistic, table.pessimistic), metric.g
+        return None  # GMR's tie expectation is a product with exponents wᵢ/W: no unit sums
     r = np.asarray(table.ranks(rank_type), dtype=np.float64)
     if isinstance(metric, TransformedMean):
-        h, finish = metric.f(r), metric.g
-    elif isinstance(metric, _GeometricBase):
+        return metric.f(r), metric.g
+    if isinstance(metric, _GeometricBase):
         sign = metric.sign
-        h, finish = np.log(r), (lambda x: np.exp(sign * np.asarray(x)))
-    else:
+        return np.log(r), (lambda x: np.exp(sign * np.asarray(x)))
+    return None
+
+
+def _value(table: RankTable, metric: Metric, rank_type: str, w: np.ndarray | None) -> float:
+    """The metric's own computation (as :mod:`kgeval.results.compute` does it), NaN where undefined."""
+    if rank_type == "expected":
+        v = metric.tie_expectation(table.optimistic, table.pessimistic, table.num_candidates, w)
+        return float("nan") if v is None else float(v)
+    return float(metric.compute(table.ranks(rank_type), table.num_candidates, w))
+
+
+def unit_statistics(table: RankTable, metric: Metric, rank_type: str,
+                    units: np.ndarray | None = None) -> UnitStatistics | None:
+    """Per-unit sufficient statistics of ``metric`` (a base metric), or None if it does not decompose.
+
+    Weights are the table's (rescaled to sum 1 first, so weights of 1e308 do not overflow)."""
+    parts = _terms(table, metric, rank_type)
+    if parts is None:
         return None
+    h, finish = parts
     units = evaluation_units(table) if units is None else units
-    w = np.ones(r.size) if table.weight is None else np.asarray(table.weight, dtype=np.float64)
+    w = check_weights(table.weight, len(table))
+    wt = np.ones(len(table)) if w is None else w
     size = int(units.max(initial=-1)) + 1
-    return UnitStatistics(np.bincount(units, weights=w * h, minlength=size),
-                          np.bincount(units, weights=w, minlength=size), finish)
+    return UnitStatistics(np.bincount(units, weights=wt * h, minlength=size),
+                          np.bincount(units, weights=wt, minlength=size), finish, _value(table, metric, rank_type, w))
+
+
+def unit_tasks(units: np.ndarray, unit_indices: np.ndarray) -> np.ndarray:
+    """Row indices of the tasks of the listed units (with repetition), unit after unit."""
+    order = np.argsort(units, kind="stable")
+    sizes = np.bincount(units)
+    starts = np.cumsum(sizes) - sizes
+    drawn = np.asarray(unit_indices, dtype=np.int64).ravel()
+    counts = sizes[drawn]
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return order[np.repeat(starts[drawn], counts) + offsets]
 
 
 def metric_on_units(table: RankTable, metric: Metric, rank_type: str, unit_indices: np.ndarray,
                     units: np.ndarray | None = None) -> float:
-    """``metric`` on the table made of the listed units (with repetition): the generic, slower path."""
+    """``metric`` on the table made of the listed units (with repetition): the generic, slower path
+    (NaN where undefined, e.g. the listed tasks carry no weight)."""
     units = evaluation_units(table) if units is None else units
-    order = np.argsort(units, kind="stable")
-    starts = np.searchsorted(units[order], np.arange(int(units.max(initial=-1)) + 2))
-    rows = np.concatenate([order[starts[u]:starts[u + 1]] for u in np.asarray(unit_indices)])
-    r = table.ranks(rank_type)[rows]
-    c = None if table.num_candidates is None else table.num_candidates[rows]
+    rows = unit_tasks(units, unit_indices)
     w = None if table.weight is None else table.weight[rows]
-    return float(metric(r, c, w))
+    if w is not None and not np.any(w > 0):
+        return float("nan")
+    return _value(table.subset(rows), metric, rank_type, check_weights(w, rows.size))
