@@ -1,7 +1,8 @@
 """Benchmark: coverage and cost of the bootstrap confidence intervals (issue 9 §4).
 
-    python benchmarks/significance.py                  # 1,000 tables, 2,000 resamples each; timing
+    python benchmarks/significance.py                  # 1,000 tables, 1,000 resamples each; timing
     python benchmarks/significance.py --tables 200     # quicker coverage
+    python benchmarks/significance.py --task-units     # also the (wrong) task-level bootstrap, for contrast
     python benchmarks/significance.py --skip-coverage  # timing only
 
 **Coverage.** Rank tables are drawn from a known population: each evaluation triple has a
@@ -11,8 +12,8 @@ correlated, which is why the triple (not the task) is the resampling unit. The t
 MR and GMR are exact sums over this finite distribution. For each table the 95% interval (BCa and
 percentile, triples resampled) is computed; coverage is the share of tables whose interval holds
 the true value (target 93–97%; with 1,000 tables its Monte Carlo standard error is ~0.7 points).
-The column "bca, tasks" resamples single tasks instead (the table without triple ids): it ignores
-the head/tail correlation and should cover less.
+With ``--task-units`` a column "bca, tasks" resamples single tasks instead (the table without
+triple ids): it ignores the head/tail correlation and should cover less.
 
 **Timing.** 10,000 resamples of all headline metrics (MRR, hits@1/3/10, MR, IGMR and the adjusted
 and z variants: ``confidence_intervals`` shares one draw) for 40,932 tasks = 20,466 triples × 2
@@ -63,11 +64,10 @@ def draw_table(rng: np.random.Generator, num_triples: int, with_triples: bool = 
                                 triple_index=np.repeat(np.arange(num_triples), 2) if with_triples else None)
 
 
-def coverage(num_tables: int, num_triples: int, num_resamples: int, seed: int = 0) -> dict:
+def coverage(num_tables: int, num_triples: int, num_resamples: int, variants, seed: int = 0) -> dict:
     """``{(metric, variant): (coverage, mean width)}`` over ``num_tables`` simulated tables."""
     truth = true_values()
     rng = np.random.default_rng(seed)
-    variants = (("bca", True), ("percentile", True), ("bca", False))
     hits = {(m, v): 0 for m in METRICS for v in variants}
     width = {(m, v): 0.0 for m in METRICS for v in variants}
     for _ in range(num_tables):
@@ -101,19 +101,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", type=int, default=1000)
     ap.add_argument("--triples", type=int, default=500, help="evaluation triples per simulated table")
-    ap.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples per coverage interval")
+    ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per coverage interval")
+    ap.add_argument("--task-units", action="store_true", help="also resample single tasks (ignores the triples)")
     ap.add_argument("--skip-coverage", action="store_true")
+    ap.add_argument("--skip-timing", action="store_true")
     args = ap.parse_args()
     if not args.skip_coverage:
+        variants = [("bca", True), ("percentile", True)] + ([("bca", False)] if args.task_units else [])
+        names = ["bca", "percentile", "bca, tasks"][:len(variants)]
         t0 = time.perf_counter()
-        cov, truth = coverage(args.tables, args.triples, args.resamples)
+        cov, truth = coverage(args.tables, args.triples, args.resamples, variants)
         print(f"coverage of 95% intervals: {args.tables} tables x {args.triples} triples (x 2 sides), "
               f"{args.resamples} resamples, C = {C} ({time.perf_counter() - t0:.0f} s)")
-        print(f"{'metric':<9}{'true value':>12} | {'bca':>14} | {'percentile':>14} | {'bca, tasks':>14}")
-        print(f"{'':<9}{'':>12} | {'cover  width':>14} | {'cover  width':>14} | {'cover  width':>14}")
+        print(f"{'metric':<9}{'true value':>12} | " + " | ".join(f"{n:>14}" for n in names))
+        print(f"{'':<9}{'':>12} | " + " | ".join(f"{'cover  width':>14}" for _ in names))
         for m in METRICS:
-            cells = [cov[m, v] for v in (("bca", True), ("percentile", True), ("bca", False))]
+            cells = [cov[m, v] for v in variants]
             print(f"{m:<9}{truth[m]:>12.5g} | " + " | ".join(f"{c:>6.1%} {w:>7.4g}" for c, w in cells))
+    if args.skip_timing:
+        return
     print()
     print("timing: all headline metrics (adjusted and z included), 20,466 triples = 40,932 tasks, 10,000 resamples")
     print(f"{'method':<11}{'metrics':>8}{'time (s)':>10}{'peak MiB':>10}")
