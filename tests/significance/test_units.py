@@ -100,3 +100,16 @@ def test_expected_rank_type_and_one_unit():
     one = Results(RankTable.from_ranks([3, 5], num_candidates=10, triple_index=[0, 0], side=[0, 1]))
     with pytest.raises(InvalidInputError, match="at least 2 evaluation triples"):
         one.confidence_interval("mrr", num_resamples=100, seed=0)
+
+
+def test_head_and_tail_of_a_triple_are_resampled_together():
+    """Head and tail ranks equal within each triple: resampling triples (not tasks) must widen the
+    interval by about √2 (n/2 independent pairs instead of n independent tasks)."""
+    r = np.minimum(np.random.default_rng(5).geometric(0.05, size=400), C)
+    ranks, side, ti = np.repeat(r, 2), np.tile([0, 1], 400), np.repeat(np.arange(400), 2)
+    paired = Results(RankTable.from_ranks(ranks, num_candidates=C, side=side, triple_index=ti))
+    alone = Results(RankTable.from_ranks(ranks, num_candidates=C, side=side))
+    for key in ("mrr", "mr"):
+        wide = paired.confidence_interval(key, method="normal", num_resamples=3000, seed=2)
+        narrow = alone.confidence_interval(key, method="normal", num_resamples=3000, seed=2)
+        assert 1.3 < (wide.high - wide.low) / (narrow.high - narrow.low) < 1.55, key
