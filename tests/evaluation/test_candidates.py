@@ -102,3 +102,44 @@ def test_true_answer_among_negatives_and_filtering_are_refused():
         kgeval.evaluate(model, tri, candidates={"head_neg": bad})
     with pytest.raises(InvalidInputError, match="filter_triples must be empty"):
         kgeval.evaluate(model, tri, candidates=negs, filter_triples=tri)
+
+
+@pytest.mark.parametrize("option, match", [
+    ({"restrict_entities": list(range(20))}, "restrict_entities"),
+    ({"restrict_relations": [0, 1]}, "restrict_relations"),
+    ({"macro": True}, "macro"),
+    ({"query_metrics_k": (1,)}, "query_metrics_k"),
+    ({"num_negatives": 3}, "num_negatives"),
+    ({"sides": "head"}, r"sides=\['head'\] but candidates are given for \['head', 'tail'\]"),
+])
+def test_options_the_candidates_mode_cannot_honour_are_refused_not_ignored(option, match):
+    tri, negs = _data()
+    with pytest.raises(InvalidInputError, match=match):
+        kgeval.evaluate(get_model("distmult", NE, NR, dim=4, seed=0), tri, candidates=negs, **option)
+
+
+def test_sides_equal_to_the_given_arrays_are_accepted():
+    tri, negs = _data()
+    model = get_model("distmult", NE, NR, dim=4, seed=0)
+    res = kgeval.evaluate(model, tri, candidates={"tail_neg": negs["tail_neg"]}, sides="tail")
+    ref = kgeval.evaluate(model, tri, candidates={"tail_neg": negs["tail_neg"]})
+    np.testing.assert_array_equal(res.rank_table.ranks("realistic"), ref.rank_table.ranks("realistic"))
+
+
+def test_nan_policy_worst_ranks_nan_last():
+    tri, negs = _data()
+    nan_heads = {3, 7}
+
+    def fn(h, r, t):  # NaN whenever the head is 3 or 7, a tie-free score otherwise
+        s = (h * 13 + r * 5 + t * 7).float() % 97 + 0.001 * h.float()
+        return torch.where(torch.isin(h, torch.tensor(sorted(nan_heads))), torch.nan, s)
+
+    scorer = FunctionScorer(fn, NE, NR)
+    with pytest.raises(InvalidInputError, match="NaN"):
+        kgeval.evaluate(scorer, tri, candidates=negs)
+    res = kgeval.evaluate(scorer, tri, candidates=negs, nan_policy="worst")
+    pos, neg = _score(lambda h, r, t: fn(torch.as_tensor(h), torch.as_tensor(r), torch.as_tensor(t)).numpy(), tri, negs)
+    # brute force: NaN negatives never beat a true score, a NaN true score is beaten by all K
+    better = np.where(np.isnan(pos), K, (np.nan_to_num(neg, nan=-np.inf) > pos[:, None]).sum(1))
+    np.testing.assert_array_equal(res.rank_table.optimistic, better + 1)
+    assert np.isnan(pos).any() and np.isnan(neg).any()  # both NaN cases really occur

@@ -1,10 +1,11 @@
 """The HTML report rendered by a real browser (headless chromium): the numbers in the page are
-the runs' results.json values, and every figure is drawn. Skipped only when chromium is absent
-(.ci/run installs it)."""
+the runs' results.json values, and every figure is drawn. Skipped only when chromium is absent,
+and failed instead when KGEVAL_REQUIRE_CHROMIUM is set (.ci/run installs it and sets it)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -16,6 +17,8 @@ from click.testing import CliRunner
 from kgeval.cli import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None and os.environ.get("KGEVAL_REQUIRE_CHROMIUM"):
+    raise RuntimeError("KGEVAL_REQUIRE_CHROMIUM is set but chromium is not installed")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 

@@ -37,6 +37,8 @@ from .evaluator import EvaluationOutput
 from .options import EvaluationOptions
 from .scorers import as_scorer
 
+_DEFAULT_SIDES = EvaluationOptions().sides
+
 _KEYS = {"head_neg": Side.HEAD, "head": Side.HEAD, "tail_neg": Side.TAIL, "tail": Side.TAIL}
 
 
@@ -44,18 +46,21 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
     """The rank table and protocol of the given-candidates protocol (module docstring)."""
     if filter_triples is not None and (not isinstance(filter_triples, (tuple, list, dict)) or len(filter_triples)):
         raise InvalidInputError("candidates= ranks against the given negatives only: filter_triples must be empty")
-    if opts.num_negatives is not None:
-        raise InvalidInputError("candidates= and num_negatives exclude each other (the negatives are given)")
+    _refuse_unsupported(opts)
     scorer = as_scorer(scorer)
     ne = int(scorer.num_entities)
     tri = as_triples("triples", triples)
     check_ids("triples", tri, ne, getattr(scorer, "num_relations", None))
     per_side = parse_candidates(candidates, tri, ne)
+    given = tuple(SIDE_NAMES[s] for s in per_side)
+    if opts.sides != _DEFAULT_SIDES and tuple(sorted(opts.sides)) != tuple(sorted(given)):
+        raise InvalidInputError(f"sides={list(opts.sides)} but candidates are given for {list(given)}: in the "
+                                "candidates mode the sides are those with a negatives array (leave sides unset)")
     budget = opts.memory_budget if opts.memory_budget is not None else default_memory_budget(None)
     tables = []
     with torch.inference_mode():
         for side, negs in per_side.items():
-            better, tied = _count_side(scorer, tri, side, negs, ne, budget, opts.tie_tolerance)
+            better, tied = _count_side(scorer, tri, side, negs, ne, budget, opts.tie_tolerance, opts.nan_policy)
             tables.append(RankTable.from_counts(better, tied, np.full(len(tri), negs.shape[1] + 1), side=side,
                                                 triple_index=np.arange(len(tri)), relation=tri[:, 1]))
     table = RankTable.concat(tables)
@@ -65,6 +70,22 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
         num_relations=getattr(scorer, "num_relations", None), tie_tolerance=opts.tie_tolerance,
         candidates="1 + the given negatives of each task (OGB protocol); unfiltered", device="cpu")
     return EvaluationOutput(table, protocol)
+
+
+def _refuse_unsupported(opts: EvaluationOptions) -> None:
+    """A named error for every option the given-candidates protocol cannot honour (never ignore one silently)."""
+    refused = {
+        "num_negatives": (opts.num_negatives is not None, "the negatives are given"),
+        "restrict_entities": (opts.restrict_entities is not None,
+                              "restrict the given negatives yourself (num_candidates = 1 + K per task)"),
+        "restrict_relations": (opts.restrict_relations is not None, "pass only the triples (and rows) to evaluate"),
+        "macro": (bool(opts.macro), "macro weights are defined for full-ranking queries only"),
+        "query_metrics_k": (bool(opts.query_metrics_k), "query-level precision/recall need whole score rows"),
+        "distributed": (opts.distributed is not None, "the candidates mode runs in one process"),
+    }
+    for name, (bad, why) in refused.items():
+        if bad:
+            raise InvalidInputError(f"candidates= cannot be combined with {name}={getattr(opts, name)!r}: {why}")
 
 
 def parse_candidates(candidates, triples: np.ndarray, num_entities: int) -> dict[Side, np.ndarray]:
@@ -97,8 +118,10 @@ def parse_candidates(candidates, triples: np.ndarray, num_entities: int) -> dict
     return dict(sorted(out.items()))
 
 
-def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, budget: int, tol: float):
-    """``(#better, #tied)`` per task, in batches of rows."""
+def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, budget: int, tol: float,
+                nan_policy: str = "raise"):
+    """``(#better, #tied)`` per task, in batches of rows. ``nan_policy="worst"``: a NaN negative
+    loses to every non-NaN true score; a NaN true score gets the worst rank (``better = K``)."""
     per_candidates = getattr(scorer, "score_head_candidates" if side == Side.HEAD else "score_tail_candidates", None)
     width = negs.shape[1] + 1 if per_candidates is not None else ne
     step = max(1, budget // (8 * width))
@@ -114,10 +137,15 @@ def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, 
             rows = scorer.score_heads(r, t) if side == Side.HEAD else scorer.score_tails(h, r)
             scores = torch.as_tensor(rows).to("cpu").gather(1, cand)
         scores = scores.detach().to("cpu", torch.float64 if scores.dtype == torch.float64 else torch.float32)
-        if bool(torch.isnan(scores).any()):
-            i = int(torch.isnan(scores).any(dim=1).nonzero()[0, 0]) + lo
-            raise InvalidInputError(f"the scorer returned NaN for a candidate of {side.label} task {i}")
+        nan = torch.isnan(scores)
+        if nan_policy == "raise" and bool(nan.any()):
+            i = int(nan.any(dim=1).nonzero()[0, 0]) + lo
+            raise InvalidInputError(f"the scorer returned NaN for a candidate of {side.label} task {i} "
+                                    "(nan_policy='worst' ranks NaN last)")
         s, neg = scores[:, :1], scores[:, 1:]
-        better[lo:lo + step] = (neg > s + tol).sum(1).numpy()
-        tied[lo:lo + step] = ((neg - s).abs() <= tol).sum(1).numpy()
+        b_ = (neg > s + tol).sum(1)  # comparisons with NaN are False: NaN negatives never beat or tie
+        t_ = ((neg - s).abs() <= tol).sum(1)
+        worst = nan[:, 0]  # NaN true score: every negative is better
+        better[lo:lo + step] = torch.where(worst, neg.shape[1], b_).numpy()
+        tied[lo:lo + step] = torch.where(worst, 0, t_).numpy()
     return better, tied
