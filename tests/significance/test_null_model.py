@@ -166,3 +166,22 @@ def test_shipped_large_tables_equal_the_files(name):
         for side in ("head", "tail"):
             np.testing.assert_array_equal(model.num_candidates(side), shipped.num_candidates(side))
         assert all(model.moments(k) == shipped.moments(k) for k in model.keys())
+
+
+def test_drop_unseen_on_a_directory_dataset(tmp_path):
+    """A dataset given as a directory: drop_unseen=True drops the test triple whose tail ``z`` never
+    occurs in training (and ``z`` from the entities); the counts are checked by hand."""
+    splits = {"train": [("a", "r", "b"), ("b", "r", "c"), ("c", "s", "a"), ("a", "s", "c")],
+              "valid": [("b", "s", "a")],
+              "test": [("a", "r", "c"), ("c", "r", "z"), ("b", "s", "c")]}
+    for name, rows in splits.items():
+        (tmp_path / f"{name}.txt").write_text("".join("\t".join(r) + "\n" for r in rows))
+    kept, dropped = kgeval.null_model(tmp_path), kgeval.null_model(tmp_path, drop_unseen=True)
+    assert (kept.num_entities, dropped.num_entities) == (4, 3)
+    # kept: tails of (a,r,?) 4-|{b}|, (c,r,?) 4, (b,s,?) 4-|{a}|
+    np.testing.assert_array_equal(np.sort(kept.num_candidates("tail")), [3, 3, 4])
+    # dropped: (a,r,c) and (b,s,c) remain; every query has one other known answer among 3 entities
+    np.testing.assert_array_equal(dropped.num_candidates("tail"), [2, 2])
+    np.testing.assert_array_equal(dropped.num_candidates("head"), [2, 2])
+    assert dropped.num_tasks() == 4 and dropped.expected_value("mr") == 1.5
+    assert dropped.expected_value("mrr") == pytest.approx(0.75, rel=1e-15)
