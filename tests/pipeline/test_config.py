@@ -108,3 +108,10 @@ def test_config_is_frozen():
     cfg = PipelineConfig(model="distmult")
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.seed = 3
+
+
+def test_absurd_thread_counts_are_refused_before_torch_sees_them():
+    # torch's OpenMP pool segfaulted the process for --threads 99999
+    with pytest.raises(InvalidInputError, match="threads must be at most 1024"):
+        PipelineConfig(dataset="nations", model="distmult", threads=99_999)
+    assert PipelineConfig(dataset="nations", model="distmult", threads=1024).threads == 1024

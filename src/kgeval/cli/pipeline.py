@@ -46,7 +46,8 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
 @click.option("--no-filter-validation", is_flag=True, help="Do not filter validation triples when testing.")
 @data_dir_option
 @format_option
-@click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads [default: 1 for small graphs].")
+@click.option("--threads", type=click.IntRange(min=1, max=1024),
+              help="torch CPU threads, 1..1024 [default: 1 for small graphs].")
 @click.option("--replicates", type=click.IntRange(min=2),
               help="Train K times with seeds seed, seed+1, ...; save each run in OUTPUT/seed<s> and a summary "
                    "across seeds (mean, sd, t-based 95%% CI) in OUTPUT/replicates.json.")

@@ -224,6 +224,10 @@ class Restriction:
 
 _SECTIONS = {"model": ModelSpec, "training": TrainingSpec, "optimizer": OptimizerSpec,
              "early_stopping": EarlyStopping, "evaluation": EvaluationSpec, "restriction": Restriction}
+#: torch's OpenMP pool segfaults for absurd counts (--threads 99999 crashed the process); no machine
+#: kgeval runs on benefits from more than this
+MAX_THREADS = 1024
+
 _SCALARS = ("dataset", "drop_unseen", "seed", "device", "threads")
 
 
@@ -247,7 +251,8 @@ class PipelineConfig:
         if isinstance(self.model, str):
             object.__setattr__(self, "model", ModelSpec(self.model))
         object.__setattr__(self, "seed", check_seed("seed", self.seed))
-        object.__setattr__(self, "threads", check_positive_int("threads", self.threads, allow_none=True))
+        object.__setattr__(self, "threads", check_positive_int("threads", self.threads, allow_none=True,
+                                                                  maximum=MAX_THREADS))
         object.__setattr__(self, "drop_unseen", bool(self.drop_unseen))
         if self.device is not None:
             object.__setattr__(self, "device", str(self.device))
