@@ -116,9 +116,9 @@ def test_bad_input_is_named():
 
 
 def assert_same_moments(a, b, where=""):
-    """Null moments equal up to the last bits of the platform's libm: numpy's SIMD log/exp (AVX-512
-    vs AVX2 builds) differ by an ulp, and variances computed as E[X²] − E[X]² amplify that (seen:
-    6e-11 relative for the inverse arithmetic mean rank between two machines). The candidate counts
+    """Null moments equal up to the last bits: numpy/libm versions and SIMD paths of log/exp differ by
+    an ulp, and variances computed as E[X²] − E[X]² amplify that (seen: 6e-11 relative for the
+    inverse arithmetic mean rank between the machine that built the tables and a fresh install). The candidate counts
     the moments come from are compared exactly."""
     assert (a.mean is None) == (b.mean is None) and (a.variance is None) == (b.variance is None), where
     assert a.exact == b.exact, where
