@@ -53,6 +53,7 @@ def test_bad_search_space_is_refused_before_any_trial(tmp_path, space, match):
         ("head.realistic.mrr", {"sides": "tail"}, "no 'head' side"),
         ("tail.precision_at_10", {}, "precision_at_10"),  # query metric not computed
         ("mrrr", {}, "mrr"),
+        ("both.realistic.count", {}, "number of evaluated tasks"),  # constant: optimising it means nothing
     ],
 )
 def test_metric_without_a_value_is_refused_before_any_trial(tmp_path, metric, evaluation_kwargs, match):

@@ -258,6 +258,15 @@ def _validation_results(model, ds, config: PipelineConfig):
 
 def _direction(metric: str, direction: str | None) -> str:
     """``direction``, or the metric's own; query metrics (``tail.precision_at_10``) are maximised."""
+    from ..keys import parse_key
+
+    try:
+        is_count = parse_key(metric).metric == "count"
+    except KGEvalError:
+        is_count = False  # an unknown key gets its own error below
+    if is_count:
+        raise InvalidInputError(f"metric {metric!r} is the number of evaluated tasks, the same for every trial: "
+                                "optimise a quality metric (mrr, hits@10, mr, ...)")
     if direction is None:
         try:
             direction = metric_direction(metric)
