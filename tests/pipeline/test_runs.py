@@ -143,6 +143,9 @@ def test_output_checked_before_any_work(tmp_path):
     (tmp_path / "somefile").write_text("x")
     with pytest.raises(OutputDirectoryError, match="somefile is not a directory"):
         check_output(tmp_path / "somefile" / "out")
+    for overwrite in (False, True):  # an existing file is named as such, and never replaced
+        with pytest.raises(OutputDirectoryError, match="somefile exists and is a file, not a directory"):
+            check_output(tmp_path / "somefile", overwrite=overwrite)
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "x").write_text("x")
     with pytest.raises(OutputDirectoryError, match="not empty"):

@@ -176,7 +176,9 @@ def check_output(directory: str | os.PathLike, *, overwrite: bool = False) -> Pa
     existing ancestor must be a directory in which a directory can be created.
     """
     target = resolve_output(directory)
-    if target.exists() and not overwrite and (not target.is_dir() or any(target.iterdir())):
+    if target.exists() and not target.is_dir():  # even with overwrite: a file is never replaced by a run
+        raise OutputDirectoryError(f"output directory {target} exists and is a file, not a directory")
+    if target.exists() and not overwrite and any(target.iterdir()):
         raise OutputDirectoryError(f"output directory {target} already exists and is not empty")
     ancestor = target.parent
     while not ancestor.exists():
