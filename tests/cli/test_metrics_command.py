@@ -83,3 +83,20 @@ def test_cli_unknown_metric_and_missing_file(rank_file, tmp_path):
     res = CliRunner().invoke(main, ["metrics", str(tmp_path / "missing.tsv")])
     assert res.exit_code == 2 and "not found" in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("spelling, column", [("best", 0), ("OPTIMISTIC", 0), ("worst", 1), ("avg", None)])
+def test_rank_type_synonyms_select_the_table_view(rank_file, spelling, column):
+    path, realistic = rank_file
+    rows = [(1, 1), (3, 5), (2, 2), (12, 15)]
+    r = realistic if column is None else np.array([row[column] for row in rows], float)
+    res = CliRunner().invoke(main, ["metrics", str(path), "--rank-type", spelling])
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in res.output.splitlines() if ln.startswith("inverse_harmonic_mean_rank "))
+    assert row.split()[-1] == f"{np.mean(1 / r):.4f}"
+
+
+def test_rank_type_typo_names_close_matches(rank_file):
+    path, _ = rank_file
+    res = CliRunner().invoke(main, ["metrics", str(path), "--rank-type", "realistc"])
+    assert res.exit_code == 2 and "Did you mean: realistic" in res.output

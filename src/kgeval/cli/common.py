@@ -76,3 +76,21 @@ def metrics_payload(results) -> dict:
             except KGEvalError:
                 continue
     return headline
+
+
+def rank_type_callback(allowed: tuple[str, ...] | None = None):
+    """A click callback normalising ``--rank-type`` through the key synonyms (``best`` → optimistic,
+    ``worst`` → pessimistic, ``avg`` → realistic) and naming close matches for a typo."""
+    from ..errors import unknown_name
+    from ..keys import RANK_TYPE_SYNONYMS
+
+    def callback(ctx, param, value):
+        if value is None:
+            return None
+        name = RANK_TYPE_SYNONYMS.get(str(value).strip().lower())
+        if name is None or (allowed is not None and name not in allowed):
+            choices = [k for k, v in RANK_TYPE_SYNONYMS.items() if allowed is None or v in allowed]
+            raise click.BadParameter(str(unknown_name("rank type", value, choices)))
+        return name
+
+    return callback

@@ -15,6 +15,7 @@ import math
 import click
 
 from ..errors import InvalidInputError
+from .common import rank_type_callback
 
 
 @click.command("compare")
@@ -27,8 +28,9 @@ from ..errors import InvalidInputError
               help="Multiple-testing correction over the table's rows.")
 @click.option("--baseline", help="Compare each run against this one (its directory name) instead of all pairs.")
 @click.option("--side", type=click.Choice(["head", "tail", "both"]), default="both", show_default=True)
-@click.option("--rank-type", type=click.Choice(["optimistic", "pessimistic", "realistic"]), default="realistic",
-              show_default=True)
+@click.option("--rank-type", default="realistic", show_default=True,
+              callback=rank_type_callback(("optimistic", "pessimistic", "realistic")),
+              help="optimistic (best), pessimistic (worst) or realistic (avg).")
 @click.option("--num-resamples", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Random sign patterns / bootstrap resamples.")
 @click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the intervals.")

@@ -7,6 +7,8 @@ from importlib import resources
 
 import click
 
+from .common import rank_type_callback
+
 EXAMPLE_RANKS = "nations-distmult-ranks.tsv"
 
 
@@ -19,7 +21,8 @@ def example_rank_file() -> str:
 @click.option("--example", is_flag=True, help="Use the rank file shipped with kgeval (DistMult on Nations).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--metric", "-m", "selected", multiple=True, help="Metric key(s) to show, e.g. mrr, tail.hits@10 (repeatable).")
-@click.option("--rank-type", default="realistic", show_default=True, help="Rank type of the table view.")
+@click.option("--rank-type", default="realistic", show_default=True, callback=rank_type_callback(),
+              help="Rank type of the table view: optimistic (best), pessimistic (worst), realistic (avg), expected.")
 def command(file, example, fmt, selected, rank_type):
     """Compute every rank-based metric from a CSV/TSV rank FILE.
 
@@ -27,12 +30,9 @@ def command(file, example, fmt, selected, rank_type):
     num_candidates (needed for adjusted/z metrics), optional side (head/tail/both), weight,
     triple_index and relation. Also reads the .npz files RankTable.save writes.
     """
-    from ..keys import RANK_TYPES
     from ..ranks import RankTable
     from ..results import HEADLINE, Results
 
-    if rank_type not in RANK_TYPES:
-        raise click.BadParameter(f"unknown rank type {rank_type!r}; choose from {', '.join(RANK_TYPES)}")
     if file is None:
         if not example:
             raise click.UsageError("give a rank FILE, or --example for the shipped one")
