@@ -159,3 +159,30 @@ def test_unusable_device_is_named_before_any_work(device, match):
     """cuda:7 on a CPU-only torch and the meta device failed deep inside torch."""
     with pytest.raises(InvalidInputError, match=f"device '{device}'.*({match})"):
         run(device=device)
+
+
+class _ShrinkingRows:
+    """Right shape on the first call, one row too few afterwards (the consistency check's one-row
+    re-scoring then got zero rows: an IndexError from deep inside, before the check was named)."""
+
+    num_entities, num_relations = E, R
+
+    def __init__(self, triple_scores: bool):
+        self.calls = 0
+        if triple_scores:
+            self.score_triples = lambda h, r, t: torch.zeros(0)
+
+    def score_tails(self, h, r):
+        self.calls += 1
+        rows = len(h) if self.calls == 1 else len(h) - 1
+        return TABLE[h[:rows], r[:rows]]
+
+    def score_heads(self, r, t):
+        return self.score_tails(t, r)
+
+
+@pytest.mark.parametrize("triple_scores, match", [(False, r"returned shape \(0, 6\), expected \(1, 6\)"),
+                                                  (True, r"score_triples returned shape \(0,\) for one triple")])
+def test_consistency_check_names_a_wrong_one_row_shape(triple_scores, match):
+    with pytest.raises(InvalidInputError, match=match):
+        run(s=_ShrinkingRows(triple_scores), sides="tail")

@@ -121,12 +121,20 @@ class SideScorer:
         # (t, r⁻¹, ?): a genuinely different number from score_triples(h, r, t), so compare rows
         inverse_head = self.side == SIDE_HEAD and bool(getattr(s, "inverse_relations", False))
         if self.side == SIDE_HEAD and callable(getattr(s, "score_head_triples", None)):
-            return float(s.score_head_triples(hh, rr, tt).reshape(-1)[0])
+            return self._one(s.score_head_triples(hh, rr, tt), "score_head_triples")
         if callable(getattr(s, "score_triples", None)) and not inverse_head:
-            return float(s.score_triples(hh, rr, tt).reshape(-1)[0])
+            return self._one(s.score_triples(hh, rr, tt), "score_triples")
         if self.side == SIDE_TAIL:
-            return float(s.score_tails(hh, rr).reshape(-1)[t])
-        return float(s.score_heads(rr, tt).reshape(-1)[h])
+            return float(self._checked(s.score_tails(hh, rr), (1, self.num_entities), "score_tails")[0, t])
+        return float(self._checked(s.score_heads(rr, tt), (1, self.num_entities), "score_heads")[0, h])
+
+    def _one(self, out, name: str) -> float:
+        """The single score a triple scorer returned for one triple (a named error for any other count)."""
+        if not isinstance(out, torch.Tensor):
+            raise InvalidInputError(f"scorer.{name} must return a torch.Tensor, got {type(out).__name__}")
+        if out.numel() != 1:
+            raise InvalidInputError(f"scorer.{name} returned shape {tuple(out.shape)} for one triple, expected 1 score")
+        return float(out.reshape(-1)[0])
 
     # ------------------------------------------------------------------ ownership
     def writable(self, scores: torch.Tensor) -> torch.Tensor:
