@@ -174,3 +174,14 @@ def test_cli_base_configuration_from_a_file_and_set(tmp_path):
     assert payload["pipeline"]["evaluation_kwargs"]["sides"] == ["tail"] and payload["pipeline"]["num_threads"] == 1
     out = CliRunner().invoke(main, [*base, "--set", "threads"])
     assert out.exit_code == 2 and "PATH=VALUE" in out.output
+
+
+def test_output_directory_that_cannot_be_created_is_named(tmp_path):
+    from kgeval.workflow.runs import OutputDirectoryError
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(OutputDirectoryError, match="afile exists and is a file"):
+        hpo_pipeline(**TINY, n_trials=1, output_dir=blocker)
+    with pytest.raises(OutputDirectoryError, match="cannot create output directory"):
+        hpo_pipeline(**TINY, n_trials=1, output_dir=blocker / "below")

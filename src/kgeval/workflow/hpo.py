@@ -184,6 +184,8 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     _check_metric_has_value(metric, ds, base)
     direction = _direction(metric, direction)
 
+    if output_dir is not None:
+        _make_output_dir(output_dir)
     storage = storage if storage is not None else _default_storage(output_dir)
     study_name = study_name or f"{ds.name}-{base.model.name}".lower()
     # a failing trial is reported once, by TrialError; Optuna would also log its traceback as a warning
@@ -215,6 +217,19 @@ def _sampler(name: str, seed: int, space):
     from .study import make_sampler
 
     return make_sampler(name, seed, {n: grid_points(n, s) for n, s in space.items()} if name == "grid" else None)
+
+
+def _make_output_dir(output_dir) -> None:
+    """Create the search's output directory now (it may hold an earlier search: resuming), or a named error."""
+    from .runs import OutputDirectoryError
+
+    path = Path(output_dir).expanduser()
+    if path.exists() and not path.is_dir():
+        raise OutputDirectoryError(f"output directory {path} exists and is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputDirectoryError(f"cannot create output directory {path}: {exc.strerror or exc}") from None
 
 
 def _default_storage(output_dir) -> str:
