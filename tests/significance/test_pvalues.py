@@ -148,6 +148,8 @@ def test_normal_approximation_is_floored_at_the_probability_of_all_ranks_one():
     for weights in (None, np.arange(1, 101)):
         p = null_p_value("mrr", 1.0, c, weights=weights)
         assert p.method.startswith("normal") and p.log10 == pytest.approx(-100 * math.log10(50))
+        assert "least possible p-value" in p.method  # the result says it is the bound, not the normal tail
+    assert "least possible" not in null_p_value("mrr", 0.2, c).method  # a value the normal tail reaches
 
 
 def test_many_distinct_candidate_counts_take_the_fft_tree_and_agree_with_direct_convolution(monkeypatch):

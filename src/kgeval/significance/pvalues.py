@@ -142,7 +142,12 @@ def null_p_value(metric: str | Metric, value: float, num_candidates, weights=Non
         return PValue(1.0, 0.0, "degenerate: the metric is constant under the null", None)
     label = "normal approximation" + ("" if moments.exact else " (approximate null moments)")
     log10_best = -float(np.log10(c.astype(np.float64)).sum())  # weights do not change the best outcome
-    return _from_log10(max(float(stats.norm.logsf(z)) / math.log(10), log10_best), label, z)
+    log10_normal = float(stats.norm.logsf(z)) / math.log(10)
+    if log10_normal < log10_best:
+        # the normal tail is far below what any ranking can reach (P[every rank 1] = Π 1/Cᵢ): the
+        # true p lies at or above this bound, so say that it is the bound, not an approximation of p
+        label += ", below the least possible p-value Π 1/Cᵢ (every rank 1): that bound is reported"
+    return _from_log10(max(log10_normal, log10_best), label, z)
 
 
 def _z(m: Metric, value: float, moments) -> float | None:
