@@ -63,7 +63,14 @@ def figure_one(runs, metric: str) -> str:
         ax.set_xticks(range(len(datasets)), datasets)
         ax.set_title(title, fontsize=9)
         ax.axhline(0, color="black", linewidth=0.6)
-    axes[0].legend(fontsize=8)
+    z_values = [abs(b.get_height()) for b in axes[2].patches if np.isfinite(b.get_height()) and b.get_height() != 0]
+    if z_values and max(z_values) > 100 * max(1.0, min(z_values)):
+        # z grows like sqrt(#tasks): on a linear axis the large datasets flatten the small ones to zero
+        axes[2].set_yscale("symlog", linthresh=1.0)
+        axes[2].set_title(f"{z_key} (symlog scale)", fontsize=9)
+    # outside the axes: inside, the legend hid bars
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(models), fontsize=8,
+               bbox_to_anchor=(0.5, -0.06), frameon=False)
     fig.suptitle("raw metric, adjusted index and z-score (both sides, realistic ranks)", fontsize=10)
     return to_svg(fig)
 
