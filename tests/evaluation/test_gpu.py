@@ -81,3 +81,14 @@ def test_simulated_cuda_oom_halves_the_batch_and_gives_the_same_table():
         got = kgeval.evaluate(Flaky(ds.num_entities, "cuda"), ds.split("test"), progress=False, device="cuda",
                               batch_size=64, check_consistency=False)
     np.testing.assert_array_equal(_rows(got.rank_table), _rows(ref.rank_table))
+
+
+def test_given_candidates_on_gpu_equal_cpu():
+    ds = get_dataset("nations")
+    test = ds.split("test")
+    rng = np.random.default_rng(0)
+    negs = rng.integers(0, ds.num_entities - 1, (len(test), 5))
+    negs = {"tail_neg": negs + (negs >= test[:, 2:3])}  # never the true tail
+    cpu = kgeval.evaluate(IntegerScorer(ds.num_entities, "cpu"), test, candidates=negs)
+    gpu = kgeval.evaluate(IntegerScorer(ds.num_entities, "cuda"), test, candidates=negs, device="cuda")
+    np.testing.assert_array_equal(_rows(gpu.rank_table), _rows(cpu.rank_table))

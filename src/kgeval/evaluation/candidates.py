@@ -33,6 +33,7 @@ from ..protocol import EvaluationProtocol
 from ..ranks import SIDE_NAMES, RankTable, Side
 from ..triples import as_triples, check_ids
 from .batching import default_memory_budget
+from .inputs import usable_device
 from .evaluator import EvaluationOutput
 from .options import EvaluationOptions
 from .scorers import as_scorer
@@ -56,11 +57,14 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
     if opts.sides != _DEFAULT_SIDES and tuple(sorted(opts.sides)) != tuple(sorted(given)):
         raise InvalidInputError(f"sides={list(opts.sides)} but candidates are given for {list(given)}: in the "
                                 "candidates mode the sides are those with a negatives array (leave sides unset)")
-    budget = opts.memory_budget if opts.memory_budget is not None else default_memory_budget(None)
+    device = opts.device if opts.device is not None else getattr(scorer, "device", None)
+    device = usable_device(torch.device(device) if device is not None else torch.device("cpu"))
+    budget = opts.memory_budget if opts.memory_budget is not None else default_memory_budget(device)
     tables = []
     with torch.inference_mode():
         for side, negs in per_side.items():
-            better, tied = _count_side(scorer, tri, side, negs, ne, budget, opts.tie_tolerance, opts.nan_policy)
+            better, tied = _count_side(scorer, tri, side, negs, ne, budget, opts.tie_tolerance, opts.nan_policy,
+                                       device)
             tables.append(RankTable.from_counts(better, tied, np.full(len(tri), negs.shape[1] + 1), side=side,
                                                 triple_index=np.arange(len(tri)), relation=tri[:, 1]))
     table = RankTable.concat(tables)
@@ -68,7 +72,7 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
         sides=tuple(SIDE_NAMES[s] for s in per_side), filtered=False, num_triples=len(tri),
         num_evaluated_triples=len(tri), num_tasks=len(table), num_entities=ne,
         num_relations=getattr(scorer, "num_relations", None), tie_tolerance=opts.tie_tolerance,
-        candidates="1 + the given negatives of each task (OGB protocol); unfiltered", device="cpu")
+        candidates="1 + the given negatives of each task (OGB protocol); unfiltered", device=str(device))
     return EvaluationOutput(table, protocol)
 
 
@@ -119,7 +123,7 @@ def parse_candidates(candidates, triples: np.ndarray, num_entities: int) -> dict
 
 
 def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, budget: int, tol: float,
-                nan_policy: str = "raise"):
+                nan_policy: str = "raise", device: torch.device = torch.device("cpu")):
     """``(#better, #tied)`` per task, in batches of rows. ``nan_policy="worst"``: a NaN negative
     loses to every non-NaN true score; a NaN true score gets the worst rank (``better = K``)."""
     per_candidates = getattr(scorer, "score_head_candidates" if side == Side.HEAD else "score_tail_candidates", None)
@@ -127,16 +131,19 @@ def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, 
     step = max(1, budget // (8 * width))
     better, tied = np.empty(len(tri), np.int64), np.empty(len(tri), np.int64)
     for lo in range(0, len(tri), step):
-        b = torch.as_tensor(tri[lo:lo + step])
+        b = torch.as_tensor(tri[lo:lo + step]).to(device)  # ids go to the scorer's device, scores stay there
         h, r, t = b[:, 0], b[:, 1], b[:, 2]
         answers = h if side == Side.HEAD else t
-        cand = torch.cat([answers[:, None], torch.as_tensor(negs[lo:lo + step])], dim=1)
+        cand = torch.cat([answers[:, None], torch.as_tensor(negs[lo:lo + step]).to(device)], dim=1)
         if per_candidates is not None:
             scores = per_candidates(r, t, cand) if side == Side.HEAD else per_candidates(h, r, cand)
         else:
-            rows = scorer.score_heads(r, t) if side == Side.HEAD else scorer.score_tails(h, r)
-            scores = torch.as_tensor(rows).to("cpu").gather(1, cand)
-        scores = scores.detach().to("cpu", torch.float64 if scores.dtype == torch.float64 else torch.float32)
+            rows = torch.as_tensor(scorer.score_heads(r, t) if side == Side.HEAD else scorer.score_tails(h, r))
+            scores = rows.gather(1, cand.to(rows.device))
+        # counted where the scores live (a GPU scorer's scores never cross to the host; only counts do)
+        scores = scores.detach()
+        if scores.dtype not in (torch.float32, torch.float64):
+            scores = scores.float()
         nan = torch.isnan(scores)
         if nan_policy == "raise" and bool(nan.any()):
             i = int(nan.any(dim=1).nonzero()[0, 0]) + lo
@@ -146,6 +153,6 @@ def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, 
         b_ = (neg > s + tol).sum(1)  # comparisons with NaN are False: NaN negatives never beat or tie
         t_ = ((neg - s).abs() <= tol).sum(1)
         worst = nan[:, 0]  # NaN true score: every negative is better
-        better[lo:lo + step] = torch.where(worst, neg.shape[1], b_).numpy()
-        tied[lo:lo + step] = torch.where(worst, 0, t_).numpy()
+        better[lo:lo + step] = torch.where(worst, neg.shape[1], b_).cpu().numpy()
+        tied[lo:lo + step] = torch.where(worst, 0, t_).cpu().numpy()
     return better, tied
