@@ -60,9 +60,23 @@ def neg_l2_distance(queries: torch.Tensor, candidates: torch.Tensor, candidate_s
     """
     q_sq = (queries * queries).sum(-1, keepdim=True)
     if candidate_sq is None:
-        candidate_sq = (candidates * candidates).sum(-1)
+        candidate_sq = squared_norms(candidates)
     sq = q_sq + candidate_sq.unsqueeze(0) - 2.0 * queries @ candidates.t()
     return -sq.clamp_min(1e-12).sqrt()
+
+
+def squared_norms(rows: torch.Tensor) -> torch.Tensor:
+    """``(rows * rows).sum(-1)``, in blocks of ``CHUNK_ELEMENTS`` for a large table (a whole-table
+    temporary would double the memory of a memory-mapped entity table, see :mod:`.embeddings`)."""
+    n, d = rows.shape
+    if n * d <= CHUNK_ELEMENTS:
+        return (rows * rows).sum(-1)
+    step = max(1, CHUNK_ELEMENTS // max(1, d))
+    out = torch.empty(n, dtype=rows.dtype, device=rows.device)
+    for lo in range(0, n, step):
+        block = rows[lo:lo + step]
+        out[lo:lo + step] = (block * block).sum(-1)
+    return out
 
 
 def neg_l1_distance(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
