@@ -422,3 +422,45 @@ def test_consistency_check_tolerates_rounding_of_scores_near_zero():
         warnings.simplefilter("error")
         out = evaluate_ranks(sc, test, filter_triples=train, batch_size=1, progress=False)
     assert out.protocol["consistency_check"]["mismatches"] == 0
+
+
+class _GatherRounding:
+    """Integer table scores, but a call for a list of entities (not a slice) adds 0.5 to every score:
+    a stand-in for a BLAS that rounds a product over gathered columns differently from a chunk's."""
+
+    num_entities = E
+    num_relations = R
+
+    def __init__(self, table):
+        self.fs, self.shifted_calls = table_scorer(table), 0
+
+    def _shift(self, out, entities):
+        if isinstance(entities, torch.Tensor):
+            self.shifted_calls += 1
+            return out + 0.5
+        return out
+
+    def score_tails(self, h, r, entities=None):
+        return self._shift(self.fs.score_tails(h, r, entities=entities), entities)
+
+    def score_heads(self, r, t, entities=None):
+        return self._shift(self.fs.score_heads(r, t, entities=entities), entities)
+
+
+@pytest.mark.parametrize("chunk", [2, 5])
+@pytest.mark.parametrize("filtered", [True, False])
+def test_chunked_true_scores_that_differ_in_batch_are_reranked_exactly(chunk, filtered, monkeypatch):
+    """Pass 1 scores the batch against its answer columns only; when that value is not bitwise the
+    in-batch score, the queries are ranked again (else the ranks below would be off: scores tie)."""
+    from kgeval.evaluation import full
+
+    table, train, test = make_graph(16)
+    calls = []
+    exact = full._rank_chunks_exact
+    monkeypatch.setattr(full, "_rank_chunks_exact", lambda *a, **k: calls.append(1) or exact(*a, **k))
+    scorer = _GatherRounding(table)
+    out = evaluate_ranks(scorer, test, filter_triples=[train], filtered=filtered, entity_chunk_size=chunk,
+                         batch_size=8, progress=False)
+    expected = brute(table, test, np.concatenate([train, test]), filtered=filtered)
+    assert scorer.shifted_calls and calls  # the re-ranking path did run
+    assert table_rows(out.rank_table) == {k: v[:3] for k, v in expected.items()}

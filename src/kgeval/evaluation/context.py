@@ -35,6 +35,8 @@ class RunContext:
     score_threads: int | None = None
     #: the widest entity chunk used (None = whole rows)
     chunk_used: int | None = None
+    #: query rows re-ranked because a pass-1 true score differed from the in-batch one (see full.py)
+    chunk_redone_queries: int = 0
     #: sampled ranking scored through ``score_*_candidates`` (the last side's)
     used_candidates_method: bool = False
     #: this rank's share of a distributed evaluation (:class:`.distributed.Plan`); None = one process

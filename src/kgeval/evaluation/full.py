@@ -10,10 +10,17 @@ filtered answers and the answer itself, at a cost linear in the number of known 
 Entity chunks: when even a small batch of whole rows would exceed the memory budget (or when
 ``entity_chunk_size`` is given), each query batch is scored in column chunks ``[q, chunk]``
 through the scorer's ``entities=`` keyword. ``better`` / ``tied`` add exactly over chunks and the
-masking is applied per chunk. The true scores are read from the very chunk that holds the answer
-(a first pass over the chunks holding answers), so they are bitwise the values compared
-against; chunked batches therefore score those chunks twice. A scorer without ``entities=``
+masking is applied per chunk. The true scores are read first from the batch scored against its
+answer columns only (~#rows / #columns extra work), and checked to be bitwise the in-batch values
+compared against (rows that differ are re-ranked exactly, see
+:func:`_rank_chunks`). Automatic chunks aim at ``_CHUNK_ROWS`` query rows per batch, so a large
+(e.g. memory-mapped) entity table is read once per ~512 queries. A scorer without ``entities=``
 cannot be chunked (whole rows, with a warning). Query-level metrics need whole rows.
+
+Memory of one batch: the score block ``rows x width`` (plus a comparison buffer of at most
+2^18 entries and the masked copy when the scorer keeps the block), the batch's known answers
+(``O(#known answers of its queries)``) and ``O(rows)`` counts: within ``memory_budget``, whatever
+the number of entities.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from .scoring import SideScorer
 
 __all__ = ["rank_full"]
 
-_MIN_CHUNK_ROWS = 64  # automatic chunking keeps at least this many query rows per batch
+_MIN_CHUNK_ROWS = 64  # automatic chunking starts when the budget holds fewer whole rows than this
+_CHUNK_ROWS = 512  # ... and then aims at this many query rows per batch (fewer passes over the table)
+_MIN_TRUE_COLUMNS = 64  # pass 1 of chunked batches scores at least this many columns
 
 
 @dataclass
@@ -74,8 +83,8 @@ def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int) -> tuple[int, int | Non
     width = opts.entity_chunk_size
     if width is None and not ctx.want_query_metrics:
         # automatic: chunk when the budget does not hold a small batch of whole rows
-        rows = min(n_tasks, _MIN_CHUNK_ROWS)
-        if auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < rows:
+        if auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < min(n_tasks, _MIN_CHUNK_ROWS):
+            rows = min(n_tasks, _CHUNK_ROWS)
             width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
     if width is not None and width >= ncols:
         width = None
@@ -175,10 +184,63 @@ def _rank_rows(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, qacc
     return better, tied, true, scale
 
 
+def _first_rest(task_q: torch.Tensor):
+    """``(first, rest)`` of sorted ``task_q`` as :meth:`Counter.rows` takes them (None, None: one task per row)."""
+    nt = task_q.shape[0]
+    change = torch.ones(nt, dtype=torch.bool, device=task_q.device)
+    change[1:] = task_q[1:] != task_q[:-1]
+    first = change.nonzero().view(-1)
+    if first.numel() == nt:
+        return None, None
+    return first, (~change).nonzero().view(-1)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Bitwise-equal floats (NaN equals NaN)."""
+    return (a == b) | (torch.isnan(a) & torch.isnan(b))
+
+
 def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width):
-    """Column chunks of ``width``: ``(better, tied, true scores)``."""
+    """Column chunks of ``width``: ``(better, tied, true scores)``.
+
+    Pass 1 scores the whole batch against the batch's answer columns only (at least
+    ``_MIN_TRUE_COLUMNS``: BLAS kernels for very narrow products round differently), ~#rows / #columns
+    of the batch's work where scoring every chunk holding an answer again doubled it. Pass 2
+    scores every chunk for the whole batch and counts against those scores; in the answer's chunk
+    it checks that the in-batch score is bitwise the pass-1 value. The queries of any task that
+    differs are ranked again on their own with true scores and counts from the same chunk calls
+    (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared against.
+    """
+    dev, ncols = ctx.device, ctx.num_columns
+    cols = torch.unique(col)
+    if cols.numel() < min(ncols, _MIN_TRUE_COLUMNS):  # pad with the first columns
+        cols = torch.unique(torch.cat([cols, torch.arange(min(ncols, _MIN_TRUE_COLUMNS), device=dev)]))
+    part = sc.columns(ent, rel, cols)
+    true = part[task_q, torch.searchsorted(cols, col)]
+    better, tied, differ = _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
+                                         verify=True)
+    if differ is not None:
+        redo_q = torch.unique(task_q[differ])
+        ctx.chunk_redone_queries += int(redo_q.numel())
+        pos = torch.full((ent.shape[0],), -1, dtype=torch.long, device=dev)
+        pos[redo_q] = torch.arange(redo_q.numel(), device=dev)
+        tasks = (pos[task_q] >= 0).nonzero().view(-1)
+        sub_q = pos[task_q[tasks]]
+        sub_known = None
+        if known is not None:
+            keep = pos[known[0]] >= 0
+            sub_known = (pos[known[0][keep]], known[1][keep])
+        f, r = _first_rest(sub_q)
+        b, t, tr = _rank_chunks_exact(ctx, sc, ent[redo_q], rel[redo_q], sub_q, col[tasks], f, r, sub_known,
+                                      triples[tasks.cpu().numpy()], width)
+        better[tasks], tied[tasks], true[tasks] = b, t, tr.to(true.dtype)
+    return better, tied, true
+
+
+def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width):
+    """As :func:`_rank_chunks`, the true scores read from whole chunks of this very batch (pass 1
+    scores every chunk holding an answer for all rows: exact by construction, up to 2x the work)."""
     dev, nt, ncols = ctx.device, task_q.shape[0], ctx.num_columns
-    # pass 1: the true scores, read from the chunk holding each answer
     true = torch.empty(nt, dtype=torch.float32, device=dev)
     chunk_of = col // width
     for c in torch.unique(chunk_of).tolist():
@@ -186,15 +248,34 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         part = sc.chunk(ent, rel, c * width, min(ncols, (c + 1) * width))
         true = true.to(part.dtype)
         true[sel] = part[task_q[sel], col[sel] - c * width]
+    better, tied, _ = _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
+                                    verify=False)
+    return better, tied, true
+
+
+def _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true, *, verify: bool):
+    """Pass 2: ``(better, tied, tasks whose in-batch true score differs from ``true`` or None)``."""
+    dev, nt, ncols = ctx.device, task_q.shape[0], ctx.num_columns
     if known is not None:
         order = torch.argsort(known[1])
         rows, fcol = known[0][order], known[1][order]
+    if verify:  # tasks sorted by answer column: each chunk's answers are one contiguous range
+        by_col = torch.argsort(col)
+        col_sorted = col[by_col]
     better = torch.zeros(nt, dtype=torch.long, device=dev)
     tied = torch.zeros(nt, dtype=torch.long, device=dev)
-    # pass 2: count chunk by chunk, masking the known answers that fall in the chunk
+    differ = []
+    # count chunk by chunk, masking the known answers that fall in the chunk
     for c0 in range(0, ncols, width):
         c1 = min(ncols, c0 + width)
         part = sc.chunk(ent, rel, c0, c1)
+        if verify:
+            lo, hi = torch.searchsorted(col_sorted, torch.tensor([c0, c1], device=dev)).tolist()
+            if hi > lo:
+                sel = by_col[lo:hi]
+                bad = ~_same(part[task_q[sel], col[sel] - c0].to(true.dtype), true[sel])
+                if bool(bad.any()):
+                    differ.append(sel[bad])
         check_nan(ctx.options.nan_policy, sc.side, part, true, triples, task_q)
         if known is not None:
             lo, hi = torch.searchsorted(fcol, torch.tensor([c0, c1], device=dev)).tolist()
@@ -204,4 +285,4 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         b, t = ctx.counter.rows(part, true, task_q, first, rest)
         better += b
         tied += t
-    return better, tied, true
+    return better, tied, (torch.cat(differ) if differ else None)

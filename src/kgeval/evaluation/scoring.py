@@ -102,6 +102,12 @@ class SideScorer:
         out = self._call(self.method, ent, rel, entities=entities)
         return self._checked(out, (ent.shape[0], c1 - c0), self.method.__name__)
 
+    def columns(self, ent: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Scores of the allowed entities at the (sorted) column positions ``cols``: ``(b, len(cols))``."""
+        entities = cols if self.allowed is None else self.allowed[cols]
+        out = self._call(self.method, ent, rel, entities=entities)
+        return self._checked(out, (ent.shape[0], int(cols.shape[0])), self.method.__name__)
+
     def candidates(self, ent: torch.Tensor, rel: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         """Scores of the listed candidates ``cand`` ``(b, m)`` of each query: ``(b, m)``.
 
