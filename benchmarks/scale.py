@@ -1,26 +1,54 @@
-"""Scale benchmark: filtered evaluation time, ratio to the matmul floor and peak RSS versus the
-number of entities, for one process and for ``distributed="tasks"`` over 2 gloo processes.
+"""Scale benchmark: filtered evaluation time, ratio to the matmul floor, cost per scored pair and peak
+memory versus the number of entities, for one process and for distributed modes over 2 gloo processes.
 
-    python benchmarks/scale.py                       # 1e5, 1e6, 1e7 entities, 5,000 test triples, dim 64
-    python benchmarks/scale.py --entities 100000 --procs 1 2
+    python benchmarks/scale.py                                   # 1e5, 1e6, 1e7 entities, modes one + tasks
+    python benchmarks/scale.py --entities 100000 --modes one     # one configuration
+    python benchmarks/scale.py --entities 10000000 --dim 128 --modes one --floor-rows 1024
 
-Each configuration runs in fresh processes (so ``ru_maxrss`` is that configuration's peak). A random
-DistMult model (float32); from 1e7 entities the entity table is a ``.npy`` file on local disk opened
-with ``np.load(mmap_mode="r")`` and scored in entity chunks (``entity_chunk_size``), deleted afterwards.
-Filters: 100,000 random training triples. The floor: the same number of ``(query, dim) @ (dim, chunk)``
-products, no counting, in the same process; ratio = evaluation time / floor.
+Each configuration runs in fresh processes. A random DistMult model built with the public
+``kgeval.models.from_embeddings("distmult", entity, relation)``; from ``--memmap-from`` entities (1e7 by
+default) ``entity`` is the path of a float32 ``.npy`` file on local disk (``KGEVAL_SCALE_DIR``, default
+/tmp; deleted afterwards), memory-mapped and scored in place in automatic entity chunks, as
+``kgeval evaluate --entity-embeddings ent.npy`` does. Filters: ``--train`` random training triples
+(100,000). Columns:
 
-Projection (written from the throughput this script measures, ``scored pairs / s`` per process;
-re-measure on the target hardware): full filtered evaluation scores ``2 x #test x #entities`` pairs.
-ogbl-wikikg2-sized: 2 x 430k x 2.5M = 2.15e12 pairs x dim 100-200 -> ~4-9e14 FLOP (x2 for multiply-add);
-an H100 sustains ~5e13 FLOP/s float32 (TF32 more), so ~10-20 s per GPU-equivalent of matmul, i.e. a few
-seconds on 8 GPUs and ~1 s on 4 x 8 GPUs when compute-bound (the counting pass roughly doubles memory
-traffic). Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs, well under a second of
-matmul per GPU; its cost is dominated by start-up and filter-index building, not by scoring.
-Communication: "tasks" mode gathers 3 int64 counts + 1 int64 index per task once per side
-(430k tasks -> ~14 MB per side in total, not per batch); an entity-sharded mode would all_reduce
-2 int64 counts + 1 float score per task per batch (O(batch) numbers, e.g. 24 KB for 1,024 queries),
-never scores of candidates.
+- ``time s``: the ranking's wall time (``evaluate_ranks``: both sides, filtered, the rank table), the
+  slowest rank; ``metrics s``: building :class:`kgeval.Results` from it (all default metrics with their
+  null-model expectations; ``kgeval.evaluate`` = the two);
+- ``floor s``: the same number of ``(query, dim) @ (dim, entities)`` products (deduplicated query rows x
+  entities, 512-row x 65,536-column blocks into a reused output), no counting, in the same process; measured
+  on ``--floor-rows`` query rows (all by default) and scaled linearly; ``ratio`` = time / floor;
+- ``s/1e9 pairs``: ranking time per 10^9 scored (query, entity) pairs; constant when the cost is linear in
+  entities x queries (``Mpairs/s`` is its inverse per process);
+- ``RSS GiB``: the process's peak resident set (``ru_maxrss``: includes the table pages of a memory-mapped
+  file that were read, i.e. page cache mapped into the process, and the in-memory table);
+- ``anon GiB``: the peak anonymous resident memory during the evaluation (``RssAnon`` sampled every 10 ms:
+  no mapped file pages), and ``eval GiB`` what the evaluation added to it (score blocks, filter index,
+  counts). With a memory-mapped table the bound of :mod:`kgeval.models.embeddings` applies:
+  ``relations + batch x entity_chunk (memory_budget, <= 1 GiB) + filter index`` -- independent of
+  entities x dim.
+
+Modes (``--modes``): ``one`` = 1 process; ``tasks`` = ``distributed="tasks"`` on 2 gloo processes (each scores
+its half of the tasks against all entities). Adding a mode is one line in ``MODES`` (e.g. an entity-sharded
+``"entities": (2, "entities")``).
+
+Measured (2026-11-23, 2-core AMD EPYC VM shared with other jobs, 5,000 test triples, 100,000 filter triples,
+DistMult dim 64, 1 process): see the table in the closing note of issue 10; per-process throughput on this
+machine ~0.1-0.2 x 10^9 scored pairs/s (dim 64), i.e. ~5-10 s per 10^9 pairs, and the same at 1e5, 1e6 and
+1e7 entities (linear cost). Peak anonymous memory at 1e7 entities (2.4 GiB memory-mapped table) stays at the
+budget-bound ~1-2 GiB.
+
+Projection (from the throughput above; re-measure on the target hardware): full filtered evaluation scores
+``2 x #test x #entities`` pairs (fewer after query deduplication). ogbl-wikikg2-sized: 2 x 430k x 2.5M =
+2.15e12 pairs: at ~0.15e9 pairs/s per CPU process (dim 64; cost ~ proportional to dim) that is ~4 CPU-hours,
+so ~15 min on 16 such processes; on GPUs, ~4-9e14 FLOP (dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s
+float32 per H100 is ~10-20 s of matmul per GPU when compute-bound (the counting pass roughly doubles memory
+traffic), i.e. a few seconds on 8 GPUs. Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs,
+~5 min in one CPU process here (dim 64) and well under a second of matmul per GPU; with a memory-mapped
+table (4.6M x 128 float32 = 2.4 GB) peak anonymous memory stays at the ~1-2 GiB budget bound.
+Communication: "tasks" mode gathers 3 int64 counts + 1 int64 index per task once per side (430k tasks ->
+~14 MB per side in total, not per batch); an entity-sharded mode all_reduces 2 int64 counts + 1 float
+score per task per batch (O(batch) numbers, e.g. 24 KB for 1,024 queries), never scores of candidates.
 """
 
 from __future__ import annotations
@@ -33,19 +61,55 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
 
-NUM_TRAIN = 100_000
-MEMMAP_FROM = 10_000_000
+#: mode -> (processes, distributed=); add a distributed mode here with one line
+MODES = {
+    "one": (1, None),
+    "tasks": (2, "tasks"),
+    # "entities": (2, "entities"),  # entity-sharded evaluation (distributed="entities")
+}
+
+
+def _rss_anon() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class _AnonPeak:
+    """Peak ``RssAnon`` while active, sampled every 10 ms in a thread."""
+
+    def __init__(self):
+        self.peak = self.start = _rss_anon()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.wait(0.01):
+            self.peak = max(self.peak, _rss_anon())
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, _rss_anon())
 
 
 def _worker(a) -> None:
     import torch
 
     import kgeval
-    from kgeval.evaluation import DistMultScorer
+    from kgeval.evaluation import evaluate_ranks
+    from kgeval.models import from_embeddings
 
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     if world > 1:
@@ -56,82 +120,115 @@ def _worker(a) -> None:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=3600))
     rng = np.random.default_rng(0)
     ne, nr = a.entities[0], 100
-    ent = torch.from_numpy(np.load(a.memmap, mmap_mode="r")) if a.memmap else torch.from_numpy(
-        rng.standard_normal((ne, a.dim), dtype=np.float32))
-    rel = torch.from_numpy(rng.standard_normal((nr, a.dim), dtype=np.float32))
-    scorer = DistMultScorer(ent, rel)
+    rel = rng.standard_normal((nr, a.dim), dtype=np.float32)
+    if a.memmap:
+        model = from_embeddings("distmult", a.memmap, rel)  # memory-mapped, used in place
+    else:
+        model = from_embeddings("distmult", rng.standard_normal((ne, a.dim), dtype=np.float32), rel)
     test = np.stack([rng.integers(0, ne, a.queries), rng.integers(0, nr, a.queries), rng.integers(0, ne, a.queries)], 1)
-    train = np.stack([rng.integers(0, ne, NUM_TRAIN), rng.integers(0, nr, NUM_TRAIN), rng.integers(0, ne, NUM_TRAIN)], 1)
-    chunk = 1_000_000 if a.memmap else None
-    t0 = time.perf_counter()
-    kgeval.evaluate(scorer, test, filter_triples=train, progress=False, check_consistency=False,
-                    entity_chunk_size=chunk, distributed="tasks" if world > 1 else None)
-    wall = time.perf_counter() - t0
-    # floor: this rank's share of the unique query rows times every entity, same chunks, no counting
+    train = np.stack([rng.integers(0, ne, a.train), rng.integers(0, nr, a.train), rng.integers(0, ne, a.train)], 1)
+    mode = a.mode
+    with _AnonPeak() as mem:  # = kgeval.evaluate, timed in its two parts
+        t0 = time.perf_counter()
+        out = evaluate_ranks(model, test, filter_triples=train, progress=False, check_consistency=False,
+                             distributed=MODES[mode][1])
+        wall = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = kgeval.Results(out.rank_table, protocol=out.protocol, extra=out.extra)
+        metrics = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    # floor: this rank's share of the unique query rows times every entity, no counting
     nq = 0
     for side in (0, 2):
         nq += np.unique(test[:, side] * nr + test[:, 1]).shape[0]
-    nq = len(range(nq * rank // world, nq * (rank + 1) // world))
-    q = torch.from_numpy(rng.standard_normal((min(nq, 1024), a.dim), dtype=np.float32))
-    width = chunk or ne
+    if mode == "tasks":
+        nq = len(range(nq * rank // world, nq * (rank + 1) // world))
+    ent = model.entity.weight.detach()
+    rows = min(nq, a.floor_rows or nq)
+    q = torch.from_numpy(rng.standard_normal((min(rows, 512), a.dim), dtype=np.float32))
+    width = 65_536
+    out = torch.empty(q.shape[0], width)
     t0 = time.perf_counter()
     with torch.inference_mode():
-        for r0 in range(0, nq, q.shape[0]):
+        for r0 in range(0, rows, q.shape[0]):
+            b = min(q.shape[0], rows - r0)
             for c0 in range(0, ne, width):
-                q[: min(q.shape[0], nq - r0)] @ ent[c0:c0 + width].T
-    floor = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    print(json.dumps({"rank": rank, "wall": wall, "floor": floor, "rss_gib": rss, "pairs": nq * ne}))
+                c1 = min(ne, c0 + width)
+                torch.mm(q[:b], ent[c0:c1].T, out=out[:b, : c1 - c0])
+    floor = (time.perf_counter() - t0) * nq / rows
+    print(json.dumps({"rank": rank, "wall": wall, "metrics": metrics, "floor": floor, "rss_gib": rss, "pairs": nq * ne,
+                      "anon_gib": mem.peak / 2**30, "eval_gib": (mem.peak - mem.start) / 2**30,
+                      "chunk": res.protocol.get("entity_chunk_size")}))
 
 
-def _run(ne: int, procs: int, a, memmap: str | None) -> dict:
+def _run(ne: int, mode: str, a, memmap: str | None) -> dict:
+    procs = MODES[mode][0]
     port = socket.socket()
     port.bind(("127.0.0.1", 0))
     p = port.getsockname()[1]
     port.close()
     args = [sys.executable, __file__, "--worker", "--entities", str(ne), "--queries", str(a.queries), "--dim",
-            str(a.dim)] + (["--memmap", memmap] if memmap else [])
+            str(a.dim), "--train", str(a.train), "--mode", mode, "--floor-rows", str(a.floor_rows or 0)] \
+        + (["--memmap", memmap] if memmap else [])
     ps = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
                            env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(procs), "MASTER_ADDR": "127.0.0.1",
                                 "MASTER_PORT": str(p), "OMP_NUM_THREADS": str(max(1, os.cpu_count() // procs))})
           for r in range(procs)]
-    outs = [json.loads(x.communicate()[0].strip().splitlines()[-1]) for x in ps]
-    return {"wall": max(o["wall"] for o in outs), "floor": max(o["floor"] for o in outs),
-            "rss": max(o["rss_gib"] for o in outs), "pairs": sum(o["pairs"] for o in outs)}
+    outs = []
+    for x in ps:
+        text = x.communicate()[0].strip()
+        if x.returncode or not text:
+            raise SystemExit(f"worker failed (exit {x.returncode}) for {ne} entities, mode {mode}")
+        outs.append(json.loads(text.splitlines()[-1]))
+    return {"wall": max(o["wall"] for o in outs), "metrics": max(o["metrics"] for o in outs), "floor": max(o["floor"] for o in outs),
+            "rss": max(o["rss_gib"] for o in outs), "anon": max(o["anon_gib"] for o in outs),
+            "eval": max(o["eval_gib"] for o in outs), "pairs": sum(o["pairs"] for o in outs),
+            "chunk": outs[0]["chunk"], "procs": procs}
+
+
+def _write_table(ne: int, dim: int) -> str:
+    fd, path = tempfile.mkstemp(suffix=".npy", dir=os.environ.get("KGEVAL_SCALE_DIR", "/tmp"))
+    os.close(fd)
+    table = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(ne, dim))
+    rng = np.random.default_rng(0)
+    for c0 in range(0, ne, 1_000_000):
+        table[c0:c0 + 1_000_000] = rng.standard_normal((min(1_000_000, ne - c0), dim), dtype=np.float32)
+    table.flush()
+    del table
+    return path
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entities", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
-    ap.add_argument("--queries", type=int, default=5000)
+    ap.add_argument("--queries", type=int, default=5000, help="test triples")
+    ap.add_argument("--train", type=int, default=100_000, help="filter (training) triples")
     ap.add_argument("--dim", type=int, default=64)
-    ap.add_argument("--procs", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--modes", nargs="+", default=["one", "tasks"], choices=sorted(MODES))
+    ap.add_argument("--memmap-from", type=int, default=10_000_000,
+                    help="from this many entities the table is a memory-mapped .npy file")
+    ap.add_argument("--floor-rows", type=int, default=0,
+                    help="measure the floor on this many query rows and scale (0: all)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--memmap", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return _worker(a)
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {a.queries} test triples, dim {a.dim}")
-    print(f"{'entities':>10} {'procs':>5} {'mode':>6} {'time s':>8} {'floor s':>8} {'ratio':>6} "
-          f"{'ns/pair':>8} {'peak RSS GiB':>12}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {a.queries} test triples, "
+          f"{a.train} filter triples, DistMult dim {a.dim}")
+    print(f"{'entities':>10} {'table':>6} {'procs':>5} {'mode':>6} {'chunk':>8} {'time s':>8} {'floor s':>8} "
+          f"{'ratio':>6} {'metrics s':>9} {'s/1e9 pairs':>11} {'Mpairs/s/proc':>13} {'RSS GiB':>8} {'anon GiB':>8} {'eval GiB':>8}")
     for ne in a.entities:
-        memmap = None
-        if ne >= MEMMAP_FROM:
-            fd, memmap = tempfile.mkstemp(suffix=".npy", dir=os.environ.get("KGEVAL_SCALE_DIR", "/tmp"))
-            os.close(fd)
-            table = np.lib.format.open_memmap(memmap, mode="w+", dtype=np.float32, shape=(ne, a.dim))
-            rng = np.random.default_rng(0)
-            for c0 in range(0, ne, 1_000_000):
-                table[c0:c0 + 1_000_000] = rng.standard_normal((min(1_000_000, ne - c0), a.dim), dtype=np.float32)
-            table.flush()
-            del table
+        memmap = _write_table(ne, a.dim) if ne >= a.memmap_from else None
         try:
-            for procs in a.procs:
-                r = _run(ne, procs, a, memmap)
-                mode = "one" if procs == 1 else "tasks"
-                print(f"{ne:>10} {procs:>5} {mode:>6} {r['wall']:>8.2f} {r['floor']:>8.2f} "
-                      f"{r['wall'] / r['floor']:>6.2f} {1e9 * r['wall'] / r['pairs']:>8.3f} {r['rss']:>12.2f}",
-                      flush=True)
+            for mode in a.modes:
+                r = _run(ne, mode, a, memmap)
+                per = r["wall"] / (r["pairs"] / 1e9)
+                print(f"{ne:>10} {'mmap' if memmap else 'RAM':>6} {r['procs']:>5} {mode:>6} {str(r['chunk']):>8} "
+                      f"{r['wall']:>8.1f} {r['floor']:>8.1f} {r['wall'] / r['floor']:>6.2f} {per:>11.2f} "
+                      f"{r['pairs'] / r['wall'] / r['procs'] / 1e6:>13.1f} {r['rss']:>8.2f} {r['anon']:>8.2f} "
+                      f"{r['eval']:>8.2f}", flush=True)
         finally:
             if memmap:
                 os.unlink(memmap)
