@@ -33,18 +33,16 @@ its half of the tasks against all entities). Adding a mode is one line in ``MODE
 ``"entities": (2, "entities")``).
 
 Measured (2026-11-23, 2-core AMD EPYC VM shared with other jobs, 5,000 test triples, 100,000 filter triples,
-DistMult dim 64, 1 process): see the table in the closing note of issue 10; per-process throughput on this
-machine ~0.1-0.2 x 10^9 scored pairs/s (dim 64), i.e. ~5-10 s per 10^9 pairs, and the same at 1e5, 1e6 and
-1e7 entities (linear cost). Peak anonymous memory at 1e7 entities (2.4 GiB memory-mapped table) stays at the
-budget-bound ~1-2 GiB.
+DistMult dim 64, 1 process, ranking only): 1e5 entities ~1.0e9 scored pairs in 7.9 s, i.e. ~0.13e9 pairs/s
+(~8 s per 10^9 pairs); the table for 1e5 / 1e6 / 1e7 is in the closing note of issue 10.
 
 Projection (from the throughput above; re-measure on the target hardware): full filtered evaluation scores
 ``2 x #test x #entities`` pairs (fewer after query deduplication). ogbl-wikikg2-sized: 2 x 430k x 2.5M =
-2.15e12 pairs: at ~0.15e9 pairs/s per CPU process (dim 64; cost ~ proportional to dim) that is ~4 CPU-hours,
-so ~15 min on 16 such processes; on GPUs, ~4-9e14 FLOP (dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s
+2.15e12 pairs: at ~0.13e9 pairs/s per CPU process (dim 64; cost ~ proportional to dim) that is ~4.6
+CPU-hours, so ~17 min on 16 such processes; on GPUs, ~4-9e14 FLOP (dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s
 float32 per H100 is ~10-20 s of matmul per GPU when compute-bound (the counting pass roughly doubles memory
 traffic), i.e. a few seconds on 8 GPUs. Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs,
-~5 min in one CPU process here (dim 64) and well under a second of matmul per GPU; with a memory-mapped
+~6 min in one CPU process here (dim 64) and well under a second of matmul per GPU; with a memory-mapped
 table (4.6M x 128 float32 = 2.4 GB) peak anonymous memory stays at the ~1-2 GiB budget bound.
 Communication: "tasks" mode gathers 3 int64 counts + 1 int64 index per task once per side (430k tasks ->
 ~14 MB per side in total, not per batch); an entity-sharded mode all_reduces 2 int64 counts + 1 float
