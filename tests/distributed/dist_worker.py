@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 import kgeval
 from kgeval.evaluation import DistMultScorer
+from kgeval.models import EntityShard, from_embeddings, get_model, shard_embeddings
 
 
 def graph(seed=0, ne=30, nr=4):
@@ -70,16 +71,18 @@ def main(rank, world, port, out):
         bad = FailingScorer(scorer.entity, scorer.relation) if rank == 1 else scorer
         report[f"{mode}/exception"] = _error(lambda: kgeval.evaluate(bad, test, filter_triples=train,
                                                                      progress=False, distributed=mode))
+    report.update(entities(rank, world, train, test))
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(report, f)
     dist.destroy_process_group()
 
 
-def _protocol_diff(one, many):
+def _protocol_diff(one, many, exact=False):
     """Protocol fields that differ; the consistency check re-scores the first and last task of each
-    batch, and batches differ between one process and a rank's slice, so its count may differ."""
+    batch, and batches differ between one process and a rank's slice, so its count may differ
+    (``exact``: entities mode walks the same batches as one process, so it must not)."""
     a, b = dict(one.protocol), dict(many.protocol)
-    return sorted(k for k in a if a[k] != b[k] and not k.startswith("consistency_check"))
+    return sorted(k for k in a if a[k] != b[k] and (exact or not k.startswith("consistency_check")))
 
 
 def _error(fn):
@@ -88,6 +91,102 @@ def _error(fn):
     except Exception as exc:  # noqa: BLE001 - the test checks the type and message
         return {"error": type(exc).__name__, "message": str(exc)}
     return {"error": None}
+
+
+ENTITY_SCENARIOS = {
+    **SCENARIOS,
+    "sampled_unfiltered_restricted": dict(num_negatives=5, seed=1, filtered=False,
+                                          restrict_entities=tuple(range(0, 30, 3)) + (1, 5, 29)),
+    "chunked": dict(entity_chunk_size=4, batch_size=5),
+    "head_only_worst": dict(sides=("head",), nan_policy="worst", batch_size=7),
+}
+
+
+def _int_weights(model, seed):
+    """Small integer embeddings: every score is exact, so ties are many and exactly reproducible."""
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for p in (model.entity.weight, model.relation.weight):
+            p.copy_(torch.as_tensor(rng.integers(-2, 3, size=tuple(p.shape)), dtype=p.dtype))
+    return model.eval()
+
+
+def entity_models(rank, world):
+    """(name, whole model, this rank's shard): built-in models and the plain-embedding scorer."""
+    ne, nr = 30, 4
+    out = []
+    for name, kw in (("distmult", {}), ("complex", {}), ("transe", {"p": 2}), ("transe_l1", {"p": 1})):
+        m = _int_weights(get_model(name.split("_")[0], ne, nr, dim=4, **kw), seed=len(name))
+        out.append((name, m, m.shard(rank, world)))
+    rng = np.random.default_rng(7)
+    ent = rng.integers(-2, 3, size=(ne, 6)).astype(np.float32)
+    rel = rng.integers(-2, 3, size=(nr, 6)).astype(np.float32)
+    out.append(("embeddings", from_embeddings("complex", ent, rel),
+                shard_embeddings("complex", ent, rel, rank=rank, world=world)))
+    return out
+
+
+class FailingShard(EntityShard):
+    """Raises in its n-th scoring call (phase B) or in entity_rows (phase A)."""
+
+    def __init__(self, shard, where, after=1):
+        super().__init__(shard.local, entity_offset=shard.entity_range[0], num_entities=shard.num_entities)
+        self.where, self.after, self.calls = where, after, 0
+
+    def _tick(self, where):
+        if self.where == where:
+            self.calls += 1
+            if self.calls > self.after:
+                if where == "oom":
+                    if self.calls == self.after + 1:  # once: the batch is halved on every rank
+                        raise RuntimeError("CUDA out of memory (simulated)")
+                    return
+                raise Boom(f"shard failed in {where}")
+
+    def entity_rows(self, ids):
+        self._tick("rows")
+        return super().entity_rows(ids)
+
+    def score_tails_from(self, head_rows, relations, entities=None):
+        self._tick("scores")
+        self._tick("oom")
+        return super().score_tails_from(head_rows, relations, entities)
+
+
+def entities(rank, world, train, test):
+    report = {}
+    mode = "entities"
+    for model_name, full, shard in entity_models(rank, world):
+        for name, kw in ENTITY_SCENARIOS.items():
+            base = dict(filter_triples=train, progress=False, **kw)
+            one = kgeval.evaluate(full, test, **base)
+            many = kgeval.evaluate(shard, test, distributed=mode, **base)
+            report[f"{mode}/{model_name}/{name}"] = {"single": table(one), "distributed": table(many),
+                                                     "protocol_diff": _protocol_diff(one, many, exact=True)}
+    name, full, shard = entity_models(rank, world)[0]
+    base = dict(filter_triples=train, progress=False, distributed=mode)
+    # a simulated out-of-memory error on rank 1 halves the batch on both ranks: same table
+    oom = FailingShard(shard, "oom") if rank == 1 else shard
+    res = kgeval.evaluate(oom, test, batch_size=8, **base)
+    report[f"{mode}/oom"] = {"single": table(kgeval.evaluate(full, test, filter_triples=train, progress=False)),
+                             "distributed": table(res), "protocol_diff": []}
+    # rank 1 holds rank 0's entities
+    wrong = full.shard(0, world)
+    report[f"{mode}/mismatch_range"] = _error(lambda: kgeval.evaluate(wrong, test, **base))
+    # rank 1's model has more entities
+    other = _int_weights(get_model("distmult", 31 if rank == 1 else 30, 4, dim=4), seed=1).shard(rank, world)
+    report[f"{mode}/mismatch_entities"] = _error(lambda: kgeval.evaluate(other, test, **base))
+    # more ranks than entities
+    tiny = EntityShard(get_model("distmult", 1, 1, dim=2), entity_offset=0, num_entities=1)
+    report[f"{mode}/too_many_ranks"] = _error(lambda: kgeval.evaluate(tiny, np.array([[0, 0, 0]]), progress=False,
+                                                                       distributed=mode))
+    # not a shard
+    report[f"{mode}/not_a_shard"] = _error(lambda: kgeval.evaluate(full, test, **base))
+    # an exception on rank 1 only, in the second batch: both ranks end, none waits
+    for where in ("rows", "scores"):
+        bad = FailingShard(shard, where, after=1) if rank == 1 else shard
+        report[f"{mode}/exception_{where}"] = _error(lambda: kgeval.evaluate(bad, test, batch_size=4, **base))
+    return report
 
 
 if __name__ == "__main__":

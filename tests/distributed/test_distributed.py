@@ -43,6 +43,8 @@ def reports(tmp_path_factory):
 
 
 SCENARIOS = ["filtered", "unfiltered", "restricted", "sampled", "macro_small_batches"]
+ENTITY_SCENARIOS = SCENARIOS + ["sampled_unfiltered_restricted", "chunked", "head_only_worst"]
+ENTITY_MODELS = ["distmult", "complex", "transe", "transe_l1", "embeddings"]
 
 
 @pytest.mark.parametrize("mode", ["tasks"])
@@ -86,3 +88,53 @@ def test_without_process_group_is_a_named_error():
 def test_unknown_mode_is_a_named_error():
     with pytest.raises(InvalidInputError, match="distributed must be one of"):
         EvaluationOptions(distributed="rows")
+
+
+# ---------------------------------------------------------------- distributed="entities"
+@pytest.mark.parametrize("model", ENTITY_MODELS)
+@pytest.mark.parametrize("scenario", ENTITY_SCENARIOS)
+def test_entity_shards_equal_single_process(reports, model, scenario):
+    """Each rank holds half of the entities; the full rank table (every rank type, both sides) and
+    the protocol equal one process holding the whole model."""
+    for rank, rep in enumerate(reports):
+        r = rep[f"entities/{model}/{scenario}"]
+        assert len(r["single"]["optimistic"]) > 0
+        assert r["distributed"] == r["single"], f"rank {rank}"
+        assert r["protocol_diff"] == [], f"rank {rank}"
+
+
+def test_entity_shards_out_of_memory_on_one_rank_halves_every_rank(reports):
+    for rep in reports:
+        assert rep["entities/oom"]["distributed"] == rep["entities/oom"]["single"]
+
+
+@pytest.mark.parametrize("case, message", [("mismatch_range", "rank 1 of 2 holds entities [0, 15) but must hold [15, 30)"),
+                                           ("mismatch_entities", "rank(s) [1]")])
+def test_entity_shards_that_disagree_fail_on_every_rank(reports, case, message):
+    for rep in reports:
+        r = rep[f"entities/{case}"]
+        assert r["error"] == "DistributedMismatchError", r
+        assert message in r["message"]
+
+
+def test_entity_shards_more_ranks_than_entities(reports):
+    for rep in reports:
+        r = rep["entities/too_many_ranks"]
+        assert r["error"] == "TooManyRanksError", r
+        assert "world size 2 is larger than the number of entities 1" in r["message"]
+
+
+def test_entities_mode_needs_a_shard(reports):
+    for rep in reports:
+        r = rep["entities/not_a_shard"]
+        assert r["error"] == "InvalidInputError" and "model.shard(rank, world)" in r["message"], r
+
+
+@pytest.mark.parametrize("where", ["rows", "scores"])
+def test_entity_shards_exception_on_one_rank_ends_every_rank(reports, where):
+    """Rank 1 raises in its second batch (in the query-row or the scoring phase); rank 0 is inside
+    the per-batch all_reduce then and must end too (the workers' 120 s limit catches a hang)."""
+    assert reports[1][f"entities/exception_{where}"]["error"] == "Boom"
+    r0 = reports[0][f"entities/exception_{where}"]
+    assert r0["error"] == "RankFailedError", r0
+    assert "rank 1" in r0["message"] and f"shard failed in {where}" in r0["message"]

@@ -41,6 +41,8 @@ class RunContext:
     used_candidates_method: bool = False
     #: this rank's share of a distributed evaluation (:class:`.distributed.Plan`); None = one process
     dist: object | None = None
+    #: ``distributed="entities"``: ``(lo, hi, row width, row dtype)`` of this rank's entity shard
+    shard: tuple | None = None
 
     def note_chunk(self, width: int) -> None:
         self.chunk_used = width if self.chunk_used is None else max(self.chunk_used, width)

@@ -17,6 +17,48 @@ timeout: ``init_process_group(timeout=...)``; the CLI sets it from ``--dist-time
 (default 600 s). At the start the ranks exchange a SHA-256 of their inputs (triples, known
 triples, restriction, options that change results, number of entities): a difference raises
 :class:`DistributedMismatchError` on every rank before any scoring.
+
+``distributed="entities"``: no rank holds the whole entity table. Rank ``rank`` of ``world`` holds
+the entity rows ``[n * rank // world, n * (rank + 1) // world)`` (:func:`shard_range`) and every
+rank walks *all* tasks, in the same batches. Per batch (see :mod:`.sharded`):
+
+1. the embedding rows of the batch's query entities are summed over ranks (each rank fills the
+   rows it owns, zeros elsewhere; sent as the floats' bit patterns in integers, so the rows
+   arrive bit for bit): ``#queries x row width`` numbers;
+2. every rank scores the queries against its own entities only; the true answer's score is read
+   by the rank that owns the answer and summed over ranks the same way (``#tasks`` int64), so
+   every rank compares against exactly the value the owner computed;
+3. every rank counts its better and tied candidates (known answers in its slice masked, i.e.
+   filtered answers are subtracted where they live) and the counts are summed:
+   ``2 x #tasks`` int64. Scores of candidates never leave their rank.
+
+Each of the three ``all_reduce`` calls also carries two status counters (failed ranks, ranks out
+of memory): a rank whose local step raised still takes part in the collective with zeros and
+its flag set, so every rank learns of the failure at the same collective and none waits; they
+then exchange the error (:meth:`Plan.exchange`): the failing rank raises its own exception, the
+others :class:`RankFailedError`. An out-of-memory error on any rank halves the batch on every
+rank (the batch size is the smallest any rank can afford). Every rank returns the same
+:class:`~kgeval.Results`, with the same rank table as one process holding the whole model
+(full and sampled ranking, filtered or not, with restrictions; ``query_metrics_k`` is refused
+for both modes). Sampled negatives are drawn for all tasks from the seed on every rank; each
+rank scores those in its slice.
+
+The scorer is an *entity shard* (``model.shard(rank, world)`` of a built-in model,
+:func:`kgeval.models.shard_embeddings`, or your own object) with
+
+- ``num_entities``: the number of entities of the *whole* model;
+- ``entity_range``: ``(lo, hi)``, the ids held here; must be ``shard_range(num_entities, rank, world)``;
+- ``entity_rows(ids) -> (k, w)``: the rows of local entities (global ids) from which any rank forms
+  a query on them (an embedding row; same width and float dtype on every rank);
+- ``score_tails_from(head_rows, relations, entities=None) -> (b, m)``: scores of ``(h_i, r_i, e)``
+  for local entities ``e``, ``h_i`` given by its row; ``entities``: None = every local entity in id
+  order, a slice or 1-d tensor of global ids inside ``entity_range``;
+- ``score_heads_from(relations, tail_rows, entities=None) -> (b, m)``: likewise for ``(e, r_i, t_i)``;
+- optionally ``num_relations`` and ``device``.
+
+A rank's shard range that differs from ``shard_range(n, rank, world)``, rows of another width or
+dtype, or another ``num_entities`` fail at the start with :class:`DistributedMismatchError` on
+every rank; more ranks than entities with :class:`TooManyRanksError`.
 """
 
 from __future__ import annotations
@@ -27,14 +69,16 @@ import pickle
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from ..errors import InvalidInputError, KGEvalError
 from .context import SideResult
 
 __all__ = ["MODES", "Plan", "start", "check_mode", "fingerprint", "DistributedError", "RankFailedError",
-           "DistributedMismatchError", "init_from_env"]
+           "DistributedMismatchError", "TooManyRanksError", "init_from_env", "shard_range", "check_shard_scorer",
+           "check_shards"]
 
-MODES = ("tasks",)
+MODES = ("tasks", "entities")
 
 # options that change how work is split or shown, never a rank: ranks may differ in them
 _LOCAL_OPTIONS = ("progress", "device", "memory_budget", "batch_size", "entity_chunk_size", "check_consistency")
@@ -49,7 +93,87 @@ class RankFailedError(DistributedError):
 
 
 class DistributedMismatchError(DistributedError, InvalidInputError):
-    """Ranks were given different triples, filter sets, restrictions or options."""
+    """Ranks were given different triples, filter sets, restrictions, options or entity shards."""
+
+
+class TooManyRanksError(DistributedError, InvalidInputError):
+    """``distributed="entities"`` with more ranks than entities (a rank would hold none)."""
+
+
+def shard_range(n: int, rank: int, world: int) -> tuple[int, int]:
+    """``(lo, hi)``: the entity ids ``[n * rank // world, n * (rank + 1) // world)`` of rank ``rank``."""
+    for name, v in (("num_entities", n), ("rank", rank), ("world", world)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InvalidInputError(f"{name} must be an integer, got {v!r}")
+    n, rank, world = int(n), int(rank), int(world)
+    if world < 1 or not 0 <= rank < world:
+        raise InvalidInputError(f"rank must lie in [0, world) with world >= 1, got rank={rank}, world={world}")
+    if world > n:
+        raise TooManyRanksError(f"world size {world} is larger than the number of entities {n}: with "
+                                f"distributed='entities' every rank must hold at least one entity")
+    return n * rank // world, n * (rank + 1) // world
+
+
+_SHARD_METHODS = ("entity_rows", "score_tails_from", "score_heads_from")
+
+
+def check_shard_scorer(scorer, side_codes) -> object:
+    """``scorer`` checked against the entity-shard protocol (module docstring)."""
+    from ..ranks import SIDE_HEAD
+
+    need = ["entity_rows"] + ["score_heads_from" if c == SIDE_HEAD else "score_tails_from" for c in side_codes]
+    missing = [m for m in need if not callable(getattr(scorer, m, None))]
+    if missing or getattr(scorer, "entity_range", None) is None:
+        raise InvalidInputError(
+            f"distributed='entities' needs an entity shard, but {type(scorer).__name__} lacks "
+            f"{', '.join(missing + ([] if getattr(scorer, 'entity_range', None) is not None else ['entity_range']))}: "
+            "use model.shard(rank, world) (built-in models), kgeval.models.shard_embeddings(...), or see "
+            "kgeval.evaluation.distributed for the protocol"
+        )
+    return scorer
+
+
+def check_shards(plan: Plan, scorer, num_entities: int) -> tuple[int, int, int, torch.dtype]:
+    """Every rank's shard is its ``shard_range`` with rows of one width and dtype: ``(lo, hi, width, dtype)``."""
+    if plan.world > num_entities:  # num_entities is the same on every rank (fingerprint)
+        shard_range(num_entities, plan.rank, plan.world)
+
+    def info():
+        rng = scorer.entity_range
+        try:
+            lo, hi = (int(x) for x in rng)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"scorer.entity_range must be (lo, hi), got {rng!r}") from None
+        width, dtype = None, None
+        if hi > lo:
+            row = scorer.entity_rows(torch.tensor([lo], dtype=torch.long))
+            if not isinstance(row, torch.Tensor) or row.dim() != 2 or row.shape[0] != 1 \
+                    or not row.is_floating_point():
+                raise InvalidInputError(f"scorer.entity_rows must return a 2-d float tensor (one row per id), "
+                                        f"got {type(row).__name__} {tuple(getattr(row, 'shape', ()))}")
+            width, dtype = int(row.shape[1]), str(row.dtype)
+        return lo, hi, width, dtype
+
+    infos = plan.exchange(info)
+    for r, (lo, hi, width, dtype) in enumerate(infos):
+        want = shard_range(num_entities, r, plan.world)
+        if (lo, hi) != want:
+            raise DistributedMismatchError(
+                f"rank {r} of {plan.world} holds entities [{lo}, {hi}) but must hold [{want[0]}, {want[1]}) of "
+                f"{num_entities} (build each rank's shard with model.shard(rank, world))")
+        if (width, dtype) != infos[0][2:]:
+            raise DistributedMismatchError(
+                f"rank {r}'s entity rows are {width} x {dtype} but rank 0's are {infos[0][2]} x {infos[0][3]}")
+    lo, hi, width, dtype = infos[plan.rank]
+    return lo, hi, width, getattr(torch, dtype.split(".")[-1])
+
+
+class _Abort(Exception):
+    """A collective reported a failed rank (``oom_only``: every failure was out of memory)."""
+
+    def __init__(self, oom_only: bool):
+        super().__init__("a rank failed")
+        self.oom_only = oom_only
 
 
 def check_mode(value) -> str | None:
@@ -178,13 +302,93 @@ class Plan:
         return res
 
     def merge_consistency(self, cc) -> None:
-        """Sum the consistency check's counts over ranks (the first mismatch message of the lowest rank)."""
+        """Sum the consistency check's counts over ranks (the first mismatch message of the lowest rank).
+
+        Every rank takes part, with or without a check (``check_consistency`` may differ between
+        ranks: a rank without one skipping the collective left the others waiting)."""
+        parts = self.exchange(lambda: None if cc is None else (cc.checked, cc.mismatches, cc.first_mismatch))
+        parts = [p for p in parts if p is not None]
         if cc is None:
             return
-        parts = self.exchange(lambda: (cc.checked, cc.mismatches, cc.first_mismatch))
         cc.checked = sum(p[0] for p in parts)
         cc.mismatches = sum(p[1] for p in parts)
         cc.first_mismatch = next((p[2] for p in parts if p[2]), "")
+
+    # ------------------------------------------------------------------ entities mode
+    @property
+    def comm_device(self) -> torch.device:
+        """Where collective tensors live: the current CUDA device under NCCL, else the CPU."""
+        if _dist().get_backend() == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def reduce(self, fn, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """``all_reduce`` (sum) of the integer tensor ``fn()`` of ``shape`` over ranks, with two status
+        counters: a rank whose ``fn`` raised sends zeros and its flag, and then every rank raises
+        :class:`_Abort` (:func:`run_batches` turns it into the error on every rank, or a smaller batch)."""
+        from .batching import is_out_of_memory
+
+        numel = int(np.prod(shape, dtype=np.int64))
+        err = out = None
+        try:
+            out = fn()
+            if tuple(out.shape) != tuple(shape) or out.dtype != dtype:  # a bug, never a hang
+                raise RuntimeError(f"internal: reduce of {tuple(out.shape)} {out.dtype}, expected {shape} {dtype}")
+        except Exception as exc:  # noqa: BLE001 - reported to the peers, raised after the exchange
+            err = exc
+        dev = self.comm_device
+        buf = torch.zeros(numel + 2, dtype=dtype, device=dev)
+        if err is None:
+            buf[:numel] = out.reshape(-1).to(dev)
+        else:
+            buf[numel + int(is_out_of_memory(err))] = 1
+        _dist().all_reduce(buf)
+        failed, oom = int(buf[numel]), int(buf[numel + 1])
+        if failed or oom:
+            self.pending = err
+            raise _Abort(oom_only=failed == 0)
+        return buf[:numel].view(shape)
+
+    def raise_pending(self):
+        """After :class:`_Abort`: every rank's error exchanged and raised (own error, or RankFailedError)."""
+        err, self.pending = getattr(self, "pending", None), None
+
+        def own():
+            if err is not None:
+                raise err
+
+        self.exchange(own)
+        raise RankFailedError("internal: a rank reported a failure but no error was exchanged")
+
+    def run_batches(self, n: int, batch_size: int, step, bar=None, *, ends=None) -> int:
+        """:func:`.batching.run_batches` in lockstep: every rank walks the same batches; an
+        out-of-memory error on any rank halves the batch on all (re-raised at a single row/group)."""
+        import warnings
+
+        from .batching import _batch_stop
+
+        start, size = 0, int(batch_size)
+        while start < n:
+            stop = _batch_stop(start, size, n, ends)
+            try:
+                step(start, stop)
+            except _Abort as ab:
+                if ab.oom_only and stop > _batch_stop(start, 1, n, ends):
+                    self.pending = None
+                    size = max(1, min(size, stop - start) // 2)
+                    if torch.cuda.is_available():
+                        torch.cuda.empty_cache()
+                    warnings.warn(f"out of memory on a rank: retrying with batch size {size}", stacklevel=3)
+                    continue
+                self.raise_pending()
+            if bar is not None:
+                bar.update(stop - start)
+            start = stop
+        return size
+
+    def agree_min(self, value: int) -> int:
+        """The smallest ``value`` over ranks."""
+        return min(self.exchange(lambda: int(value)))
 
 
 def _flat(res: SideResult):

@@ -67,8 +67,12 @@ def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     else:  # a rank whose inputs fail to load ends every rank; then the inputs must agree
         inp = plan.guard(prepare_inputs, scorer, triples, filter_triples, opts)
         plan.check_same(distributed.fingerprint(inp, opts))
-    ctx = _context(inp, opts)
+    shard = None
+    if plan is not None and plan.mode == "entities":  # (lo, hi, row width, row dtype), the same on all ranks
+        shard = distributed.check_shards(plan, inp.scorer, inp.num_entities)
+    ctx = _context(inp, opts) if plan is None else plan.guard(_context, inp, opts)
     ctx.dist = plan
+    ctx.shard = shard
     qacc = QueryMetricAccumulator(opts.query_metrics_k) if ctx.want_query_metrics else None
     eval_idx = np.flatnonzero(inp.keep)
     from tqdm.auto import tqdm
@@ -94,6 +98,9 @@ def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
         )
     if plan is not None:
         plan.merge_consistency(ctx.consistency)
+        if plan.mode == "entities":  # local chunk widths differ: the protocol reports the widest
+            widths = [w for w in plan.exchange(lambda: ctx.chunk_used) if w is not None]
+            ctx.chunk_used = max(widths) if widths else None
     if ctx.consistency is not None and ctx.consistency.mismatches:
         c = ctx.consistency
         warnings.warn(c.first_mismatch + f" ({c.mismatches} of {c.checked} checked tasks differ)", stacklevel=3)
@@ -132,28 +139,54 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
     opts = ctx.options
     sub = inp.triples[eval_idx]
     keys = query_keys(sub, side, inp.num_relations)
-    index = None
-    if opts.filtered:  # only the known answers of the queries evaluated here
-        index = FilterIndex(inp.known, side=side, num_entities=inp.num_entities, num_relations=inp.num_relations,
-                            device=ctx.device, queries=keys)
-    sc = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=ctx.allowed,
-                    threads=ctx.score_threads)
     answers = answer_column(sub, side).astype(np.int64)
-    negs, capped = None, 0
-    # distributed="tasks": this rank's slice of the side's tasks (negatives drawn for all tasks first)
-    part = slice(None) if ctx.dist is None else ctx.dist.task_slice(sub.shape[0])
+    sharded = ctx.dist is not None and ctx.dist.mode == "entities"
+
+    def setup():
+        index = None
+        if opts.filtered:  # only the known answers of the queries evaluated here
+            index = FilterIndex(inp.known, side=side, num_entities=inp.num_entities,
+                                num_relations=inp.num_relations, device=ctx.device, queries=keys)
+        if sharded:
+            from .sharded import ShardSideScorer
+
+            lo, hi, width, dtype = ctx.shard
+            sc = ShardSideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device,
+                                 allowed=ctx.allowed, threads=ctx.score_threads, lo=lo, hi=hi, width=width,
+                                 row_dtype=dtype)
+        else:
+            sc = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=ctx.allowed,
+                            threads=ctx.score_threads)
+        negs = counts = None
+        if opts.num_negatives is not None:  # drawn for all tasks (on every rank) before any split
+            negs, counts = sample_negatives(keys, answers, num_negatives=opts.num_negatives, seed=opts.seed,
+                                            side=side, universe=inp.universe, index=index)
+        return index, sc, negs, counts
+
+    # a rank failing here (out of memory, say) ends every rank instead of leaving them waiting
+    index, sc, negs, counts = setup() if ctx.dist is None else ctx.dist.guard(setup)
+    capped = 0
+    # distributed="tasks": this rank's slice of the side's tasks
+    part = slice(None) if ctx.dist is None or sharded else ctx.dist.task_slice(sub.shape[0])
     if opts.num_negatives is None:
         def local():
+            if sharded:
+                from .sharded import rank_full_sharded
+
+                return rank_full_sharded(ctx, sc, sub, eval_idx, keys, answers, index, bar)
             return rank_full(ctx, sc, sub[part], eval_idx[part], keys[part], answers[part], index, bar, qacc)
     else:
-        negs, counts = sample_negatives(keys, answers, num_negatives=opts.num_negatives, seed=opts.seed, side=side,
-                                        universe=inp.universe, index=index)
         capped = int((counts < opts.num_negatives).sum())
         ctx.used_candidates_method = sc.candidates_method is not None
 
         def local():
+            if sharded:
+                from .sharded import rank_sampled_sharded
+
+                return rank_sampled_sharded(ctx, sc, sub, eval_idx, negs, bar)
             return rank_sampled(ctx, sc, sub[part], eval_idx[part], negs[part], bar)
-    res = local() if ctx.dist is None else ctx.dist.gather_side(local)
+    # "entities": every rank holds every task's summed counts already
+    res = local() if ctx.dist is None or sharded else ctx.dist.gather_side(local)
     ti = np.concatenate(res.triple_index)
     order = np.argsort(ti, kind="stable")
     weights = None

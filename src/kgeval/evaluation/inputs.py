@@ -69,10 +69,16 @@ def _in_range(name: str, ids: tuple[int, ...] | None, limit: int, what: str) -> 
     return arr
 
 
-def _check_scorer(scorer, sides) -> tuple[object, int, list[int]]:
+def _check_scorer(scorer, sides, sharded: bool = False) -> tuple[object, int, list[int]]:
+    side_codes = [side_code(s) for s in sides]
+    if sharded:  # distributed="entities": an entity shard, with its own protocol
+        from .distributed import check_shard_scorer
+
+        scorer = check_shard_scorer(scorer, side_codes)
+        num_entities = check_positive_int("the scorer's num_entities", getattr(scorer, "num_entities", None))
+        return scorer, int(num_entities), side_codes
     scorer = as_scorer(scorer)
     num_entities = check_positive_int("the scorer's num_entities", getattr(scorer, "num_entities", None))
-    side_codes = [side_code(s) for s in sides]
     for c in side_codes:
         meth = "score_heads" if c == SIDE_HEAD else "score_tails"
         if not callable(getattr(scorer, meth, None)):
@@ -82,7 +88,7 @@ def _check_scorer(scorer, sides) -> tuple[object, int, list[int]]:
 
 def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> Inputs:
     """Validate the data against the scorer and the options; raise before any work starts."""
-    scorer, num_entities, side_codes = _check_scorer(scorer, opts.sides)
+    scorer, num_entities, side_codes = _check_scorer(scorer, opts.sides, opts.distributed == "entities")
     if callable(getattr(scorer, "map_triples", None)):  # labels / PyKEEN TriplesFactory -> ids
         triples, filter_triples = scorer.map_triples(triples, filter_triples)
     tri = as_triples("triples", triples, allow_empty=False)

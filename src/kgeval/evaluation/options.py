@@ -137,7 +137,9 @@ class EvaluationOptions:
     #: largest relation id seen + 1).
     num_relations: int | None = None
     #: ``"tasks"``: split the tasks over the ranks of the initialised ``torch.distributed`` process
-    #: group (see :mod:`.distributed`); None = one process. Rank tables are identical either way.
+    #: group; ``"entities"``: each rank holds a slice of the entities (the scorer is an entity shard,
+    #: e.g. ``model.shard(rank, world)``). See :mod:`.distributed`; None = one process. Rank tables
+    #: are identical either way.
     distributed: str | None = None
 
     def __post_init__(self):

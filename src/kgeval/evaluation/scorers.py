@@ -150,6 +150,11 @@ def as_scorer(obj):
         return obj
     if is_pykeen_model(obj):
         return PyKEENScorer(obj)
+    if hasattr(obj, "entity_range") and hasattr(obj, "entity_rows"):
+        raise InvalidInputError(
+            f"{type(obj).__name__} is an entity shard (entities {tuple(obj.entity_range)} of {obj.num_entities}): "
+            "it scores only its own entities; evaluate it with distributed='entities' under torchrun"
+        )
     raise InvalidInputError(
         f"{type(obj).__name__} is not a scorer: it needs num_entities, score_tails(heads, relations) and "
         "score_heads(relations, tails) (see kgeval.evaluation.scorers), or must be a PyKEEN model"

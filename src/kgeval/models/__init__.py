@@ -20,13 +20,15 @@ from .distmult import DistMult
 from .embeddings import from_embeddings
 from .pairre import PairRE
 from .rotate import RotatE
+from .shard import EntityShard, shard_embeddings
 from .transe import TransE
 from .tucker import TuckER
 
 MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (TransE, DistMult, ComplEx, RotatE, TuckER, PairRE)}
 
 __all__ = ["Model", "TransE", "DistMult", "ComplEx", "RotatE", "TuckER", "PairRE", "MODELS",
-           "get_model", "model_names", "load_model", "from_pykeen", "from_embeddings"]
+           "get_model", "model_names", "load_model", "from_pykeen", "from_embeddings", "EntityShard",
+           "shard_embeddings"]
 
 
 def model_names() -> list[str]:

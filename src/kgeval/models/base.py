@@ -255,11 +255,31 @@ class Model(nn.Module):
     def relation_embeddings(self, idx: torch.Tensor) -> torch.Tensor:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _score_tails(self, h: torch.Tensor, r: torch.Tensor, cand) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError
+    def _score_tails(self, h: torch.Tensor, r: torch.Tensor, cand) -> torch.Tensor:
+        return self._tails_from(self.entity(h), r, self._rows(self.entity.weight, cand))
 
-    def _score_heads(self, r: torch.Tensor, t: torch.Tensor, cand) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError
+    def _score_heads(self, r: torch.Tensor, t: torch.Tensor, cand) -> torch.Tensor:
+        return self._heads_from(r, self.entity(t), self._rows(self.entity.weight, cand))
+
+    # The 1-to-all scores from the query entity's embedding rows and the candidates' rows: the
+    # built-in models implement these (``_score_tails``/``_score_heads`` above look both up in
+    # ``self.entity``); an entity shard (:meth:`shard`) passes rows it received from other ranks.
+    def _tails_from(self, h_rows: torch.Tensor, r: torch.Tensor, cand_rows: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError  # pragma: no cover
+
+    def _heads_from(self, r: torch.Tensor, t_rows: torch.Tensor, cand_rows: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError  # pragma: no cover
+
+    def shard(self, rank: int, world: int):
+        """This model's entity shard for rank ``rank`` of ``world`` (``distributed="entities"``).
+
+        The shard (:class:`kgeval.models.EntityShard`) holds a copy of the entity rows
+        ``[n * rank // world, n * (rank + 1) // world)`` and the model's other parameters (relations,
+        TuckER's core and batch norms); once it exists the full model can be dropped.
+        """
+        from .shard import shard_model
+
+        return shard_model(self, rank, world)
 
     def _score_triples(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError

@@ -36,17 +36,17 @@ class ComplEx(Model):
     def _split(self, x):
         return x[..., : self.dim], x[..., self.dim:]
 
-    def _score_tails(self, h, r, cand):
-        a, b = self._split(self.entity(h))
+    def _tails_from(self, h_rows, r, cand_rows):
+        a, b = self._split(h_rows)
         c, d = self._split(self.relation(r))
         q = torch.cat([a * c - b * d, a * d + b * c], dim=-1)
-        return q @ self._rows(self.entity.weight, cand).t()
+        return q @ cand_rows.t()
 
-    def _score_heads(self, r, t, cand):
+    def _heads_from(self, r, t_rows, cand_rows):
         c, d = self._split(self.relation(r))
-        e, f = self._split(self.entity(t))
+        e, f = self._split(t_rows)
         q = torch.cat([c * e + d * f, c * f - d * e], dim=-1)
-        return q @ self._rows(self.entity.weight, cand).t()
+        return q @ cand_rows.t()
 
     def _score_triples(self, h, r, t):
         a, b = self._split(self.entity(h))

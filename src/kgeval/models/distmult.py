@@ -29,11 +29,11 @@ class DistMult(Model):
     def relation_embeddings(self, idx):
         return self.relation(idx)
 
-    def _score_tails(self, h, r, cand):
-        return (self.entity(h) * self.relation(r)) @ self._rows(self.entity.weight, cand).t()
+    def _tails_from(self, h_rows, r, cand_rows):
+        return (h_rows * self.relation(r)) @ cand_rows.t()
 
-    def _score_heads(self, r, t, cand):
-        return (self.relation(r) * self.entity(t)) @ self._rows(self.entity.weight, cand).t()
+    def _heads_from(self, r, t_rows, cand_rows):
+        return (self.relation(r) * t_rows) @ cand_rows.t()
 
     def _score_triples(self, h, r, t):
         return (self.entity(h) * self.relation(r) * self.entity(t)).sum(-1)

@@ -47,10 +47,10 @@ class PairRE(Model):
         w = self.relation(r)
         return w[..., : self.dim], w[..., self.dim:]
 
-    def _one_to_all(self, fixed, fixed_scale, cand_scale, cand):
-        """``-||fixed o fixed_scale - e' o cand_scale||_p`` for every candidate ``e``."""
+    def _one_to_all(self, fixed, fixed_scale, cand_scale, cand_rows):
+        """``-||fixed o fixed_scale - e' o cand_scale||_p`` for every candidate row ``e``."""
         a = fixed * fixed_scale  # (b, d)
-        ents = self._ent(self._rows(self.entity.weight, cand))  # (n, d)
+        ents = self._ent(cand_rows)  # (n, d)
         if self.p == 2:
             sq = (a * a).sum(-1, keepdim=True) + (cand_scale * cand_scale) @ (ents * ents).t() \
                 - 2.0 * (a * cand_scale) @ ents.t()
@@ -62,13 +62,13 @@ class PairRE(Model):
 
         return chunked_pairwise(block, a.shape[0], ents.shape[0], self.dim)
 
-    def _score_tails(self, h, r, cand):
+    def _tails_from(self, h_rows, r, cand_rows):
         r_h, r_t = self._rel(r)
-        return self._one_to_all(self._ent(self.entity(h)), r_h, r_t, cand)
+        return self._one_to_all(self._ent(h_rows), r_h, r_t, cand_rows)
 
-    def _score_heads(self, r, t, cand):
+    def _heads_from(self, r, t_rows, cand_rows):
         r_h, r_t = self._rel(r)
-        return self._one_to_all(self._ent(self.entity(t)), r_t, r_h, cand)
+        return self._one_to_all(self._ent(t_rows), r_t, r_h, cand_rows)
 
     def _score_triples(self, h, r, t):
         r_h, r_t = self._rel(r)

@@ -42,13 +42,11 @@ class RotatE(Model):
             s = -s
         return torch.cat([re * c - im * s, re * s + im * c], dim=-1)
 
-    def _score_tails(self, h, r, cand):
-        q = self._rotate(self.entity(h), self.relation(r))
-        return neg_l2_distance(q, self._rows(self.entity.weight, cand))
+    def _tails_from(self, h_rows, r, cand_rows):
+        return neg_l2_distance(self._rotate(h_rows, self.relation(r)), cand_rows)
 
-    def _score_heads(self, r, t, cand):
-        q = self._rotate(self.entity(t), self.relation(r), conjugate=True)
-        return neg_l2_distance(q, self._rows(self.entity.weight, cand))
+    def _heads_from(self, r, t_rows, cand_rows):
+        return neg_l2_distance(self._rotate(t_rows, self.relation(r), conjugate=True), cand_rows)
 
     def _score_triples(self, h, r, t):
         diff = self._rotate(self.entity(h), self.relation(r)) - self.entity(t)

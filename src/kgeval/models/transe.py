@@ -51,11 +51,11 @@ class TransE(Model):
     def _pairwise(self, q, candidates):
         return neg_l2_distance(q, candidates) if self.p == 2 else neg_l1_distance(q, candidates)
 
-    def _score_tails(self, h, r, cand):
-        return self._pairwise(self.entity(h) + self.relation(r), self._rows(self.entity.weight, cand))
+    def _tails_from(self, h_rows, r, cand_rows):
+        return self._pairwise(h_rows + self.relation(r), cand_rows)
 
-    def _score_heads(self, r, t, cand):
-        return self._pairwise(self.entity(t) - self.relation(r), self._rows(self.entity.weight, cand))
+    def _heads_from(self, r, t_rows, cand_rows):
+        return self._pairwise(t_rows - self.relation(r), cand_rows)
 
     def _score_triples(self, h, r, t):
         return -torch.linalg.vector_norm(self.entity(h) + self.relation(r) - self.entity(t), ord=self.p, dim=-1)

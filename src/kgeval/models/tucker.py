@@ -83,25 +83,25 @@ class TuckER(Model):
         scale, shift = self._bn_affine_params(bn)
         return x * scale + shift
 
-    def _tail_queries(self, h, r):
-        x = self.input_dropout(self._bn(self.bn0, self.entity(h)))
+    def _tail_queries(self, h_rows, r):
+        x = self.input_dropout(self._bn(self.bn0, h_rows))
         x = torch.bmm(x.unsqueeze(1), self._core_slices(r)).squeeze(1)
         return self.hidden_dropout2(self._bn(self.bn1, x))
 
-    def _score_tails(self, h, r, cand):
-        return self._tail_queries(h, r) @ self._rows(self.entity.weight, cand).t()
+    def _tails_from(self, h_rows, r, cand_rows):
+        return self._tail_queries(h_rows, r) @ cand_rows.t()
 
     def _score_triples(self, h, r, t):
-        return (self._tail_queries(h, r) * self.entity(t)).sum(-1)
+        return (self._tail_queries(self.entity(h), r) * self.entity(t)).sum(-1)
 
-    def _score_heads(self, r, t, cand):
-        t_emb = self.entity(t)
+    def _heads_from(self, r, t_rows, cand_rows):
+        t_emb = t_rows
         u = t_emb
         if self.bn1 is not None:
             s1, b1 = self._bn_affine_params(self.bn1)
             u = t_emb * s1
         v = torch.bmm(self._core_slices(r), self.hidden_dropout2(u).unsqueeze(-1)).squeeze(-1)
-        heads = self._rows(self.entity.weight, cand)
+        heads = cand_rows
         if self.bn0 is None:
             return v @ heads.t()
         s0, b0 = self._bn_affine_params(self.bn0)

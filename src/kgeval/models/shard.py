@@ -1,0 +1,143 @@
+"""Entity shards of kgeval models, for ``kgeval.evaluate(..., distributed="entities")``.
+
+An :class:`EntityShard` wraps a model built on the rows ``[lo, hi)`` of the entity table only
+(``lo = n * rank // world``, ``hi = n * (rank + 1) // world``, see
+:func:`kgeval.evaluation.distributed.shard_range`) and speaks the entity-shard scorer protocol
+of :mod:`kgeval.evaluation.distributed`. Three ways to get one:
+
+- ``model.shard(rank, world)`` of any built-in model (TransE, DistMult, ComplEx, RotatE, TuckER,
+  PairRE): copies the local entity rows, keeps the other parameters;
+- :func:`shard_embeddings` ``(interaction, entity, relation, rank=, world=)``: like
+  :func:`~kgeval.models.from_embeddings`, slicing the entity matrix (a ``np.load(mmap_mode="r")``
+  array or a path to a ``.npy`` file is sliced before anything is read);
+- ``EntityShard(local_model, entity_offset=lo, num_entities=n)``: a built-in model you built
+  yourself on the local rows only.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+from ..errors import InvalidInputError
+from .base import Model, _as_index
+
+__all__ = ["EntityShard", "shard_model", "shard_embeddings"]
+
+
+def _shard_range(n: int, rank: int, world: int) -> tuple[int, int]:
+    from ..evaluation.distributed import shard_range
+
+    return shard_range(n, rank, world)
+
+
+class EntityShard(nn.Module):
+    """The entity rows ``[entity_offset, entity_offset + local.num_entities)`` of a model of
+    ``num_entities`` entities; scores queries (whose entity rows come from any rank) against them.
+
+    ``num_entities`` is the whole model's; ``entity_range`` the ``[lo, hi)`` held here. Scoring
+    goes through :meth:`score_tails_from` / :meth:`score_heads_from`, which run the model's own
+    arithmetic (``Model._tails_from`` / ``_heads_from``) on the given query rows and the local
+    candidate rows, so a score equals the unsharded model's for the same inputs.
+    """
+
+    def __init__(self, local: Model, *, entity_offset: int, num_entities: int):
+        super().__init__()
+        if not isinstance(local, Model) or type(local)._tails_from is Model._tails_from:
+            raise InvalidInputError(f"EntityShard needs a kgeval built-in model (with _tails_from / _heads_from), "
+                                    f"got {type(local).__name__}")
+        lo, n = int(entity_offset), int(num_entities)
+        if lo < 0 or lo + local.num_entities > n:
+            raise InvalidInputError(f"entity rows [{lo}, {lo + local.num_entities}) do not lie in [0, {n})")
+        self.local = local
+        self.num_entities = n
+        self.num_relations = local.num_relations
+        self.inverse_relations = local.inverse_relations
+        self.name = local.name
+        #: ``[lo, hi)``: the global entity ids held here
+        self.entity_range = (lo, lo + local.num_entities)
+
+    @property
+    def device(self) -> torch.device:
+        return self.local.device
+
+    def extra_repr(self) -> str:
+        return f"entity_range={self.entity_range}, num_entities={self.num_entities}"
+
+    def entity_rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """The embedding rows of the local entities ``ids`` (global ids in ``entity_range``)."""
+        lo, hi = self.entity_range
+        idx = _as_index(ids, "entity ids", hi, self.device)
+        if idx.numel() and int(idx.min()) < lo:
+            raise InvalidInputError(f"entity id {int(idx.min())} is not held by this shard {self.entity_range}")
+        return self.local.entity.weight.index_select(0, idx - lo)
+
+    def _local(self, entities):
+        """Candidate rows of the local entities given as global ids (None = all local, in id order)."""
+        lo, hi = self.entity_range
+        w = self.local.entity.weight
+        if entities is None:
+            return w
+        if isinstance(entities, slice):
+            start, stop, step = entities.indices(self.num_entities)
+            if step == 1 and lo <= start and stop <= hi:
+                return w[start - lo:max(start, stop) - lo]
+            entities = torch.arange(start, stop, step, device=w.device)
+        idx = _as_index(entities, "entities", hi, w.device)
+        if idx.numel() and int(idx.min()) < lo:
+            raise InvalidInputError(f"entity id {int(idx.min())} is not held by this shard {self.entity_range}")
+        return w.index_select(0, idx - lo)
+
+    def score_tails_from(self, head_rows: torch.Tensor, relations, entities=None) -> torch.Tensor:
+        """Scores of ``(h_i, r_i, e)``, ``h_i`` given by its entity row, for the local entities ``e``."""
+        m = self.local
+        r = _as_index(relations, "relations", m.num_relation_embeddings, m.device)
+        return m._tails_from(head_rows.to(m.device), r, self._local(entities))
+
+    def score_heads_from(self, relations, tail_rows: torch.Tensor, entities=None) -> torch.Tensor:
+        """Scores of ``(e, r_i, t_i)``, ``t_i`` given by its entity row, for the local entities ``e``."""
+        m = self.local
+        r = _as_index(relations, "relations", m.num_relations, m.device)
+        rows = tail_rows.to(m.device)
+        if m.inverse_relations:
+            return m._tails_from(rows, r + m.num_relations, self._local(entities))
+        return m._heads_from(r, rows, self._local(entities))
+
+
+def shard_model(model: Model, rank: int, world: int) -> EntityShard:
+    """:meth:`Model.shard`: a new model of the same class on the local entity rows only."""
+    if not isinstance(model, Model) or type(model)._tails_from is Model._tails_from:
+        raise InvalidInputError(f"{type(model).__name__} cannot be sharded: it needs _tails_from / _heads_from")
+    lo, hi = _shard_range(model.num_entities, rank, world)
+    local = type(model)(hi - lo, model.num_relations, dim=model.dim, inverse_relations=model.inverse_relations,
+                        **model.hparams)
+    state = {k: (v[lo:hi] if k == "entity.weight" else v) for k, v in model.state_dict().items()}
+    local.load_state_dict(state)
+    local.to(model.device)
+    local.train(model.training)
+    return EntityShard(local, entity_offset=lo, num_entities=model.num_entities)
+
+
+def shard_embeddings(interaction: str, entity, relation, *, rank: int, world: int, num_entities: int | None = None,
+                     **kwargs) -> EntityShard:
+    """:func:`~kgeval.models.from_embeddings` on the rows of ``entity`` this rank holds.
+
+    ``entity``: the whole entity matrix (array, tensor, ``np.memmap``) or a path to a ``.npy`` file,
+    which is memory-mapped so only the local rows are read. ``num_entities`` (e.g. the dataset's) is
+    checked against the matrix's rows; other keywords go to ``from_embeddings``.
+    """
+    from .embeddings import from_embeddings, load_array
+
+    if isinstance(entity, (str, os.PathLike)):
+        entity = load_array(entity, name="entity embeddings")
+    shape = getattr(entity, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise InvalidInputError(f"entity embeddings must be a 2-d matrix (rows = ids), got shape {shape}")
+    n = int(shape[0])
+    if num_entities is not None and n != int(num_entities):
+        raise InvalidInputError(f"the entity embeddings have {n} rows but the dataset has {num_entities} entities")
+    lo, hi = _shard_range(n, rank, world)
+    local = from_embeddings(interaction, entity[lo:hi], relation, **kwargs)
+    return EntityShard(local, entity_offset=lo, num_entities=n)

@@ -1,0 +1,74 @@
+"""Entity shards of the built-in models (no process group needed): the shards' scores, put side by
+side, are the whole model's; ranges, errors and the plain-embedding shard."""
+
+import numpy as np
+import pytest
+import torch
+
+import kgeval
+from kgeval.errors import InvalidInputError
+from kgeval.evaluation.distributed import TooManyRanksError, shard_range
+from kgeval.models import EntityShard, from_embeddings, get_model, model_names, shard_embeddings
+
+
+@pytest.mark.parametrize("name", model_names())
+@pytest.mark.parametrize("inverse", [False, True])
+def test_shards_score_like_the_whole_model(name, inverse):
+    ne, nr, world = 23, 3, 3
+    model = get_model(name, ne, nr, dim=4, inverse_relations=inverse, seed=0).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # away from the default init, TuckER's batch norms included
+            p.add_(0.1 * torch.randn_like(p))
+    h = torch.tensor([0, 5, 22, 9])
+    r = torch.tensor([0, 2, 1, 1])
+    shards = [model.shard(k, world) for k in range(world)]
+    assert [s.entity_range for s in shards] == [shard_range(ne, k, world) for k in range(world)] \
+        == [(0, 7), (7, 15), (15, 23)]
+    owner = [next(s for s in shards if s.entity_range[0] <= int(e) < s.entity_range[1]) for e in h]
+    rows = torch.cat([o.entity_rows(e[None]) for o, e in zip(owner, h)])
+    with torch.no_grad():
+        tails = torch.cat([s.score_tails_from(rows, r) for s in shards], 1)
+        heads = torch.cat([s.score_heads_from(r, rows) for s in shards], 1)
+        torch.testing.assert_close(tails, model.score_tails(h, r), rtol=0, atol=1e-5)
+        torch.testing.assert_close(heads, model.score_heads(r, h), rtol=0, atol=1e-5)
+        # entities= (global ids inside the shard) as a slice and as a tensor
+        s = shards[1]
+        torch.testing.assert_close(s.score_tails_from(rows, r, entities=slice(9, 12)), tails[:, 9:12])
+        torch.testing.assert_close(s.score_heads_from(r, rows, entities=torch.tensor([14, 7])), heads[:, [14, 7]])
+    assert sum(s.local.entity.weight.shape[0] for s in shards) == ne
+
+
+def test_shard_errors():
+    model = get_model("distmult", 5, 2, dim=3)
+    with pytest.raises(TooManyRanksError, match="world size 6 is larger than the number of entities 5"):
+        model.shard(0, 6)
+    with pytest.raises(InvalidInputError, match="rank must lie in"):
+        model.shard(2, 2)
+    s = model.shard(1, 2)
+    with pytest.raises(InvalidInputError, match="not held by this shard"):
+        s.entity_rows(torch.tensor([0]))
+    with pytest.raises(InvalidInputError, match="not held by this shard"):
+        s.score_tails_from(torch.zeros(1, 3), torch.tensor([0]), entities=torch.tensor([1]))
+    # a shard is not a scorer on its own: evaluating it in one process is refused by name
+    with pytest.raises(InvalidInputError, match="entity shard.*distributed='entities'"):
+        kgeval.evaluate(s, np.array([[0, 0, 1]]), progress=False)
+    with pytest.raises(InvalidInputError, match="do not lie in"):
+        EntityShard(get_model("distmult", 3, 2, dim=3), entity_offset=4, num_entities=5)
+
+
+def test_shard_embeddings_reads_only_its_rows(tmp_path):
+    rng = np.random.default_rng(0)
+    ent = rng.standard_normal((11, 4)).astype(np.float32)
+    rel = rng.standard_normal((2, 4)).astype(np.float32)
+    path = tmp_path / "ent.npy"
+    np.save(path, ent)
+    whole = from_embeddings("distmult", ent, rel)
+    for source in (ent, str(path)):
+        s = shard_embeddings("distmult", source, rel, rank=1, world=2)
+        assert s.entity_range == (5, 11) and s.num_entities == 11
+        np.testing.assert_array_equal(s.local.entity.weight.detach().numpy(), ent[5:11])
+        h, r = torch.tensor([1, 7]), torch.tensor([0, 1])
+        rows = whole.entity.weight[h].detach()
+        torch.testing.assert_close(s.score_tails_from(rows, r), whole.score_tails(h, r)[:, 5:].detach())
+    with pytest.raises(InvalidInputError, match="has 12 entities"):
+        shard_embeddings("distmult", ent, rel, rank=0, world=2, num_entities=12)
