@@ -73,7 +73,8 @@ def test_exception_on_one_rank_ends_every_rank(reports, mode):
     assert "rank 1" in r0["message"] and "Boom" in r0["message"]
 
 
-def test_without_process_group_is_a_named_error():
+@pytest.mark.parametrize("mode", ["tasks", "entities"])
+def test_without_process_group_is_a_named_error(mode):
     import numpy as np
     import torch
 
@@ -82,7 +83,7 @@ def test_without_process_group_is_a_named_error():
 
     scorer = DistMultScorer(torch.ones(5, 2), torch.ones(2, 2))
     with pytest.raises(InvalidInputError, match="process group"):
-        kgeval.evaluate(scorer, np.array([[0, 0, 1]]), progress=False, distributed="tasks")
+        kgeval.evaluate(scorer, np.array([[0, 0, 1]]), progress=False, distributed=mode)
 
 
 def test_unknown_mode_is_a_named_error():
@@ -138,3 +139,51 @@ def test_entity_shards_exception_on_one_rank_ends_every_rank(reports, where):
     r0 = reports[0][f"entities/exception_{where}"]
     assert r0["error"] == "RankFailedError", r0
     assert "rank 1" in r0["message"] and f"shard failed in {where}" in r0["message"]
+
+
+@pytest.mark.slow  # ~13 s on the loaded CI box (two interpreter starts under torchrun)
+def test_cli_torchrun_entities_mode_equals_one_process(tmp_path):
+    """``torchrun --nproc-per-node 2 -m kgeval evaluate --model-file M --distributed entities``: each
+    rank keeps half of the entity table; rank 0 alone prints the same metrics and protocol as one
+    process (in-process CLI); --distributed with another source is a named error."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+    from kgeval.data import get_dataset
+    from kgeval.models import get_model
+
+    ds = get_dataset("nations")
+    model = get_model("complex", ds.num_entities, ds.num_relations, dim=8, seed=0)
+    path = tmp_path / "m.pt"
+    model.save(path, entity_labels=ds.entity_labels, relation_labels=ds.relation_labels)
+    args = ["evaluate", "--model-file", str(path), "--dataset", "nations", "--format", "json"]
+    one = CliRunner().invoke(main, args)
+    assert one.exit_code == 0, one.output
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                           str(_free_port()), "-m", "kgeval", *args, "--distributed", "entities",
+                           "--dist-timeout", "60"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    a, b = json.loads(one.output), json.loads(proc.stdout)  # one JSON document: rank 1 prints nothing
+    assert b["metrics"] == a["metrics"]
+    assert b["protocol"] == a["protocol"]
+    bad = CliRunner().invoke(main, ["evaluate", "--entity-embeddings", str(path), "--relation-embeddings", str(path),
+                                    "--interaction", "distmult", "--dataset", "nations", "--distributed", "tasks"])
+    assert bad.exit_code != 0 and "--distributed tasks works with --model-file" in bad.output
+
+
+@pytest.mark.parametrize("mode", ["tasks", "entities"])
+def test_candidates_mode_refuses_distributed(mode):
+    """OGB's given-negatives mode runs in one process: distributed= is refused by name, not ignored."""
+    import numpy as np
+    import torch
+
+    import kgeval
+    from kgeval.evaluation import DistMultScorer
+
+    scorer = DistMultScorer(torch.ones(5, 2), torch.ones(2, 2))
+    with pytest.raises(InvalidInputError, match="candidates= cannot be combined with distributed="):
+        kgeval.evaluate(scorer, np.array([[0, 0, 1]]), candidates={"tail_neg": np.array([[2, 3]])}, progress=False,
+                        distributed=mode)

@@ -45,8 +45,10 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
               help="Evaluate even on a dataset whose labels or splits differ from the training dataset's.")
 @click.option("--output", "-o", type=click.Path(),
               help="Also write the results as JSON here (with --pykeen-dir: a kgeval run directory).")
-@click.option("--distributed", type=click.Choice(["tasks"]),
-              help="Under torchrun: split the evaluation over the ranks (output from rank 0 only).")
+@click.option("--distributed", type=click.Choice(["tasks", "entities"]),
+              help="Under torchrun, with --model-file: split the evaluation over the ranks (output from rank 0 "
+                   "only). tasks: every rank holds the model and ranks a share of the tasks; entities: every rank "
+                   "keeps only its slice of the entity table (the file is read once, then sliced on the CPU).")
 @click.option("--dist-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
               help="Seconds a rank waits for its peers before the collective fails (with --distributed).")
 @data_dir_option
@@ -62,6 +64,9 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     if sum(x is not None for x in sources) != 1:
         raise InvalidInputError("give exactly one of --model-file and --pykeen-dir, or --entity-embeddings "
                                 "with --relation-embeddings, or --libkge-checkpoint")
+    if distributed and model_file is None:  # was silently ignored: every rank evaluated everything
+        raise InvalidInputError(f"--distributed {distributed} works with --model-file (a kgeval run directory or "
+                                "model file); for embedding files use kgeval.models.shard_embeddings from Python")
     if model_file is None and pykeen_dir is None:
         from ..interop.external import evaluate_external
 
@@ -92,6 +97,10 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         model, ds, defaults = _load(Path(model_file), dataset, data_dir, allow_dataset_mismatch)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
+    if distributed == "entities":  # keep this rank's entity rows only (a copy); the whole model is dropped
+        import torch.distributed as dist
+
+        model = model.shard(dist.get_rank(), dist.get_world_size())
     filter_valid = defaults["filter_validation_when_testing"] if no_filter_validation is None else not no_filter_validation
     rel = split_list(relation_whitelist) if relation_whitelist else defaults["relations"]
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
