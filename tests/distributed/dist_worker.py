@@ -118,11 +118,30 @@ def entity_models(rank, world):
     for name, kw in (("distmult", {}), ("complex", {}), ("transe", {"p": 2}), ("transe_l1", {"p": 1})):
         m = _int_weights(get_model(name.split("_")[0], ne, nr, dim=4, **kw), seed=len(name))
         out.append((name, m, m.shard(rank, world)))
+    nan = _int_weights(get_model("distmult", ne, nr, dim=4), seed=5)
+    with torch.no_grad():
+        nan.entity.weight[[3, 20]] = float("nan")  # one NaN entity in each rank's slice
+    out.append(("distmult_nan", nan, nan.shard(rank, world)))
     rng = np.random.default_rng(7)
     ent = rng.integers(-2, 3, size=(ne, 6)).astype(np.float32)
     rel = rng.integers(-2, 3, size=(nr, 6)).astype(np.float32)
     out.append(("embeddings", from_embeddings("complex", ent, rel),
                 shard_embeddings("complex", ent, rel, rank=rank, world=world)))
+    return out
+
+
+FLOAT_MODELS = ("tucker", "rotate", "pairre", "transe_float")
+FLOAT_SCENARIOS = ("filtered", "sampled")
+CORE_SCENARIOS = ("filtered", "unfiltered", "restricted", "sampled")
+
+
+def float_models(rank, world):
+    """Models whose scores are not integers (trigonometry, batch norm, square roots of non-integers):
+    rank tables match one process as long as slicing the entity table does not change a score."""
+    out = []
+    for name, kw in (("tucker", {}), ("rotate", {}), ("pairre", {"p": 2}), ("transe_float", {"p": 2})):
+        m = get_model(name.split("_")[0], 30, 4, dim=4, seed=3, **kw).eval()
+        out.append((name, m, m.shard(rank, world)))
     return out
 
 
@@ -156,8 +175,13 @@ class FailingShard(EntityShard):
 def entities(rank, world, train, test):
     report = {}
     mode = "entities"
-    for model_name, full, shard in entity_models(rank, world):
+    for model_name, full, shard in entity_models(rank, world) + float_models(rank, world):
         for name, kw in ENTITY_SCENARIOS.items():
+            if model_name == "distmult_nan":
+                kw = {**kw, "nan_policy": "worst"}
+            if name not in (FLOAT_SCENARIOS if model_name in FLOAT_MODELS else
+                            ENTITY_SCENARIOS if model_name in ("distmult", "distmult_nan") else CORE_SCENARIOS):
+                continue  # batching, chunks and options do not depend on the model: checked on DistMult
             base = dict(filter_triples=train, progress=False, **kw)
             one = kgeval.evaluate(full, test, **base)
             many = kgeval.evaluate(shard, test, distributed=mode, **base)
@@ -165,6 +189,10 @@ def entities(rank, world, train, test):
                                                      "protocol_diff": _protocol_diff(one, many, exact=True)}
     name, full, shard = entity_models(rank, world)[0]
     base = dict(filter_triples=train, progress=False, distributed=mode)
+    # NaN scores with nan_policy="raise": a named error on every rank (the rank that sees them, or
+    # every rank when the query row or the true score is NaN; RankFailedError quoting it otherwise)
+    nan = next(s for n, _, s in entity_models(rank, world) if n == "distmult_nan")
+    report[f"{mode}/nan_raise"] = _error(lambda: kgeval.evaluate(nan, test, **base))
     # a simulated out-of-memory error on rank 1 halves the batch on both ranks: same table
     oom = FailingShard(shard, "oom") if rank == 1 else shard
     res = kgeval.evaluate(oom, test, batch_size=8, **base)

@@ -44,7 +44,9 @@ def reports(tmp_path_factory):
 
 SCENARIOS = ["filtered", "unfiltered", "restricted", "sampled", "macro_small_batches"]
 ENTITY_SCENARIOS = SCENARIOS + ["sampled_unfiltered_restricted", "chunked", "head_only_worst"]
-ENTITY_MODELS = ["distmult", "complex", "transe", "transe_l1", "embeddings"]
+FLOAT_MODELS = ["tucker", "rotate", "pairre", "transe_float"]
+FLOAT_SCENARIOS = ["filtered", "sampled"]
+CORE_SCENARIOS = ["filtered", "unfiltered", "restricted", "sampled"]
 
 
 @pytest.mark.parametrize("mode", ["tasks"])
@@ -92,7 +94,7 @@ def test_unknown_mode_is_a_named_error():
 
 
 # ---------------------------------------------------------------- distributed="entities"
-@pytest.mark.parametrize("model", ENTITY_MODELS)
+@pytest.mark.parametrize("model", ["distmult", "distmult_nan"])
 @pytest.mark.parametrize("scenario", ENTITY_SCENARIOS)
 def test_entity_shards_equal_single_process(reports, model, scenario):
     """Each rank holds half of the entities; the full rank table (every rank type, both sides) and
@@ -102,6 +104,26 @@ def test_entity_shards_equal_single_process(reports, model, scenario):
         assert len(r["single"]["optimistic"]) > 0
         assert r["distributed"] == r["single"], f"rank {rank}"
         assert r["protocol_diff"] == [], f"rank {rank}"
+
+
+@pytest.mark.parametrize("model", ["complex", "transe", "transe_l1", "embeddings"])
+@pytest.mark.parametrize("scenario", CORE_SCENARIOS)
+def test_entity_shards_of_other_models_equal_single_process(reports, model, scenario):
+    test_entity_shards_equal_single_process(reports, model, scenario)
+
+
+@pytest.mark.parametrize("model", FLOAT_MODELS)
+@pytest.mark.parametrize("scenario", FLOAT_SCENARIOS)
+def test_entity_shards_of_float_models_equal_single_process(reports, model, scenario):
+    test_entity_shards_equal_single_process(reports, model, scenario)
+
+
+def test_entity_shards_nan_raise_is_a_named_error_on_every_rank(reports):
+    for rep in reports:
+        r = rep["entities/nan_raise"]
+        assert r["error"] in ("InvalidInputError", "RankFailedError"), r
+        assert "NaN scores for triple" in r["message"] and "nan_policy='worst'" in r["message"]
+    assert "InvalidInputError" in [rep["entities/nan_raise"]["error"] for rep in reports]
 
 
 def test_entity_shards_out_of_memory_on_one_rank_halves_every_rank(reports):
