@@ -72,3 +72,33 @@ def test_shard_embeddings_reads_only_its_rows(tmp_path):
         torch.testing.assert_close(s.score_tails_from(rows, r), whole.score_tails(h, r)[:, 5:].detach())
     with pytest.raises(InvalidInputError, match="has 12 entities"):
         shard_embeddings("distmult", ent, rel, rank=0, world=2, num_entities=12)
+
+
+@pytest.mark.parametrize("name", ["complex", "tucker"])
+def test_load_model_shard_equals_shard_of_loaded_model(tmp_path, name):
+    """load_model(path, shard=(rank, world)) builds only the local rows (memory-mapped file) and
+    scores like model.shard(rank, world) of the whole loaded model; labels and checksum are kept."""
+    from kgeval.models import load_model
+
+    model = get_model(name, 9, 2, dim=4, seed=1).eval()
+    labels = [f"e{i}" for i in range(9)]
+    path = tmp_path / "m.pt"
+    model.save(path, entity_labels=labels, relation_labels=["a", "b"])
+    whole = load_model(path).eval()
+    for rank in range(2):
+        s = load_model(path, shard=(rank, 2)).eval()
+        ref = whole.shard(rank, 2)
+        assert isinstance(s, EntityShard) and s.entity_range == ref.entity_range and s.num_entities == 9
+        assert s.local.num_entities == ref.local.num_entities < 9
+        assert s.entity_labels == labels and s.relation_labels == ["a", "b"]
+        rows = whole.entity.weight[[0, 8]].detach()
+        with torch.no_grad():
+            torch.testing.assert_close(s.score_tails_from(rows, torch.tensor([0, 1])),
+                                       ref.score_tails_from(rows, torch.tensor([0, 1])), rtol=0, atol=0)
+    with pytest.raises(TooManyRanksError):
+        load_model(path, shard=(0, 10))
+    blob = torch.load(path, weights_only=True)
+    blob["state_dict"]["entity.weight"][0, 0] += 1
+    torch.save(blob, path)
+    with pytest.raises(InvalidInputError, match="checksum"):
+        load_model(path, shard=(0, 2))

@@ -92,15 +92,16 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         from ..evaluation.distributed import init_from_env
 
         leader = init_from_env(dist_timeout) == 0
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        model, ds, defaults = _load(Path(model_file), dataset, data_dir, allow_dataset_mismatch)
-    for w in caught:
-        click.echo(f"warning: {w.message}", err=True)
-    if distributed == "entities":  # keep this rank's entity rows only (a copy); the whole model is dropped
+    shard = None
+    if distributed == "entities":  # this rank's entity rows only: the whole model is never built
         import torch.distributed as dist
 
-        model = model.shard(dist.get_rank(), dist.get_world_size())
+        shard = (dist.get_rank(), dist.get_world_size())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        model, ds, defaults = _load(Path(model_file), dataset, data_dir, allow_dataset_mismatch, shard)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
     filter_valid = defaults["filter_validation_when_testing"] if no_filter_validation is None else not no_filter_validation
     rel = split_list(relation_whitelist) if relation_whitelist else defaults["relations"]
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
@@ -126,7 +127,7 @@ def _report(results, ds, split: str, what: str, fmt: str) -> None:
     click.echo(headline_table(results))
 
 
-def _load(path: Path, dataset, data_dir, allow_mismatch: bool):
+def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     """The model, the checked dataset and the run's evaluation settings (defaults for a bare model file)."""
     from ..data import get_dataset
     from ..models import load_model
@@ -135,7 +136,7 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool):
     defaults = {"filter_validation_when_testing": True, "relations": None, "entities": None}
     if path.is_dir():
         run = load_run(path)
-        model = run.load_model()
+        model = run.load_model(shard=shard)
         ds = run.load_dataset(model, dataset, data_dir=data_dir, allow_dataset_mismatch=allow_mismatch)
         cfg = run.config
         defaults = {"filter_validation_when_testing": cfg.evaluation.filter_validation_when_testing,
@@ -146,7 +147,7 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool):
         raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
     # a model file inside a run directory is verified and checked against that run's dataset too
     metadata = load_run(path.parent).metadata if (path.parent / "config.json").exists() else None
-    model = load_model(path)
+    model = load_model(path, shard=shard)
     ds = get_dataset(dataset, data_dir=data_dir)
     check_dataset(model, ds, metadata, allow_mismatch=allow_mismatch)
     return model, ds, defaults

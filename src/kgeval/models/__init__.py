@@ -72,16 +72,20 @@ def get_model(name: str, num_entities: int, num_relations: int, *, dim: int | No
             ) from None
 
 
-def load_model(path) -> Model:
+def load_model(path, *, shard: tuple[int, int] | None = None) -> Model:
     """Read a file written by :meth:`Model.save`.
 
     Uses ``torch.load(weights_only=True)``, so a file carrying pickled code is refused
     rather than executed; any unreadable or foreign file raises ``InvalidInputError``
     naming the file.
+
+    ``shard=(rank, world)``: only that rank's entity shard (:meth:`Model.shard`, for
+    ``distributed="entities"``): the file is memory-mapped, read once for its checksum, and only the
+    local entity rows are copied into memory (the whole model is never built).
     """
     path = os.fspath(path)
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = _torch_load(path, mmap=shard is not None)
     except FileNotFoundError:
         raise InvalidInputError(f"model file {path!r} does not exist") from None
     except Exception as exc:  # UnpicklingError, RuntimeError (zip), EOFError, ...
@@ -94,19 +98,45 @@ def load_model(path) -> Model:
     if "sha256" in blob and blob["sha256"] != state_digest(blob["state_dict"]):
         raise InvalidInputError(f"{path!r}: corrupt kgeval model file (the weights do not match their checksum)")
     cfg = blob["config"]
+    lo = hi = None
+    if shard is not None:  # a bad rank / world (TooManyRanksError) is named as such, not as a corrupt file
+        from .shard import _shard_range
+
+        lo, hi = _shard_range(cfg.get("num_entities"), *shard)
     try:
-        model = get_model(cfg["name"], cfg["num_entities"], cfg["num_relations"], dim=cfg["dim"],
+        state = blob["state_dict"]
+        num_entities = cfg["num_entities"]
+        if shard is not None:
+            state = {k: (v[lo:hi] if k == "entity.weight" else v) for k, v in state.items()}
+            num_entities = hi - lo
+        model = get_model(cfg["name"], num_entities, cfg["num_relations"], dim=cfg["dim"],
                           inverse_relations=cfg.get("inverse_relations", False), **dict(cfg.get("kwargs", {})))
-        model.load_state_dict(blob["state_dict"])
+        model.load_state_dict(state)
     except InvalidInputError as exc:
         raise InvalidInputError(f"{path!r}: invalid model configuration: {exc}") from None
     except (KeyError, TypeError, RuntimeError) as exc:
         raise InvalidInputError(f"{path!r}: corrupt kgeval model file ({type(exc).__name__}: {exc})") from None
     labels = blob.get("labels") if isinstance(blob.get("labels"), dict) else {}
+    if shard is not None:
+        from .shard import EntityShard
+
+        model = EntityShard(model, entity_offset=lo, num_entities=cfg["num_entities"])
     #: label of each entity / relation id in the training data (None: not recorded)
     model.entity_labels = _labels(path, labels.get("entities"), model.num_entities, "entity")
     model.relation_labels = _labels(path, labels.get("relations"), model.num_relations, "relation")
     return model
+
+
+def _torch_load(path: str, mmap: bool):
+    """``torch.load`` of a model file (memory-mapped when asked and the file's format allows it)."""
+    if mmap:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except FileNotFoundError:
+            raise
+        except Exception:  # noqa: BLE001 - e.g. the legacy (non-zip) format: read it normally below
+            pass
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _labels(path: str, labels, size: int, kind: str) -> list[str] | None:

@@ -291,7 +291,7 @@ def state_digest(state: dict[str, torch.Tensor]) -> str:
     for name in sorted(state):
         t = state[name].detach().cpu().reshape(-1).contiguous()
         digest.update(f"{name}|{t.dtype}|{tuple(state[name].shape)}|".encode())
-        digest.update(t.view(torch.uint8).numpy().tobytes())
+        digest.update(t.view(torch.uint8).numpy())  # the buffer itself: no copy of a (mapped) table
     return digest.hexdigest()
 
 

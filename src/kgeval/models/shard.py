@@ -10,6 +10,8 @@ of :mod:`kgeval.evaluation.distributed`. Three ways to get one:
 - :func:`shard_embeddings` ``(interaction, entity, relation, rank=, world=)``: like
   :func:`~kgeval.models.from_embeddings`, slicing the entity matrix (a ``np.load(mmap_mode="r")``
   array or a path to a ``.npy`` file is sliced before anything is read);
+- ``load_model(path, shard=(rank, world))``: from a saved model file, memory-mapped, copying only
+  the local entity rows (what ``kgeval evaluate --distributed entities`` does);
 - ``EntityShard(local_model, entity_offset=lo, num_entities=n)``: a built-in model you built
   yourself on the local rows only.
 """

@@ -277,10 +277,11 @@ class Run:
     metadata: dict[str, Any]
     config: PipelineConfig
 
-    def load_model(self):
+    def load_model(self, *, shard: tuple[int, int] | None = None):
+        """The run's model (``shard=(rank, world)``: that rank's entity shard only, see :func:`kgeval.models.load_model`)."""
         from ..models import load_model
 
-        return load_model(self.directory / "model.pt")
+        return load_model(self.directory / "model.pt", shard=shard)
 
     def load_dataset(self, model, dataset=None, *, data_dir=None, allow_dataset_mismatch: bool = False):
         """The run's dataset (or ``dataset``), checked to be the one ``model`` was trained on (:func:`check_dataset`)."""
