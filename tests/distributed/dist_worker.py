@@ -204,6 +204,9 @@ def entities(rank, world, train, test):
     # rank 1's model has more entities
     other = _int_weights(get_model("distmult", 31 if rank == 1 else 30, 4, dim=4), seed=1).shard(rank, world)
     report[f"{mode}/mismatch_entities"] = _error(lambda: kgeval.evaluate(other, test, **base))
+    # rank 1's shard comes from a model with other relation embeddings
+    rel = _int_weights(get_model("distmult", 30, 4, dim=4), seed=1 if rank == 0 else 2).shard(rank, world)
+    report[f"{mode}/mismatch_parameters"] = _error(lambda: kgeval.evaluate(rel, test, **base))
     # more ranks than entities
     tiny = EntityShard(get_model("distmult", 1, 1, dim=2), entity_offset=0, num_entities=1)
     report[f"{mode}/too_many_ranks"] = _error(lambda: kgeval.evaluate(tiny, np.array([[0, 0, 0]]), progress=False,

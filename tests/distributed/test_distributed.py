@@ -132,7 +132,8 @@ def test_entity_shards_out_of_memory_on_one_rank_halves_every_rank(reports):
 
 
 @pytest.mark.parametrize("case, message", [("mismatch_range", "rank 1 of 2 holds entities [0, 15) but must hold [15, 30)"),
-                                           ("mismatch_entities", "rank(s) [1]")])
+                                           ("mismatch_entities", "rank(s) [1]"),
+                                           ("mismatch_parameters", "rank 1's shard has other parameters")])
 def test_entity_shards_that_disagree_fail_on_every_rank(reports, case, message):
     for rep in reports:
         r = rep[f"entities/{case}"]

@@ -54,10 +54,11 @@ The scorer is an *entity shard* (``model.shard(rank, world)`` of a built-in mode
   for local entities ``e``, ``h_i`` given by its row; ``entities``: None = every local entity in id
   order, a slice or 1-d tensor of global ids inside ``entity_range``;
 - ``score_heads_from(relations, tail_rows, entities=None) -> (b, m)``: likewise for ``(e, r_i, t_i)``;
-- optionally ``num_relations`` and ``device``.
+- optionally ``num_relations``, ``device`` and ``replicated_digest() -> str`` (a hash of the
+  parameters every rank holds, e.g. relations; compared at the start).
 
 A rank's shard range that differs from ``shard_range(n, rank, world)``, rows of another width or
-dtype, or another ``num_entities`` fail at the start with :class:`DistributedMismatchError` on
+dtype, another ``replicated_digest()`` or another ``num_entities`` fail at the start with :class:`DistributedMismatchError` on
 every rank; more ranks than entities with :class:`TooManyRanksError`.
 """
 
@@ -152,19 +153,24 @@ def check_shards(plan: Plan, scorer, num_entities: int) -> tuple[int, int, int, 
                 raise InvalidInputError(f"scorer.entity_rows must return a 2-d float tensor (one row per id), "
                                         f"got {type(row).__name__} {tuple(getattr(row, 'shape', ()))}")
             width, dtype = int(row.shape[1]), str(row.dtype)
-        return lo, hi, width, dtype
+        digest = scorer.replicated_digest() if callable(getattr(scorer, "replicated_digest", None)) else None
+        return lo, hi, width, dtype, digest
 
     infos = plan.exchange(info)
-    for r, (lo, hi, width, dtype) in enumerate(infos):
+    for r, (lo, hi, width, dtype, digest) in enumerate(infos):
         want = shard_range(num_entities, r, plan.world)
         if (lo, hi) != want:
             raise DistributedMismatchError(
                 f"rank {r} of {plan.world} holds entities [{lo}, {hi}) but must hold [{want[0]}, {want[1]}) of "
                 f"{num_entities} (build each rank's shard with model.shard(rank, world))")
-        if (width, dtype) != infos[0][2:]:
+        if (width, dtype) != infos[0][2:4]:
             raise DistributedMismatchError(
                 f"rank {r}'s entity rows are {width} x {dtype} but rank 0's are {infos[0][2]} x {infos[0][3]}")
-    lo, hi, width, dtype = infos[plan.rank]
+        if digest != infos[0][4]:
+            raise DistributedMismatchError(
+                f"rank {r}'s shard has other parameters than rank 0's (relations or configuration differ: "
+                "shards of different models?)")
+    lo, hi, width, dtype, _ = infos[plan.rank]
     return lo, hi, width, getattr(torch, dtype.split(".")[-1])
 
 

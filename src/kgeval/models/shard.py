@@ -68,6 +68,15 @@ class EntityShard(nn.Module):
     def extra_repr(self) -> str:
         return f"entity_range={self.entity_range}, num_entities={self.num_entities}"
 
+    def replicated_digest(self) -> str:
+        """SHA-256 of every parameter except the entity rows (relations, TuckER's core, batch norms)
+        and the model's configuration: the same on every rank of one model (checked at the start)."""
+        from .base import state_digest
+
+        state = {k: v for k, v in self.local.state_dict().items() if k != "entity.weight"}
+        cfg = {k: v for k, v in self.local.config().items() if k != "num_entities"}
+        return f"{sorted(cfg.items())!r}:{state_digest(state)}"
+
     def entity_rows(self, ids: torch.Tensor) -> torch.Tensor:
         """The embedding rows of the local entities ``ids`` (global ids in ``entity_range``)."""
         lo, hi = self.entity_range
