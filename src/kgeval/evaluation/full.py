@@ -13,8 +13,10 @@ through the scorer's ``entities=`` keyword. ``better`` / ``tied`` add exactly ov
 masking is applied per chunk. The true scores are read first from the batch scored against its
 answer columns only (~#rows / #columns extra work), and checked to be bitwise the in-batch values
 compared against (rows that differ are re-ranked exactly, see
-:func:`_rank_chunks`). Automatic chunks aim at ``_CHUNK_ROWS`` query rows per batch, so a large
-(e.g. memory-mapped) entity table is read once per ~512 queries. A scorer without ``entities=``
+:func:`_rank_chunks`). On the CPU, automatic sizes keep score blocks near 4M entries (wide rows:
+1,024 queries x 4,096 entities, see :func:`_plan`), so a large (e.g. memory-mapped) entity table is
+read once per ~1,024 queries; when the memory budget forces chunking elsewhere, batches aim at
+``_CHUNK_ROWS`` query rows. A scorer without ``entities=``
 cannot be chunked (whole rows, with a warning). Query-level metrics need whole rows.
 
 Memory of one batch: the score block ``rows x width`` (plus a comparison buffer of at most
