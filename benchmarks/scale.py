@@ -34,17 +34,22 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Measured (2026-11-23, 2-core AMD EPYC VM shared with other jobs, 5,000 test triples, 100,000 filter triples,
-DistMult dim 64, 1 process, ranking only): 1e5 entities ~1.0e9 scored pairs in 7.9 s, i.e. ~0.13e9 pairs/s
-(~8 s per 10^9 pairs); the table for 1e5 / 1e6 / 1e7 is in the closing note of issue 10.
+Measured (2026-11-23, 2-core AMD EPYC VM shared with other jobs, load average 8-9, DistMult dim 64, 5,000 test
+triples): wall time on this box is dominated by the load, so the per-process throughput was taken in CPU time
+with 1 torch thread (1e5 entities, 10^6 filter triples, median of 3): evaluate_ranks 4.6-4.8 CPU-s per ~1e9
+scored pairs, i.e. ~0.21e9 pairs/s per core (the matmul floor in 1,024 x 4,096 blocks: 2.4-2.6 s; the scoring
+call 2.8 s, counting gt/eq/sum 1.2 s, NaN check 0.3 s, masking/bookkeeping 0.25 s, filter index 0.1 s,
+true scores of chunked batches 0.05 s). Before the CPU score blocks the same run took 6.3 CPU-s (the scoring
+call 4.5 s: fresh 300 MB score tensors). A 2-thread process is ~0.2-0.3e9 pairs/s when the box is idle
+(counting runs on one thread, KGEVAL_BOOKKEEPING_THREADS). Wall-clock tables: closing note of issue 10.
 
 Projection (from the throughput above; re-measure on the target hardware): full filtered evaluation scores
 ``2 x #test x #entities`` pairs (fewer after query deduplication). ogbl-wikikg2-sized: 2 x 430k x 2.5M =
-2.15e12 pairs: at ~0.13e9 pairs/s per CPU process (dim 64; cost ~ proportional to dim) that is ~4.6
-CPU-hours, so ~17 min on 16 such processes; on GPUs, ~4-9e14 FLOP (dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s
+2.15e12 pairs: at ~0.2e9 pairs/s per CPU core (dim 64; the matmul part grows with dim, the counting
+part ~1.8 ns per pair does not) that is ~3 core-hours, so ~12 min on 16 cores; on GPUs, ~4-9e14 FLOP (dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s
 float32 per H100 is ~10-20 s of matmul per GPU when compute-bound (the counting pass roughly doubles memory
 traffic), i.e. a few seconds on 8 GPUs. Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs,
-~6 min in one CPU process here (dim 64) and well under a second of matmul per GPU; with a memory-mapped
+~4 core-minutes here (dim 64) and well under a second of matmul per GPU; with a memory-mapped
 table (4.6M x 128 float32 = 2.4 GB) peak anonymous memory stays at the ~1-2 GiB budget bound.
 Communication: "tasks" mode gathers 3 int64 counts + 1 int64 index per task once per side (430k tasks ->
 ~14 MB per side in total, not per batch); an entity-sharded mode all_reduces 2 int64 counts + 1 float
