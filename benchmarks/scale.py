@@ -236,7 +236,7 @@ def main() -> None:
                 r = _run(ne, mode, a, memmap)
                 per = r["wall"] / (r["pairs"] / 1e9)
                 print(f"{ne:>10} {'mmap' if memmap else 'RAM':>6} {r['procs']:>5} {mode:>6} {str(r['chunk']):>8} "
-                      f"{r['wall']:>8.1f} {r['floor']:>8.1f} {r['wall'] / r['floor']:>6.2f} {per:>11.2f} "
+                      f"{r['wall']:>8.1f} {r['floor']:>8.1f} {r['wall'] / r['floor']:>6.2f} {r['metrics']:>9.1f} {per:>11.2f} "
                       f"{r['pairs'] / r['wall'] / r['procs'] / 1e6:>13.1f} {r['rss']:>8.2f} {r['anon']:>8.2f} "
                       f"{r['eval']:>8.2f}", flush=True)
         finally:
