@@ -91,3 +91,23 @@ def test_pipeline_num_replicates_is_checked():
         pipeline(dataset="nations", model="distmult", num_replicates=1)
     with pytest.raises(InvalidInputError, match="2\\*\\*32"):
         pipeline(dataset="nations", model="distmult", random_seed=2**32 - 1, num_replicates=2)
+
+
+def test_compare_refuses_damaged_runs_and_other_datasets(replicated, tmp_path):
+    import shutil
+
+    from kgeval.errors import InvalidInputError
+
+    good = replicated / "complex" / "seed42"
+    broken = tmp_path / "no_table"
+    shutil.copytree(replicated / "distmult" / "seed42", broken)
+    (broken / "rank_table.npz").unlink()
+    with pytest.raises(InvalidInputError):
+        compare(broken, good)
+    res = run("compare", broken, good)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    garbled = tmp_path / "garbled"
+    shutil.copytree(replicated / "distmult" / "seed42", garbled)
+    (garbled / "rank_table.npz").write_bytes(b"not a zip file")
+    with pytest.raises(InvalidInputError):
+        compare(garbled, good)

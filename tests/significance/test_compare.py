@@ -118,6 +118,59 @@ def test_median_only_by_bootstrap_and_bad_input_is_named():
         compare(a, b, baseline="nobody")
 
 
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(confidence=0.0), InvalidInputError, "confidence"),
+    (dict(confidence=1.0), InvalidInputError, "confidence"),
+    (dict(confidence=float("nan")), InvalidInputError, "confidence"),
+    (dict(confidence=-0.5), InvalidInputError, "confidence"),
+    (dict(num_resamples=-3), InvalidInputError, "num_resamples"),
+    (dict(num_resamples=2.5), InvalidInputError, "num_resamples"),
+    (dict(num_resamples=True), InvalidInputError, "num_resamples"),
+    (dict(metrics=["mrrr"]), UnknownNameError, "mrrr"),
+    (dict(metrics=["both.realistic.mrr"]), UnknownNameError, "side= and rank_type="),
+    (dict(metrics=[]), InvalidInputError, "at least one"),
+    (dict(metrics=3), InvalidInputError, "metric names"),
+    (dict(metrics=[None]), InvalidInputError, "string"),
+    (dict(metrics=["amr"]), InvalidInputError, "base metric"),
+    (dict(rank_type="expected"), UnknownNameError, "rank type"),
+    (dict(side="middle"), InvalidInputError, "side"),
+    (dict(seed=-1), InvalidInputError, "seed"),
+    (dict(correction="bonferonni"), UnknownNameError, "correction"),
+    (dict(baseline=7), InvalidInputError, "out of range"),
+])
+def test_bad_arguments_are_named_errors(kwargs, error, match):
+    rng = np.random.default_rng(13)
+    a, b = _table(rng, 25), _table(rng, 25)
+    with pytest.raises(error, match=match):
+        compare(a, b, **kwargs)
+
+
+def test_bad_models_are_named_errors(tmp_path):
+    rng = np.random.default_rng(14)
+    a = _table(rng, 25)
+    for item in (tmp_path, tmp_path / "missing", None, 3, [1, 2], Results(a, protocol={}).protocol):
+        with pytest.raises(InvalidInputError):
+            compare(a, item)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvalidInputError, match="not a kgeval run directory"):
+        compare(tmp_path / "file", a)
+
+
+def test_different_datasets_are_refused():
+    from kgeval.significance.align import Model, check_protocols
+
+    rng = np.random.default_rng(15)
+    t = _table(rng, 10)
+    one = Model("one", [t], {}, {"reference": "fb15k237", "hashes": {"test": "aa"}})
+    other = Model("other", [t], {}, {"reference": "wn18rr", "hashes": {"test": "bb"}})
+    with pytest.raises(ProtocolMismatchError, match="different datasets"):
+        check_protocols(one, other)
+    check_protocols(one, Model("same", [t], {}, dict(one.dataset)))
+    check_protocols(one, Model("unknown", [t]))  # nothing recorded: nothing to refuse
+    with pytest.raises(ProtocolMismatchError, match="num_entities"):
+        compare(Results(t, protocol={"num_entities": 10}), Results(t, protocol={"num_entities": 11}))
+
+
 def test_different_tasks_or_protocols_are_refused():
     rng = np.random.default_rng(11)
     a = _table(rng, 20)

@@ -16,6 +16,10 @@ Every row of the table compares two models on one metric (side and rank type fix
 - ``level``: ``task`` (resampling evaluation triples) or ``run`` (replicated runs: Welch's
   t-test on the per-run values of the two sets of training seeds).
 
+Every row of the task level is computed from the same resamples: one stream of bootstrap
+resamples and one of sign patterns (both from ``seed``) serve all metrics and pairs, so the
+rows' Monte Carlo errors are correlated but each row's distribution is that of its own test.
+
 The tests are in :mod:`.paired` (on the units of :mod:`.units`), the input checks in
 :mod:`.align`. The table is a pandas DataFrame when pandas is importable, else a list of dicts.
 """
@@ -29,7 +33,7 @@ import numpy as np
 
 from .. import metrics as _metrics
 from .._validation import Side, check_positive_int, check_probability, check_seed
-from ..errors import InvalidInputError, unknown_name
+from ..errors import InvalidInputError, UnknownNameError, unknown_name
 from . import paired
 from .align import Model, align, as_model, check_protocols
 from .corrections import check_correction, correct
@@ -37,11 +41,12 @@ from .corrections import check_correction, correct
 __all__ = ["compare", "TESTS"]
 
 TESTS = ("permutation", "bootstrap", "wilcoxon")
+DEFAULT_METRICS = ("mrr", "hits@10", "mr", "gmr")
 COLUMNS = ("model_a", "model_b", "metric", "level", "test", "value_a", "value_b", "difference", "higher_is_better",
            "ci_low", "ci_high", "p_value", "p_corrected", "p_method", "effect_size", "effect_kind", "num_units")
 
 
-def compare(results_a, results_b, *more, metrics=("mrr", "hits@10", "mr", "gmr"), side: str = "both",
+def compare(results_a, results_b, *more, metrics=DEFAULT_METRICS, side: str = "both",
             rank_type: str = "realistic", test: str = "permutation", num_resamples: int = 10_000, seed=None,
             correction: str | None = "holm", baseline=None, confidence: float = 0.95):
     """Paired comparison of two or more models evaluated on the same tasks (module docstring).
@@ -62,15 +67,17 @@ def compare(results_a, results_b, *more, metrics=("mrr", "hits@10", "mr", "gmr")
     correction = check_correction(correction)
     chosen = _metric_list(metrics, test)
     pairs = _pairs(models, baseline)
-    streams = iter(np.random.SeedSequence(seed).spawn(len(pairs) * len(chosen)))
-    rows = []
+    prepared = []
     for a, b in pairs:
         check_protocols(a, b)
-        tasks = _paired_tasks(a, b, side, rank_type)
-        for label, metric in chosen:
-            rng = np.random.default_rng(next(streams))
+        prepared.append((a, b, _paired_tasks(a, b, side, rank_type)))
+    jobs = [paired.Job(tasks, metric, tasks.unit_sums(metric)) for _, _, tasks in prepared for _, metric in chosen]
+    results = _resample(jobs, test, num_resamples, seed)
+    rows = []
+    for (a, b, tasks), i in zip(prepared, range(0, len(jobs), len(chosen))):
+        for (label, metric), job, res in zip(chosen, jobs[i:i + len(chosen)], results[i:i + len(chosen)]):
             base = dict(model_a=a.name, model_b=b.name, metric=label, higher_is_better=bool(metric.increasing))
-            rows.append({**base, **_task_row(tasks, metric, test, num_resamples, rng, confidence)})
+            rows.append({**base, **_task_row(job, test, confidence, *res)})
             if a.replicated and b.replicated:
                 rows.append({**base, **_run_row(tasks, metric, confidence)})
     for level in ("task", "run"):
@@ -102,9 +109,23 @@ def _models(items) -> list[Model]:
 
 
 def _metric_list(metrics, test: str) -> list[tuple[str, object]]:
+    if metrics is None:
+        metrics = DEFAULT_METRICS
     if isinstance(metrics, str):
         metrics = [metrics]
-    chosen = [(str(name), _metrics.get(name)) for name in metrics]
+    try:
+        metrics = list(metrics)
+    except TypeError:
+        raise InvalidInputError(f"metrics: expected metric names, got {type(metrics).__name__}") from None
+    chosen = []
+    for name in metrics:
+        try:
+            chosen.append((str(name), _metrics.get(name)))
+        except UnknownNameError as exc:
+            if isinstance(name, str) and "." in name:  # a results key (side.rank_type.metric)
+                raise UnknownNameError(f"{exc} (compare takes metric names; the side and rank type are its "
+                                       "side= and rank_type= arguments, not part of the name)") from None
+            raise
     if not chosen:
         raise InvalidInputError("metrics: name at least one metric to compare")
     for name, metric in chosen:
@@ -147,21 +168,42 @@ def _paired_tasks(a: Model, b: Model, side: str, rank_type: str) -> paired.Paire
     return paired.PairedTasks(tables_a, tables_b, rank_type)
 
 
-def _task_row(tasks: paired.PairedTasks, metric, test: str, num_resamples: int, rng, confidence: float) -> dict:
+def _resample(jobs: list[paired.Job], test: str, num_resamples: int, seed) -> list[tuple]:
+    """``(bootstrap differences, (p, how) or None)`` of every job. One set of resamples serves every
+    metric and pair with the same number of units (normally all of them): one stream of bootstrap
+    draws and one of sign patterns per such group, both from ``seed``."""
+    groups: dict[int, list[int]] = {}
+    for j, job in enumerate(jobs):
+        groups.setdefault(job.tasks.num_units, []).append(j)
+    streams = np.random.SeedSequence(seed).spawn(2 * len(groups))
+    out: list = [None] * len(jobs)
+    for g, (n, members) in enumerate(groups.items()):
+        boot_rng, sign_rng = (np.random.default_rng(s) for s in streams[2 * g:2 * g + 2])
+        diffs = paired.paired_bootstrap([jobs[j] for j in members], n, num_resamples=num_resamples, rng=boot_rng)
+        tests = [None] * len(members)
+        if test == "permutation":  # every member decomposes (checked by _metric_list)
+            d = np.column_stack([jobs[j].sums[0] - jobs[j].sums[1] for j in members])
+            p, how = paired.sign_flip_p_values(d, num_resamples=num_resamples, rng=sign_rng)
+            tests = [(float(x), how) for x in p]
+        for k, j in enumerate(members):
+            out[j] = (diffs[:, k], tests[k])
+    return out
+
+
+def _task_row(job: paired.Job, test: str, confidence: float, diffs: np.ndarray, permutation) -> dict:
+    tasks, metric = job.tasks, job.metric
     va, vb = tasks.values(metric)
-    diffs = paired.bootstrap_differences(tasks, metric, num_resamples=num_resamples, rng=rng)
     finite = diffs[np.isfinite(diffs)]
     alpha = 1 - confidence
     low, high = (np.quantile(finite, [alpha / 2, 1 - alpha / 2]) if finite.size else (math.nan, math.nan))
     row = dict(level="task", test=test, value_a=va, value_b=vb, difference=va - vb, ci_low=float(low),
                ci_high=float(high), num_units=tasks.num_units)
-    sums = tasks.unit_sums(metric)
     d = w = None
-    if sums is not None:
-        sa, sb, w, _ = sums
+    if job.sums is not None:
+        sa, sb, w, _ = job.sums
         d = sa - sb
     if test == "permutation":
-        p, how = paired.permutation_test(d, num_resamples=num_resamples, rng=rng)
+        p, how = permutation
     elif test == "wilcoxon":
         p, r = paired.wilcoxon_test(d, w)
         return {**row, "p_value": p, "p_method": "wilcoxon", "effect_size": r, "effect_kind": "rank-biserial r"}
