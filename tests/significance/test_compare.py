@@ -210,3 +210,86 @@ def test_rejection_rate_of_exchangeable_models_is_nominal(test, n_units):
             ps.append(paired.bootstrap_p_value(boot, d.sum() / w.sum()))
     rate = np.mean(np.asarray(ps) <= 0.05)
     assert 0.03 <= rate <= 0.07, rate
+
+
+# ------------------------------------------------------------ type-I error through compare's engine
+TYPE1_METRICS = ("mrr", "hits@10", "mr", "gmr")
+
+
+def _exchangeable_jobs(rng, reps, n_triples):
+    """(pair, metric) jobs of ``reps`` independent pairs of exchangeable models, as compare builds them."""
+    jobs = []
+    for _ in range(reps):
+        tasks = paired.PairedTasks([_table(rng, n_triples)], [_table(rng, n_triples)], "realistic")
+        jobs += [paired.Job(tasks, m, tasks.unit_sums(m)) for m in map(get_metric, TYPE1_METRICS)]
+    return jobs
+
+
+def _compare_p_values(jobs, test, num_resamples, seed):
+    from kgeval.significance.compare import _resample
+
+    if test == "wilcoxon":
+        return np.array([paired.wilcoxon_test(j.sums[0] - j.sums[1], j.sums[2])[0] for j in jobs])
+    return np.array([t[0] for _, t in _resample(jobs, test, num_resamples, seed)])
+
+
+@pytest.mark.parametrize("test,n_triples", [("permutation", 10), ("permutation", 40), ("bootstrap", 10),
+                                            ("bootstrap", 40), ("wilcoxon", 40)])
+def test_compare_rejection_rate_of_exchangeable_models(test, n_triples):
+    """The share of p <= 0.05 for 400 independent pairs of exchangeable models, per metric, through
+    compare's resampling (every job of one call shares the draws, as the rows of one table do).
+    A wide band (binomial sd 0.011 at 0.05): catches a liberal test (the centred percentile
+    bootstrap, used for every metric before the bootstrap-t, rejects 0.085 (MRR) and 0.078 (MR) of
+    these pairs at 10 triples) or one that never rejects. Conservative cells are expected: the
+    exact permutation test of hits@10 at 10 triples (a discrete statistic, ~0.015), the bootstrap-t
+    of MRR at 10 triples (~0.015). benchmarks/compare.py has the full table (2,000 repetitions)."""
+    jobs = _exchangeable_jobs(np.random.default_rng(2024), 400, n_triples)
+    p = _compare_p_values(jobs, test, 199, seed=7).reshape(-1, len(TYPE1_METRICS))
+    rates = dict(zip(TYPE1_METRICS, np.mean(p <= 0.05, axis=0)))
+    for metric, rate in rates.items():
+        assert 0.01 <= rate <= 0.075, (metric, rates)
+
+
+def test_shared_draws_match_single_jobs_and_brute_force():
+    """Every column of one shared call equals the same job resampled alone with the same generator
+    (the sharing mixes nothing), and the studentized deviations equal a direct computation from
+    the drawn unit indices."""
+    rng = np.random.default_rng(16)
+    a, b = _table(rng, 30), _table(rng, 30, p=0.08)
+    tasks = paired.PairedTasks([a], [b], "realistic")
+    metrics = [get_metric(m) for m in ("mrr", "hits@10", "gmr", "median_rank")]
+    jobs = [paired.Job(tasks, m, tasks.unit_sums(m)) for m in metrics]
+    diffs, t = paired.paired_bootstrap(jobs, 30, num_resamples=50, rng=np.random.default_rng(1), studentize=True)
+    idx = np.concatenate([i.copy() for i, _ in paired.bootstrap_draws(30, 50, np.random.default_rng(1))])
+    for k, job in enumerate(jobs):
+        alone = paired.paired_bootstrap([job], 30, num_resamples=50, rng=np.random.default_rng(1))[:, 0]
+        np.testing.assert_allclose(diffs[:, k], alone, rtol=1e-12)
+        brute = [np.subtract(*tasks.values(job.metric, row)) for row in idx]
+        np.testing.assert_allclose(diffs[:, k], brute, rtol=1e-9, atol=1e-12)
+        if job.sums is None:
+            assert np.isnan(t[:, k]).all()
+            continue
+        sa, sb, w, _ = job.sums
+        d = sa - sb
+        dhat = d.sum() / w.sum()
+        for row, value in zip(idx, t[:, k]):
+            dstar = d[row].sum() / w[row].sum()
+            se = np.sqrt(np.sum((d[row] - dstar * w[row]) ** 2)) / w[row].sum()
+            assert value == pytest.approx((dstar - dhat) / se, rel=1e-9)
+        assert paired.observed_t(job.sums) == pytest.approx(dhat / (np.sqrt(np.sum((d - dhat * w) ** 2)) / w.sum()))
+    cols = np.column_stack([j.sums[0] - j.sums[1] for j in jobs[:3]])
+    together = paired.sign_flip_p_values(cols, num_resamples=300, rng=np.random.default_rng(2))[0]
+    for k in range(3):
+        assert together[k] == paired.permutation_test(cols[:, k], num_resamples=300, rng=np.random.default_rng(2))[0]
+
+
+def test_bootstrap_rows_say_how_their_p_value_was_made():
+    rng = np.random.default_rng(17)
+    a, b = _table(rng, 40), _table(rng, 40, p=0.3)
+    rows = _records(compare(a, b, metrics=["mrr", "median_rank"], test="bootstrap", seed=3, num_resamples=400))
+    assert [r["p_method"] for r in rows] == ["bootstrap-t", "bootstrap"]
+    assert rows[0]["p_value"] == pytest.approx(1 / 401)  # B is clearly better (mean rank ~3 vs ~20)
+    assert rows[0]["ci_high"] < 0 < rows[0]["ci_low"] + 1  # its MRR difference A - B is negative
+    # a model against itself: no difference, p = 1
+    same = _records(compare(a, a, metrics=["mrr", "gmr"], test="bootstrap", seed=3, num_resamples=100))
+    assert [r["p_value"] for r in same] == [1.0, 1.0]
