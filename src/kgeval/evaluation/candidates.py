@@ -33,7 +33,7 @@ from ..protocol import EvaluationProtocol
 from ..ranks import SIDE_NAMES, RankTable, Side
 from ..triples import as_triples, check_ids
 from .batching import default_memory_budget
-from .inputs import usable_device
+from .inputs import evaluation_device
 from .evaluator import EvaluationOutput
 from .options import EvaluationOptions
 from .scorers import as_scorer
@@ -57,8 +57,7 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
     if opts.sides != _DEFAULT_SIDES and tuple(sorted(opts.sides)) != tuple(sorted(given)):
         raise InvalidInputError(f"sides={list(opts.sides)} but candidates are given for {list(given)}: in the "
                                 "candidates mode the sides are those with a negatives array (leave sides unset)")
-    device = opts.device if opts.device is not None else getattr(scorer, "device", None)
-    device = usable_device(torch.device(device) if device is not None else torch.device("cpu"))
+    device = evaluation_device(opts, scorer)
     budget = opts.memory_budget if opts.memory_budget is not None else default_memory_budget(device)
     tables = []
     with torch.inference_mode():

@@ -111,9 +111,14 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
         )
     if ents is not None and ents.size == num_entities:
         ents = None  # restricting to everything is no restriction
+    return Inputs(scorer, num_entities, rel_limit, side_codes, tri, fsets, keep, ents, rels,
+                  evaluation_device(opts, scorer))
+
+
+def evaluation_device(opts: EvaluationOptions, scorer) -> torch.device:
+    """``opts.device``, else the scorer's ``device``, else CPU; checked by :func:`usable_device`."""
     device = opts.device if opts.device is not None else getattr(scorer, "device", None)
-    device = usable_device(torch.device(device) if device is not None else torch.device("cpu"))
-    return Inputs(scorer, num_entities, rel_limit, side_codes, tri, fsets, keep, ents, rels, device)
+    return usable_device(torch.device(device) if device is not None else torch.device("cpu"))
 
 
 def usable_device(device: torch.device) -> torch.device:
