@@ -181,11 +181,12 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     _check_space_values(space, base)
     sampler_obj = _sampler(sampler, base.seed, space)
     pruner_obj = make_pruner(pruner)
+    _refuse_constant_metric(metric)  # before the validation pass of the next check
     _check_metric_has_value(metric, ds, base)
     direction = _direction(metric, direction)
 
     if output_dir is not None:
-        _make_output_dir(output_dir)
+        output_dir = _make_output_dir(output_dir)
     storage = storage if storage is not None else _default_storage(output_dir)
     study_name = study_name or f"{ds.name}-{base.model.name}".lower()
     # a failing trial is reported once, by TrialError; Optuna would also log its traceback as a warning
@@ -219,7 +220,7 @@ def _sampler(name: str, seed: int, space):
     return make_sampler(name, seed, {n: grid_points(n, s) for n, s in space.items()} if name == "grid" else None)
 
 
-def _make_output_dir(output_dir) -> None:
+def _make_output_dir(output_dir) -> Path:
     """Create the search's output directory now (it may hold an earlier search: resuming), or a named error."""
     from .runs import OutputDirectoryError
 
@@ -230,11 +231,11 @@ def _make_output_dir(output_dir) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputDirectoryError(f"cannot create output directory {path}: {exc.strerror or exc}") from None
+    return path
 
 
 def _default_storage(output_dir) -> str:
-    base = Path(output_dir) if output_dir is not None else Path.cwd()
-    base.mkdir(parents=True, exist_ok=True)
+    base = Path(output_dir) if output_dir is not None else Path.cwd()  # output_dir: made by _make_output_dir
     return f"sqlite:///{(base / 'kgeval-hpo.db').absolute()}"
 
 
@@ -271,17 +272,21 @@ def _validation_results(model, ds, config: PipelineConfig):
                           options=config.evaluation.options)
 
 
-def _direction(metric: str, direction: str | None) -> str:
-    """``direction``, or the metric's own; query metrics (``tail.precision_at_10``) are maximised."""
+def _refuse_constant_metric(metric: str) -> None:
+    """``count`` is the number of evaluated tasks, the same for every trial: nothing to optimise."""
     from ..keys import parse_key
 
     try:
         is_count = parse_key(metric).metric == "count"
     except KGEvalError:
-        is_count = False  # an unknown key gets its own error below
+        return  # an unknown key gets its own error from the metric check
     if is_count:
         raise InvalidInputError(f"metric {metric!r} is the number of evaluated tasks, the same for every trial: "
                                 "optimise a quality metric (mrr, hits@10, mr, ...)")
+
+
+def _direction(metric: str, direction: str | None) -> str:
+    """``direction``, or the metric's own; query metrics (``tail.precision_at_10``) are maximised."""
     if direction is None:
         try:
             direction = metric_direction(metric)
