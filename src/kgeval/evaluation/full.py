@@ -146,17 +146,9 @@ def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.nda
 def _rank_batch(ctx, sc, queries: _Queries, q0, q1, a0, a1, index, qacc, width):
     """``(better, tied, num_candidates)`` of the tasks ``a0:a1``, whose queries are ``q0:q1``."""
     dev, nq, nt = ctx.device, q1 - q0, a1 - a0
-    qstart = queries.qstart[q0:q1] - a0
-    task_q = torch.as_tensor(np.searchsorted(qstart, np.arange(nt), side="right") - 1, device=dev)
+    task_q, first, rest = batch_tasks(queries.qstart[q0:q1] - a0, nt, dev)
     ans = queries.answers[a0:a1]
     col = ans if ctx.pos_map is None else ctx.pos_map[ans]
-    if nt == nq:  # one task per query: compare every row in place
-        first = rest = None
-    else:
-        first = torch.as_tensor(qstart, device=dev)
-        rest = torch.ones(nt, dtype=torch.bool, device=dev)
-        rest[first] = False
-        rest = rest.nonzero().view(-1)
     known = None
     ncand = torch.full((nt,), ctx.num_columns, dtype=torch.long, device=dev)
     if index is not None:
@@ -207,6 +199,19 @@ def _rank_rows(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, qacc
     if qacc is not None:
         add_query_metrics(qacc, sc.side, scores, task_q, col, masked, ctx.options.nan_policy)
     return better, tied, true, scale
+
+
+def batch_tasks(qstart: np.ndarray, nt: int, dev):
+    """``(task_q, first, rest)`` of a batch whose query ``i`` owns tasks ``qstart[i]..``: each task's
+    query row, and the first / other tasks of each query as :meth:`Counter.rows` takes them
+    (``None, None`` when every query has one task: rows are compared in place)."""
+    task_q = torch.as_tensor(np.searchsorted(qstart, np.arange(nt), side="right") - 1, device=dev)
+    if nt == len(qstart):
+        return task_q, None, None
+    first = torch.as_tensor(qstart, device=dev)
+    rest = torch.ones(nt, dtype=torch.bool, device=dev)
+    rest[first] = False
+    return task_q, first, rest.nonzero().view(-1)
 
 
 def _first_rest(task_q: torch.Tensor):

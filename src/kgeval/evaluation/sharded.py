@@ -23,7 +23,7 @@ from ..ranks import SIDE_HEAD, SIDE_TAIL
 from .batching import auto_batch
 from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
-from .full import _MIN_CHUNK_ROWS, _group_by_query, _known_answers
+from .full import _MIN_CHUNK_ROWS, _group_by_query, _known_answers, batch_tasks
 from .scoring import SideScorer
 
 __all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
@@ -152,17 +152,10 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width)
     st = {}
 
     def phase_a():
-        qstart = queries.qstart[q0:q1] - a0
-        st["task_q"] = task_q = torch.as_tensor(np.searchsorted(qstart, np.arange(nt), side="right") - 1, device=dev)
+        task_q, st["first"], st["rest"] = batch_tasks(queries.qstart[q0:q1] - a0, nt, dev)
+        st["task_q"] = task_q
         ans = queries.answers[a0:a1]
         st["lcol"] = sc.local_column(ans, ctx.pos_map)
-        if nt == nq:
-            st["first"] = st["rest"] = None
-        else:
-            first = torch.as_tensor(qstart, device=dev)
-            rest = torch.ones(nt, dtype=torch.bool, device=dev)
-            rest[first] = False
-            st["first"], st["rest"] = first, rest.nonzero().view(-1)
         ncand = torch.full((nt,), ctx.num_columns, dtype=torch.long, device=dev)
         st["known"] = None
         if index is not None:
