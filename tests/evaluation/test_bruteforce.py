@@ -16,6 +16,14 @@ from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
 E, R = 17, 3
 
 
+@pytest.fixture(autouse=True, params=["torch", "numba"])
+def count_kernel(request, monkeypatch):
+    """Every test here runs with both counting paths: torch, and the compiled kernel forced on
+    (under "auto" these small graphs would never reach it, see kgeval.evaluation.count_kernel)."""
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", request.param)
+    return request.param
+
+
 def make_graph(seed: int):
     rng = np.random.default_rng(seed)
     table = torch.as_tensor(rng.integers(0, 4, size=(E, R, E)), dtype=torch.float32)

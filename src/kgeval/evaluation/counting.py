@@ -47,8 +47,10 @@ def count(scores: torch.Tensor, true: torch.Tensor, tol: float, buf: torch.Tenso
 class Counter:
     """Counts tasks against score rows in cache-sized blocks, reusing one comparison buffer."""
 
-    def __init__(self, tol: float):
+    def __init__(self, tol: float, fused: bool = False):
         self.tol = tol
+        #: count CPU blocks with the compiled kernel (:mod:`.count_kernel`, see :func:`.count_kernel.use_kernel`)
+        self.fused = fused
         self.buf: torch.Tensor | None = None
 
     def _block_rows(self, nrows: int, ncols: int, device: torch.device) -> int:

@@ -27,6 +27,7 @@ from ..ranks import SIDE_NAMES, RankTable
 from . import distributed
 from .batching import default_memory_budget
 from .context import RunContext
+from .count_kernel import use_kernel
 from .counting import ConsistencyCheck, Counter
 from .filter_index import FilterIndex, answer_column, query_keys, sorted_unique
 from .full import rank_full
@@ -126,7 +127,8 @@ def _context(inp: Inputs, opts: EvaluationOptions) -> RunContext:
         allowed=allowed,
         pos_map=pos_map,
         budget=opts.memory_budget if opts.memory_budget is not None else default_memory_budget(dev),
-        counter=Counter(opts.tie_tolerance),
+        counter=Counter(opts.tie_tolerance, fused=use_kernel(
+            dev, int(np.count_nonzero(inp.keep)) * len(inp.side_codes) * int(inp.universe.shape[0]))),
         consistency=ConsistencyCheck() if opts.check_consistency else None,
         want_query_metrics=bool(opts.query_metrics_k) and opts.num_negatives is None,
         # the scorer calls keep the caller's thread count; the bookkeeping around them may use fewer

@@ -35,6 +35,7 @@ import torch
 
 from .batching import auto_batch, run_batches
 from .context import RunContext, SideResult
+from .count_kernel import fused_counts
 from .counting import apply_nan_policy, check_nan
 from .filter_index import FilterIndex
 from .query_metrics import QueryMetricAccumulator, add_query_metrics
@@ -183,22 +184,44 @@ def _rank_rows(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, qacc
     """Whole score rows: ``(better, tied, true scores, score scale of the checked rows)``."""
     scores = sc.rows(ent, rel)
     true = scores[task_q, col]
+    scale = None
+    if ctx.consistency is not None:  # score scale of the checked tasks' rows (NaN and inf count 0)
+        picks = torch.as_tensor(sorted({0, true.shape[0] - 1}), device=ctx.device)
+        scale = float(torch.nan_to_num(scores[task_q[picks]].abs().double(), nan=0.0, posinf=0.0).mean())
+    if qacc is None:
+        better, tied = count_block(ctx, sc, scores, true, task_q, first, rest, known, triples)
+        return better, tied, true, scale
     check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q)
     masked = None
     if known is not None:
         rows, fcol = known
         scores = sc.writable(scores)  # never write into the scorer's memory
-        if qacc is not None:  # query metrics restore the relevant answers' scores
-            masked = (rows, fcol, scores[rows, fcol])
+        masked = (rows, fcol, scores[rows, fcol])  # query metrics restore the relevant answers' scores
         scores[rows, fcol] = float("nan")
     better, tied = ctx.counter.rows(scores, true, task_q, first, rest)
-    scale = None
-    if ctx.consistency is not None:  # score scale of the checked tasks' rows (masked answers count 0)
-        picks = torch.as_tensor(sorted({0, true.shape[0] - 1}), device=ctx.device)
-        scale = float(torch.nan_to_num(scores[task_q[picks]].abs().double(), nan=0.0, posinf=0.0).mean())
-    if qacc is not None:
-        add_query_metrics(qacc, sc.side, scores, task_q, col, masked, ctx.options.nan_policy)
+    add_query_metrics(qacc, sc.side, scores, task_q, col, masked, ctx.options.nan_policy)
     return better, tied, true, scale
+
+
+def count_block(ctx, sc, scores, true, task_q, first, rest, known, triples):
+    """``(better, tied)`` of every task against its query row of ``scores``, the ``known``
+    ``(row, column)`` pairs excluded, after the NaN rule (:func:`.counting.check_nan`).
+
+    On the CPU one compiled pass counts, subtracts the known answers and looks for NaN
+    (:mod:`.count_kernel`); elsewhere the known answers are overwritten with NaN in a writable
+    copy (:meth:`SideScorer.writable`) and counted by torch.
+    """
+    fused = fused_counts(scores, true, task_q, ctx.counter.tol, known) if ctx.counter.fused else None
+    if fused is not None:
+        better, tied, nan_rows = fused
+        if nan_rows or bool(torch.isnan(true).any()):
+            check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q)
+        return better.to(ctx.device), tied.to(ctx.device)
+    check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q)
+    if known is not None:
+        scores = sc.writable(scores)  # never write into the scorer's memory
+        scores[known[0], known[1]] = float("nan")
+    return ctx.counter.rows(scores, true, task_q, first, rest)
 
 
 def batch_tasks(qstart: np.ndarray, nt: int, dev):
@@ -306,13 +329,12 @@ def _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, w
                 bad = ~_same(part[task_q[sel], col[sel] - c0].to(true.dtype), true[sel])
                 if bool(bad.any()):
                     differ.append(sel[bad])
-        check_nan(ctx.options.nan_policy, sc.side, part, true, triples, task_q)
+        part_known = None
         if known is not None:
             lo, hi = torch.searchsorted(fcol, torch.tensor([c0, c1], device=dev)).tolist()
             if hi > lo:
-                part = sc.writable(part)
-                part[rows[lo:hi], fcol[lo:hi] - c0] = float("nan")
-        b, t = ctx.counter.rows(part, true, task_q, first, rest)
+                part_known = (rows[lo:hi], fcol[lo:hi] - c0)
+        b, t = count_block(ctx, sc, part, true, task_q, first, rest, part_known, triples)
         better += b
         tied += t
     return better, tied, (torch.cat(differ) if differ else None)

@@ -1,0 +1,142 @@
+"""The fused CPU counting kernel: one read of each score block counts, masks and checks for NaN.
+
+For task ``t`` on query row ``i = task_q[t]`` with thresholds ``hi[t] = s_t + tol`` and
+``lo[t] = s_t - tol`` (``s_t`` its true score):
+
+    better[t] += #{j : S[i, j] > hi[t]} - #{known (i, c) : S[i, c] > hi[t]}
+    tied[t]   += #{j : lo[t] <= S[i, j] <= hi[t]} - #{known (i, c) : lo[t] <= S[i, c] <= hi[t]}
+
+NaN compares neither greater nor equal, exactly as in the torch path (:func:`.counting.count`),
+and the known answers are *subtracted* (O(#known) reads) instead of being overwritten with NaN,
+so the block is never written and never copied. The NaN check rides on the same pass (``s != s``
+on each row's first task) and reports how many rows hold a NaN; the caller raises or not.
+
+Why a compiled loop: torch needs two comparisons, two buffers and two sums per block, plus a
+NaN scan and a masking write (measured at 10^5 entities, 1,024 x 4,096 blocks: 2.1 ms per block
+for gt/eq/sum vs 0.59 ms for this kernel, against 3.5 ms for the block's matmul on 2 threads).
+The kernel runs on the calling thread (``nogil``): the evaluator's bookkeeping is single-threaded
+by design (see :func:`kgeval._threads.bookkeeping_threads`).
+
+When it is used: :func:`use_kernel` (``KGEVAL_COUNT_KERNEL=auto|numba|torch``; the torch path is
+the reference the tests compare to; without numba installed the torch path is used).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from ..errors import InvalidInputError
+
+__all__ = ["fused_counts", "use_kernel", "MIN_PAIRS"]
+
+_KERNEL = None  # the compiled function once numba has been imported (False: not importable)
+
+
+def _load():
+    global _KERNEL
+    if _KERNEL is None:
+        try:
+            from numba import njit
+        except ImportError:  # numba is a dependency; a broken install falls back to torch
+            _KERNEL = False
+        else:
+            _KERNEL = njit(nogil=True, cache=True, boundscheck=False)(_count_rows)
+    return _KERNEL
+
+
+#: evaluations scoring fewer (task, candidate) pairs keep the torch path under "auto": importing
+#: numba and loading the cached kernel costs ~0.5 s once per process (measured 0.19 s + 0.38 s),
+#: about what the kernel saves on ~5e8 pairs (~1 ns per pair at 10^5 entities)
+MIN_PAIRS = 1 << 29
+
+
+def use_kernel(device: torch.device, pairs: int) -> bool:
+    """Whether an evaluation scoring ``pairs`` (task, candidate) pairs on ``device`` counts with the
+    kernel: ``KGEVAL_COUNT_KERNEL`` (read at each call) = ``auto`` (default: on the CPU from
+    :data:`MIN_PAIRS` pairs, when numba imports), ``numba`` (always on the CPU) or ``torch`` (never)."""
+    mode = os.environ.get("KGEVAL_COUNT_KERNEL", "auto").strip().lower() or "auto"
+    if mode not in ("auto", "torch", "numba"):
+        raise InvalidInputError(f"KGEVAL_COUNT_KERNEL must be 'auto', 'numba' or 'torch', got {mode!r}")
+    if mode == "torch" or device.type != "cpu" or (mode == "auto" and pairs < MIN_PAIRS):
+        return False
+    ok = bool(_load())
+    if mode == "numba" and not ok:
+        raise InvalidInputError("KGEVAL_COUNT_KERNEL=numba but numba cannot be imported (pip install numba)")
+    return ok
+
+
+def _count_rows(S, task_q, lo, hi, krow, kcol, better, tied):  # compiled by numba (see _load)
+    nq, w = S.shape
+    nt = task_q.shape[0]
+    start = np.zeros(nq + 1, np.int64)  # tasks of row i: start[i]:start[i + 1] (task_q is sorted)
+    for t in range(nt):
+        start[task_q[t] + 1] += 1
+    for i in range(nq):
+        start[i + 1] += start[i]
+    nan_rows = 0
+    for t in range(nt):
+        i = task_q[t]
+        h = hi[t]
+        lw = lo[t]
+        b = 0
+        g = 0
+        if t == start[i]:  # the row's first task also looks for NaN
+            bad = 0
+            for j in range(w):
+                s = S[i, j]
+                b += s > h
+                g += s >= lw
+                bad += s != s
+            if bad:
+                nan_rows += 1
+        else:
+            for j in range(w):
+                s = S[i, j]
+                b += s > h
+                g += s >= lw
+        better[t] += b
+        tied[t] += g - b
+    for k in range(krow.shape[0]):  # known answers: subtract what the pass above counted for them
+        i = krow[k]
+        s = S[i, kcol[k]]
+        for t in range(start[i], start[i + 1]):
+            gt = s > hi[t]
+            better[t] -= gt
+            tied[t] -= (s >= lo[t]) - gt
+    return nan_rows
+
+
+def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor, tol: float,
+                 known: tuple[torch.Tensor, torch.Tensor] | None):
+    """``(better, tied, rows holding NaN)`` of every task against its row ``scores[task_q[t]]``,
+    the ``known`` ``(row, column)`` pairs (unique) excluded; None when the kernel does not apply
+    (not on the CPU, not float32/float64): then use the torch path. The caller decides whether to
+    use the kernel at all (:func:`use_kernel`).
+
+    ``task_q`` must be sorted (tasks grouped by query row, as the evaluator batches them).
+    """
+    if scores.device.type != "cpu" or true.device.type != "cpu" or scores.dtype not in (torch.float32, torch.float64):
+        return None
+    if true.dtype not in (torch.float32, torch.float64):
+        return None
+    S = scores.detach()
+    if S.stride(-1) != 1 or (S.dim() == 2 and S.shape[0] > 1 and S.stride(0) != S.shape[1]):
+        S = S.contiguous()  # the compiled loop is specialised for C-contiguous rows
+    true = true.detach().reshape(-1)
+    if tol == 0:  # the same thresholds as the torch path: ``true + tol`` in true's dtype
+        hi = lo = true.contiguous().numpy()
+    else:
+        hi, lo = (true + tol).numpy(), (true - tol).numpy()
+    nt = true.shape[0]
+    better = np.zeros(nt, dtype=np.int64)
+    tied = np.zeros(nt, dtype=np.int64)
+    if known is None:
+        krow = kcol = np.zeros(0, dtype=np.int64)
+    else:
+        krow, kcol = (k.detach().to(torch.int64).numpy() for k in known)
+    tq = task_q.detach().to(torch.int64).contiguous().numpy()
+    nan_rows = _load()(S.numpy(), tq, lo, hi, krow, kcol, better, tied)
+    return torch.from_numpy(better), torch.from_numpy(tied), int(nan_rows)

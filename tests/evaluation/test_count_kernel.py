@@ -1,0 +1,151 @@
+"""The compiled counting kernel against brute force and against the torch path it replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval.errors import InvalidInputError
+from kgeval.evaluation import FunctionScorer, evaluate_ranks
+from kgeval.evaluation import count_kernel, full
+from kgeval.evaluation.count_kernel import MIN_PAIRS, fused_counts, use_kernel
+from kgeval.evaluation.counting import Counter
+
+
+def _brute(S, task_q, true, tol, known):
+    """Per task: #{c not known: S > t + tol}, #{c not known: t - tol <= S <= t + tol} in float arithmetic of S."""
+    known = {(int(r), int(c)) for r, c in zip(*known)} if known is not None else set()
+    better, tied = [], []
+    for t, i in enumerate(task_q.tolist()):
+        hi = (true[t : t + 1] + tol).item() if tol else true[t].item()
+        lo = (true[t : t + 1] - tol).item() if tol else true[t].item()
+        b = g = 0
+        for j, s in enumerate(S[i].tolist()):
+            if (i, j) in known:
+                continue
+            b += s > hi
+            g += lo <= s <= hi
+        better.append(b)
+        tied.append(g)
+    return better, tied
+
+
+def _case(seed, dtype=torch.float32):
+    rng = np.random.default_rng(seed)
+    nq, w = int(rng.integers(1, 7)), int(rng.integers(1, 40))
+    S = torch.as_tensor(rng.integers(0, 5, size=(nq, w)), dtype=dtype)  # small integers: many ties
+    S[torch.as_tensor(rng.random((nq, w)) < 0.05)] = float("nan")
+    # every row has a task, some rows several (tasks sorted by row, as the evaluator batches them)
+    task_q = torch.as_tensor(np.sort(np.concatenate([np.arange(nq), rng.integers(0, nq, size=int(rng.integers(0, 2 * nq + 1)))])))
+    true = torch.as_tensor(rng.integers(0, 5, size=task_q.shape[0]), dtype=dtype)
+    flat = rng.choice(nq * w, size=int(rng.integers(0, nq * w // 3 + 1)), replace=False)
+    known = (torch.as_tensor(flat // w), torch.as_tensor(flat % w))
+    return S, task_q, true, known
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("tol", [0.0, 1.0])
+def test_kernel_matches_brute_force(seed, tol):
+    S, task_q, true, known = _case(seed, torch.float32 if seed % 2 else torch.float64)
+    for k in (None, known):
+        b, t, nan_rows = fused_counts(S, true, task_q, tol, k)
+        assert (b.tolist(), t.tolist()) == _brute(S, task_q, true, tol, k)
+        assert nan_rows == int(torch.isnan(S).any(1).sum())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kernel_matches_the_torch_path_on_float_scores(seed):
+    """Continuous scores, tasks sharing rows, known answers: the torch path (NaN-masking a copy) gives the same."""
+    rng = np.random.default_rng(100 + seed)
+    nq, w = 9, 1000
+    S = torch.as_tensor(rng.standard_normal((nq, w)), dtype=torch.float32)
+    task_q = torch.as_tensor(np.sort(np.concatenate([np.arange(nq), rng.integers(0, nq, 12)])))
+    cols = torch.as_tensor(rng.integers(0, w, task_q.shape[0]))
+    true = S[task_q, cols]
+    flat = np.unique(np.concatenate([rng.choice(nq * w, 300, replace=False), (task_q * w + cols).numpy()]))
+    known = (torch.as_tensor(flat // w), torch.as_tensor(flat % w))
+    b, t, _ = fused_counts(S, true, task_q, 0.0, known)
+    masked = S.clone()
+    masked[known] = float("nan")
+    first, rest = full._first_rest(task_q)
+    rb, rt = Counter(0.0).rows(masked, true, task_q, first, rest)
+    assert torch.equal(b, rb) and torch.equal(t, rt)
+    assert int(t.min()) >= 0  # each task's own answer is known: never counted as its own tie
+
+
+def test_kernel_needs_cpu_floats_and_reads_non_contiguous_blocks():
+    S = torch.arange(12, dtype=torch.float32).view(3, 4)
+    assert fused_counts(S.to(torch.int64), torch.zeros(3), torch.arange(3), 0.0, None) is None
+    b, t, _ = fused_counts(S.t(), torch.tensor([1.0, 5.0, 2.0, 11.0]), torch.arange(4), 0.0, None)
+    assert b.tolist() == [2, 1, 2, 0] and t.tolist() == [0, 1, 1, 1]  # S.t() rows: [0,4,8] [1,5,9] [2,6,10] [3,7,11]
+
+
+def test_use_kernel_switch(monkeypatch):
+    monkeypatch.delenv("KGEVAL_COUNT_KERNEL", raising=False)
+    cpu = torch.device("cpu")
+    assert not use_kernel(cpu, MIN_PAIRS - 1)  # the one-off import would cost more than it saves
+    assert use_kernel(cpu, MIN_PAIRS)
+    assert not use_kernel(torch.device("meta"), MIN_PAIRS)  # accelerators count with torch
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    assert use_kernel(cpu, 1)
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
+    assert not use_kernel(cpu, MIN_PAIRS)
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "fast")
+    with pytest.raises(InvalidInputError, match="KGEVAL_COUNT_KERNEL must be"):
+        use_kernel(cpu, MIN_PAIRS)
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    monkeypatch.setattr(count_kernel, "_KERNEL", False)  # as if numba could not be imported
+    with pytest.raises(InvalidInputError, match="numba cannot be imported"):
+        use_kernel(cpu, 1)
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "auto")
+    assert not use_kernel(cpu, MIN_PAIRS)  # ... then "auto" quietly keeps torch
+
+
+def _graph(seed=0, e=50, r=4):
+    rng = np.random.default_rng(seed)
+    table = torch.as_tensor(rng.integers(0, 6, size=(e, r, e)), dtype=torch.float32)
+    allt = rng.integers(0, [e, r, e], size=(400, 3))
+    return FunctionScorer(lambda h, rr, t: table[h, rr, t], e, num_relations=r), table, allt[:300], allt[300:]
+
+
+@pytest.mark.parametrize("kw", [{}, {"entity_chunk_size": 7}, {"filtered": False}, {"restrict_entities": range(0, 50, 2)},
+                                {"tie_tolerance": 1.0}])
+def test_evaluations_use_the_kernel_and_agree_with_torch(kw, monkeypatch):
+    scorer, _, train, test = _graph()
+    calls = []
+    real = full.fused_counts
+
+    def spy(*a, **k):
+        out = real(*a, **k)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(full, "fused_counts", spy)
+    tables = {}
+    for mode in ("torch", "numba"):
+        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
+        calls.clear()
+        tables[mode] = evaluate_ranks(scorer, test, filter_triples=[train], progress=False, **kw).rank_table
+        assert calls and all(calls) if mode == "numba" else not calls
+    a, b = tables["torch"], tables["numba"]
+    for name in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+@pytest.mark.parametrize("chunk", [None, 5])
+def test_nan_rule_is_the_same_with_the_kernel(chunk, monkeypatch):
+    scorer, table, train, test = _graph(1)
+    h, r, _ = test[3]
+    table[h, r, 17] = float("nan")  # a NaN candidate score (not the answer's)
+    messages = {}
+    for mode in ("torch", "numba"):
+        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
+        with pytest.raises(InvalidInputError, match="NaN scores for triple") as err:
+            evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=chunk, progress=False)
+        messages[mode] = str(err.value)
+        worst = evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=chunk, nan_policy="worst",
+                               progress=False).rank_table
+        messages[mode + "-worst"] = (worst.optimistic.tolist(), worst.pessimistic.tolist())
+    assert messages["torch"] == messages["numba"]
+    assert messages["torch-worst"] == messages["numba-worst"]
