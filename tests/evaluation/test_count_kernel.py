@@ -13,6 +13,11 @@ from kgeval.evaluation.count_kernel import MIN_PAIRS, fused_counts, use_kernel
 from kgeval.evaluation.counting import Counter
 
 
+@pytest.fixture(autouse=True)
+def loaded_kernel():
+    assert count_kernel._load(), "numba is a dependency: the kernel must load"
+
+
 def _brute(S, task_q, true, tol, known):
     """Per task: #{c not known: S > t + tol}, #{c not known: t - tol <= S <= t + tol} in float arithmetic of S."""
     known = {(int(r), int(c)) for r, c in zip(*known)} if known is not None else set()
@@ -46,10 +51,12 @@ def _case(seed, dtype=torch.float32):
 
 @pytest.mark.parametrize("seed", range(40))
 @pytest.mark.parametrize("tol", [0.0, 1.0])
-def test_kernel_matches_brute_force(seed, tol):
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_kernel_matches_brute_force(seed, tol, threads, monkeypatch):
+    monkeypatch.setattr(count_kernel, "_SPLIT_MIN", 1)  # split even these small blocks over the threads
     S, task_q, true, known = _case(seed, torch.float32 if seed % 2 else torch.float64)
     for k in (None, known):
-        b, t, nan_rows = fused_counts(S, true, task_q, tol, k)
+        b, t, nan_rows = fused_counts(S, true, task_q, tol, k, threads=threads)
         assert (b.tolist(), t.tolist()) == _brute(S, task_q, true, tol, k)
         assert nan_rows == int(torch.isnan(S).any(1).sum())
 
@@ -96,6 +103,7 @@ def test_use_kernel_switch(monkeypatch):
         use_kernel(cpu, MIN_PAIRS)
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     monkeypatch.setattr(count_kernel, "_KERNEL", False)  # as if numba could not be imported
+    assert fused_counts(torch.zeros(1, 1), torch.zeros(1), torch.zeros(1, dtype=torch.long), 0.0, None) is None
     with pytest.raises(InvalidInputError, match="numba cannot be imported"):
         use_kernel(cpu, 1)
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "auto")
@@ -149,3 +157,22 @@ def test_nan_rule_is_the_same_with_the_kernel(chunk, monkeypatch):
         messages[mode + "-worst"] = (worst.optimistic.tolist(), worst.pessimistic.tolist())
     assert messages["torch"] == messages["numba"]
     assert messages["torch-worst"] == messages["numba-worst"]
+
+
+def test_auto_loads_the_kernel_in_the_background_and_counts_the_same(monkeypatch):
+    """Under "auto" the first batches count with torch while numba loads on a daemon thread."""
+    scorer, _, train, test = _graph(2)
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
+    ref = evaluate_ranks(scorer, test, filter_triples=[train], batch_size=3, progress=False).rank_table
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "auto")
+    monkeypatch.setattr(count_kernel, "MIN_PAIRS", 1)
+    for fresh in (True, False):  # a process that has not loaded it yet, then one that has
+        if fresh:
+            monkeypatch.setattr(count_kernel, "_KERNEL", None)
+            monkeypatch.setattr(count_kernel, "_LOADER", None)
+            monkeypatch.setattr(count_kernel, "_READY", __import__("threading").Event())
+        got = evaluate_ranks(scorer, test, filter_triples=[train], batch_size=3, progress=False).rank_table
+        assert np.array_equal(got.optimistic, ref.optimistic) and np.array_equal(got.pessimistic, ref.pessimistic)
+        if fresh:
+            count_kernel._LOADER.join(60)
+            assert count_kernel.kernel_ready()

@@ -24,27 +24,55 @@ the reference the tests compare to; without numba installed the torch path is us
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import torch
 
 from ..errors import InvalidInputError
 
-__all__ = ["fused_counts", "use_kernel", "MIN_PAIRS"]
+__all__ = ["fused_counts", "use_kernel", "kernel_ready", "MIN_PAIRS"]
 
 _KERNEL = None  # the compiled function once numba has been imported (False: not importable)
+_LOADER: threading.Thread | None = None  # the background load, once started
+_LOCK = threading.Lock()
+_READY = threading.Event()  # set once the kernel is loaded and has run (compiled or read from cache)
 
 
 def _load():
     global _KERNEL
-    if _KERNEL is None:
-        try:
-            from numba import njit
-        except ImportError:  # numba is a dependency; a broken install falls back to torch
-            _KERNEL = False
-        else:
-            _KERNEL = njit(nogil=True, cache=True, boundscheck=False)(_count_rows)
+    with _LOCK:
+        if _KERNEL is None:
+            try:
+                from numba import njit
+
+                kernel = njit(nogil=True, cache=True, boundscheck=False)(_count_rows)
+                one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+                t = np.zeros(1, dtype=np.float32)
+                kernel(np.zeros((1, 1), dtype=np.float32), np.zeros(1, dtype=np.int64), t, t, none, none, one,
+                       one.copy())  # the usual signature: compiled (or loaded from numba's cache) now
+            except Exception:  # noqa: BLE001 - numba missing or broken: the torch path counts the same
+                _KERNEL = False
+            else:
+                _KERNEL = kernel
+                _READY.set()
     return _KERNEL
+
+
+def _load_in_background() -> None:
+    """Start loading the kernel on a daemon thread (once): ~0.5 s of importing numba and reading
+    its cache, hidden behind the first batches' scoring, which count with torch meanwhile."""
+    global _LOADER
+    with _LOCK:
+        if _LOADER is not None or _KERNEL is not None:
+            return
+        _LOADER = threading.Thread(target=_load, name="kgeval-count-kernel", daemon=True)
+        _LOADER.start()
+
+
+def kernel_ready() -> bool:
+    """Whether the kernel is loaded (without waiting for a background load)."""
+    return _READY.is_set()
 
 
 #: evaluations scoring fewer (task, candidate) pairs keep the torch path under "auto": importing
@@ -56,12 +84,16 @@ MIN_PAIRS = 1 << 29
 def use_kernel(device: torch.device, pairs: int) -> bool:
     """Whether an evaluation scoring ``pairs`` (task, candidate) pairs on ``device`` counts with the
     kernel: ``KGEVAL_COUNT_KERNEL`` (read at each call) = ``auto`` (default: on the CPU from
-    :data:`MIN_PAIRS` pairs, when numba imports), ``numba`` (always on the CPU) or ``torch`` (never)."""
+    :data:`MIN_PAIRS` pairs, when numba imports; the kernel loads in the background and blocks are
+    counted by torch until it is ready), ``numba`` (always on the CPU, loaded now) or ``torch`` (never)."""
     mode = os.environ.get("KGEVAL_COUNT_KERNEL", "auto").strip().lower() or "auto"
     if mode not in ("auto", "torch", "numba"):
         raise InvalidInputError(f"KGEVAL_COUNT_KERNEL must be 'auto', 'numba' or 'torch', got {mode!r}")
     if mode == "torch" or device.type != "cpu" or (mode == "auto" and pairs < MIN_PAIRS):
         return False
+    if mode == "auto":  # batches count with torch until the kernel is ready (same counts, see tests)
+        _load_in_background()
+        return _KERNEL is not False
     ok = bool(_load())
     if mode == "numba" and not ok:
         raise InvalidInputError("KGEVAL_COUNT_KERNEL=numba but numba cannot be imported (pip install numba)")
@@ -109,18 +141,36 @@ def _count_rows(S, task_q, lo, hi, krow, kcol, better, tied):  # compiled by num
     return nan_rows
 
 
+_SPLIT_MIN = 1 << 20  # blocks from this many scores are split over threads (smaller: not worth a handoff)
+_POOL = None  # worker threads for the other row ranges of a split block
+_POOL_SIZE = 0
+
+
+def _workers(n: int):
+    global _POOL, _POOL_SIZE
+    with _LOCK:
+        if _POOL is None or _POOL_SIZE < n:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL, _POOL_SIZE = ThreadPoolExecutor(max_workers=n, thread_name_prefix="kgeval-count"), n
+        return _POOL
+
+
 def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor, tol: float,
-                 known: tuple[torch.Tensor, torch.Tensor] | None):
+                 known: tuple[torch.Tensor, torch.Tensor] | None, threads: int = 1):
     """``(better, tied, rows holding NaN)`` of every task against its row ``scores[task_q[t]]``,
     the ``known`` ``(row, column)`` pairs (unique) excluded; None when the kernel does not apply
-    (not on the CPU, not float32/float64): then use the torch path. The caller decides whether to
-    use the kernel at all (:func:`use_kernel`).
+    (not loaded yet, not on the CPU, not float32/float64): then use the torch path. The caller
+    decides whether to use the kernel at all (:func:`use_kernel`).
 
-    ``task_q`` must be sorted (tasks grouped by query row, as the evaluator batches them).
+    ``task_q`` must be sorted (tasks grouped by query row, as the evaluator batches them). With
+    ``threads > 1`` a large block is cut into row ranges counted concurrently (the kernel releases
+    the GIL; the caller blocks on the others' futures rather than spinning, so a descheduled worker
+    costs its share only, unlike an OpenMP barrier on a loaded machine).
     """
-    if scores.device.type != "cpu" or true.device.type != "cpu" or scores.dtype not in (torch.float32, torch.float64):
+    if not _READY.is_set() or not _KERNEL or scores.device.type != "cpu" or true.device.type != "cpu":
         return None
-    if true.dtype not in (torch.float32, torch.float64):
+    if scores.dtype not in (torch.float32, torch.float64) or true.dtype not in (torch.float32, torch.float64):
         return None
     S = scores.detach()
     if S.stride(-1) != 1 or (S.dim() == 2 and S.shape[0] > 1 and S.stride(0) != S.shape[1]):
@@ -138,5 +188,20 @@ def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor,
     else:
         krow, kcol = (k.detach().to(torch.int64).numpy() for k in known)
     tq = task_q.detach().to(torch.int64).contiguous().numpy()
-    nan_rows = _load()(S.numpy(), tq, lo, hi, krow, kcol, better, tied)
+    S = S.numpy()
+    nq = S.shape[0]
+    parts = max(1, min(int(threads), nq)) if S.size >= _SPLIT_MIN else 1
+    if parts == 1:
+        return torch.from_numpy(better), torch.from_numpy(tied), int(_KERNEL(S, tq, lo, hi, krow, kcol, better, tied))
+    cuts = [nq * i // parts for i in range(parts + 1)]
+    tcut = np.searchsorted(tq, cuts).tolist()  # tasks of rows cuts[i]:cuts[i + 1]
+
+    def run(i):
+        a, b, t0, t1 = cuts[i], cuts[i + 1], tcut[i], tcut[i + 1]
+        sel = (krow >= a) & (krow < b)
+        return _KERNEL(S[a:b], tq[t0:t1] - a, lo[t0:t1], hi[t0:t1], krow[sel] - a, kcol[sel], better[t0:t1],
+                       tied[t0:t1])
+
+    futures = [_workers(parts - 1).submit(run, i) for i in range(1, parts)]
+    nan_rows = run(0) + sum(f.result() for f in futures)
     return torch.from_numpy(better), torch.from_numpy(tied), int(nan_rows)

@@ -211,7 +211,9 @@ def count_block(ctx, sc, scores, true, task_q, first, rest, known, triples):
     (:mod:`.count_kernel`); elsewhere the known answers are overwritten with NaN in a writable
     copy (:meth:`SideScorer.writable`) and counted by torch.
     """
-    fused = fused_counts(scores, true, task_q, ctx.counter.tol, known) if ctx.counter.fused else None
+    fused = None
+    if ctx.counter.fused:
+        fused = fused_counts(scores, true, task_q, ctx.counter.tol, known, threads=ctx.score_threads or 1)
     if fused is not None:
         better, tied, nan_rows = fused
         if nan_rows or bool(torch.isnan(true).any()):
@@ -318,22 +320,23 @@ def _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, w
     better = torch.zeros(nt, dtype=torch.long, device=dev)
     tied = torch.zeros(nt, dtype=torch.long, device=dev)
     differ = []
-    # count chunk by chunk, masking the known answers that fall in the chunk
-    for c0 in range(0, ncols, width):
+    # where each chunk's answers / known answers start: one searchsorted per batch, not per chunk
+    starts = torch.tensor(list(range(0, ncols, width)) + [ncols], device=dev)
+    ans_at = torch.searchsorted(col_sorted, starts).tolist() if verify else None
+    known_at = torch.searchsorted(fcol, starts).tolist() if known is not None else None
+    # count chunk by chunk, excluding the known answers that fall in the chunk
+    for k, c0 in enumerate(range(0, ncols, width)):
         c1 = min(ncols, c0 + width)
         part = sc.chunk(ent, rel, c0, c1)
-        if verify:
-            lo, hi = torch.searchsorted(col_sorted, torch.tensor([c0, c1], device=dev)).tolist()
-            if hi > lo:
-                sel = by_col[lo:hi]
-                bad = ~_same(part[task_q[sel], col[sel] - c0].to(true.dtype), true[sel])
-                if bool(bad.any()):
-                    differ.append(sel[bad])
+        if verify and ans_at[k + 1] > ans_at[k]:
+            sel = by_col[ans_at[k] : ans_at[k + 1]]
+            bad = ~_same(part[task_q[sel], col[sel] - c0].to(true.dtype), true[sel])
+            if bool(bad.any()):
+                differ.append(sel[bad])
         part_known = None
-        if known is not None:
-            lo, hi = torch.searchsorted(fcol, torch.tensor([c0, c1], device=dev)).tolist()
-            if hi > lo:
-                part_known = (rows[lo:hi], fcol[lo:hi] - c0)
+        if known is not None and known_at[k + 1] > known_at[k]:
+            lo, hi = known_at[k], known_at[k + 1]
+            part_known = (rows[lo:hi], fcol[lo:hi] - c0)
         b, t = count_block(ctx, sc, part, true, task_q, first, rest, part_known, triples)
         better += b
         tied += t
