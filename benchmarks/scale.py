@@ -53,7 +53,8 @@ traffic), i.e. a few seconds on 8 GPUs. Wikidata5M-sized (4.6M entities, 5,133 t
 table (4.6M x 128 float32 = 2.4 GB) peak anonymous memory stays at the ~1-2 GiB budget bound.
 Communication: "tasks" mode gathers 3 int64 counts + 1 int64 index per task once per side (430k tasks ->
 ~14 MB per side in total, not per batch); an entity-sharded mode all_reduces 2 int64 counts + 1 float
-score per task per batch (O(batch) numbers, e.g. 24 KB for 1,024 queries), never scores of candidates.
+score per task per batch (3 counts with chunked local slices: a re-rank flag; O(batch) numbers, e.g.
+24-32 KB for 1,024 queries) plus the batch's query rows (#queries x dim), never scores of candidates.
 """
 
 from __future__ import annotations

@@ -72,6 +72,7 @@ def main(rank, world, port, out):
         report[f"{mode}/exception"] = _error(lambda: kgeval.evaluate(bad, test, filter_triples=train,
                                                                      progress=False, distributed=mode))
     report.update(entities(rank, world, train, test))
+    report.update(wide(rank, world))
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(report, f)
     dist.destroy_process_group()
@@ -99,6 +100,10 @@ ENTITY_SCENARIOS = {
                                           restrict_entities=tuple(range(0, 30, 3)) + (1, 5, 29)),
     "chunked": dict(entity_chunk_size=4, batch_size=5),
     "head_only_worst": dict(sides=("head",), nan_policy="worst", batch_size=7),
+    # rank 1's slice [15, 30) holds no allowed entity: it scores nothing and counts zeros
+    "restricted_empty_slice": dict(restrict_entities=tuple(range(12))),
+    "restricted_empty_slice_chunked": dict(restrict_entities=tuple(range(12)), entity_chunk_size=5, batch_size=6),
+    "restricted_empty_slice_sampled": dict(restrict_entities=tuple(range(12)), num_negatives=4, seed=2),
 }
 
 
@@ -217,6 +222,105 @@ def entities(rank, world, train, test):
     for where in ("rows", "scores"):
         bad = FailingShard(shard, where, after=1) if rank == 1 else shard
         report[f"{mode}/exception_{where}"] = _error(lambda: kgeval.evaluate(bad, test, batch_size=4, **base))
+    return report
+
+
+class ShiftedColumns(EntityShard):
+    """Adds 0.5 to scores asked for as a tensor of entity ids (the answer-columns pass, unions of
+    sampled candidates), not to slices (chunks): pass 1 of a chunked batch then differs from the
+    chunk scores, and the flagged queries must be ranked again exactly. Records the widest call."""
+
+    def __init__(self, shard):
+        super().__init__(shard.local, entity_offset=shard.entity_range[0], num_entities=shard.num_entities)
+        self.widest = 0
+
+    def _shift(self, out, entities):
+        self.widest = max(self.widest, int(out.shape[1]))
+        return out + 0.5 if isinstance(entities, torch.Tensor) else out
+
+    def score_tails_from(self, head_rows, relations, entities=None):
+        return self._shift(super().score_tails_from(head_rows, relations, entities), entities)
+
+    def score_heads_from(self, relations, tail_rows, entities=None):
+        return self._shift(super().score_heads_from(relations, tail_rows, entities), entities)
+
+
+class Widest(EntityShard):
+    """Records the number of entities scored by the widest call, and for calls on slices (chunks) the
+    columns scored in all and the passes over the local slice (calls on a slice starting at its first entity)."""
+
+    def __init__(self, shard):
+        super().__init__(shard.local, entity_offset=shard.entity_range[0], num_entities=shard.num_entities)
+        self.widest = self.slice_columns = self.passes = 0
+
+    def _note(self, out, entities):
+        self.widest = max(self.widest, int(out.shape[1]))
+        if entities is None or isinstance(entities, slice):
+            self.slice_columns += int(out.shape[1])
+            self.passes += entities is None or entities.start == self.entity_range[0]
+        return out
+
+    def score_tails_from(self, head_rows, relations, entities=None):
+        return self._note(super().score_tails_from(head_rows, relations, entities), entities)
+
+    def score_heads_from(self, relations, tail_rows, entities=None):
+        return self._note(super().score_heads_from(relations, tail_rows, entities), entities)
+
+
+def _graph(ne, nr, n_train, n_test, seed):
+    rng = np.random.default_rng(seed)
+    allt = rng.integers(0, [ne, nr, ne], size=(n_train + n_test, 3))
+    return allt[:n_train], allt[n_train:]
+
+
+def wide(rank, world):
+    """Graphs wider than a few dozen entities: sampled candidates scored as unions of columns, the
+    re-ranking of chunked batches whose pass-1 scores differ, automatic CPU chunks of the local slice."""
+    import kgeval.evaluation.sharded as sharded
+
+    report, mode = {}, "entities"
+    redone = []
+    rerank = sharded._rerank
+    sharded._rerank = lambda *a, **k: redone.append(1) or rerank(*a, **k)
+
+    def run(name, full, shard, test, **kw):
+        one = kgeval.evaluate(full, test, progress=False, **kw)
+        many = kgeval.evaluate(shard, test, distributed=mode, progress=False, **kw)
+        report[f"{mode}/{name}"] = {"single": table(one), "distributed": table(many),
+                                    "protocol_diff": _protocol_diff(one, many, exact=True),
+                                    "widest": getattr(shard, "widest", None), "local": shard.local.num_entities,
+                                    "slice_columns": getattr(shard, "slice_columns", None),
+                                    "passes": getattr(shard, "passes", None),
+                                    "chunk": many.protocol.get("entity_chunk_size"), "redone": len(redone)}
+        redone.clear()
+
+    # 400 entities (200 per rank), 6 negatives per task in batches of 8: a batch's local candidates are
+    # at most 8 x 7 columns (padded to 64), never the whole local slice
+    full = _int_weights(get_model("distmult", 400, 5, dim=4), seed=11)
+    train, test = _graph(400, 5, 600, 80, seed=2)
+    for name, kw in (("sampled_filtered", dict(filter_triples=train)),
+                     ("sampled_unfiltered", dict(filtered=False)),
+                     ("sampled_restricted", dict(filter_triples=train, restrict_entities=tuple(range(0, 400, 2))))):
+        run(f"wide/{name}", full, Widest(full.shard(rank, world)), test, num_negatives=6, seed=5, batch_size=8,
+            **kw)
+    # automatic batches of sampled tasks (sqrt of the block per candidate): the same table
+    run("wide/sampled_auto", full, Widest(full.shard(rank, world)), test, num_negatives=6, seed=5,
+        filter_triples=train)
+    # pass 1 (a tensor of answer columns) scores 0.5 higher than the chunks: every query is re-ranked
+    for name, kw in (("shifted_filtered", dict(filter_triples=train)), ("shifted_unfiltered", dict(filtered=False))):
+        run(f"wide/{name}", full, ShiftedColumns(full.shard(rank, world)), test, entity_chunk_size=48,
+            batch_size=16, **kw)
+    # a consistent scorer: chunked batches (one pass) are never re-ranked
+    run("wide/chunked", full, Widest(full.shard(rank, world)), test, entity_chunk_size=48, batch_size=16,
+        filter_triples=train)
+    run("wide/chunked_restricted", full, Widest(full.shard(rank, world)), test, entity_chunk_size=30,
+        batch_size=16, filter_triples=train, restrict_entities=tuple(range(1, 400, 3)))
+    # 40,000 entities and 300 tasks per side: on the CPU the 20,000-entity local slices are streamed in
+    # automatic chunks (score blocks of ~4M entries), as one process streams its 40,000 columns
+    big = _int_weights(get_model("distmult", 40_000, 3, dim=2), seed=13)
+    train, test = _graph(40_000, 3, 2000, 300, seed=4)
+    run("wide/auto_chunks", big, Widest(big.shard(rank, world)), test, filter_triples=train)
+    sharded._rerank = rerank
     return report
 
 

@@ -43,7 +43,8 @@ def reports(tmp_path_factory):
 
 
 SCENARIOS = ["filtered", "unfiltered", "restricted", "sampled", "macro_small_batches"]
-ENTITY_SCENARIOS = SCENARIOS + ["sampled_unfiltered_restricted", "chunked", "head_only_worst"]
+ENTITY_SCENARIOS = SCENARIOS + ["sampled_unfiltered_restricted", "chunked", "head_only_worst", "restricted_empty_slice",
+                                 "restricted_empty_slice_chunked", "restricted_empty_slice_sampled"]
 FLOAT_MODELS = ["tucker", "rotate", "pairre", "transe_float"]
 FLOAT_SCENARIOS = ["filtered", "sampled"]
 CORE_SCENARIOS = ["filtered", "unfiltered", "restricted", "sampled"]
@@ -162,6 +163,52 @@ def test_entity_shards_exception_on_one_rank_ends_every_rank(reports, where):
     r0 = reports[0][f"entities/exception_{where}"]
     assert r0["error"] == "RankFailedError", r0
     assert "rank 1" in r0["message"] and f"shard failed in {where}" in r0["message"]
+
+
+WIDE_SAMPLED = ["sampled_filtered", "sampled_unfiltered", "sampled_restricted", "sampled_auto"]
+
+
+@pytest.mark.parametrize("scenario", WIDE_SAMPLED)
+def test_entity_shards_score_only_their_sampled_candidates(reports, scenario):
+    """400 entities, 200 per rank, 6 negatives per task, batches of 8 tasks: each call scores the
+    union of the batch's local candidates (at most 8 x 7, padded to 64 columns), not the local slice;
+    the rank table equals one process."""
+    for rank, rep in enumerate(reports):
+        r = rep[f"entities/wide/{scenario}"]
+        assert r["distributed"] == r["single"] and r["protocol_diff"] == [], f"rank {rank}"
+        if scenario != "sampled_auto":
+            assert 0 < r["widest"] <= 8 * 7 + 64 < r["local"], r["widest"]
+
+
+@pytest.mark.parametrize("scenario", ["shifted_filtered", "shifted_unfiltered"])
+def test_entity_shards_rerank_chunked_batches_whose_pass_one_scores_differ(reports, scenario):
+    """Pass 1 (the answer columns) scores 0.5 above the chunks: every batch's answers are flagged by
+    their owner and ranked again from whole chunks, giving one process's table exactly."""
+    for rank, rep in enumerate(reports):
+        r = rep[f"entities/wide/{scenario}"]
+        assert r["redone"] > 0, rank
+        assert r["distributed"] == r["single"] and r["protocol_diff"] == [], f"rank {rank}"
+
+
+@pytest.mark.parametrize("scenario", ["chunked", "chunked_restricted"])
+def test_entity_shards_chunked_in_one_pass(reports, scenario):
+    """Chunked local slices score every chunk once (the answers' scores come from pass 1 on their
+    columns): no re-ranking with a consistent scorer, every local column scored once per batch."""
+    for rank, rep in enumerate(reports):
+        r = rep[f"entities/wide/{scenario}"]
+        assert r["redone"] == 0 and r["distributed"] == r["single"] and r["protocol_diff"] == [], f"rank {rank}"
+        assert r["chunk"] == (48 if scenario == "chunked" else 30)
+        if scenario == "chunked":  # chunks are slices (restricted chunks are id tensors, like pass 1)
+            assert r["passes"] > 0 and r["slice_columns"] == r["passes"] * r["local"], r
+
+
+def test_entity_shards_stream_wide_local_slices_in_automatic_chunks(reports):
+    """40,000 entities, 300 tasks per side: each rank's 20,000 local columns are chunked
+    automatically on the CPU (as one process chunks its 40,000), with one process's table."""
+    for rank, rep in enumerate(reports):
+        r = rep["entities/wide/auto_chunks"]
+        assert r["chunk"] is not None and r["widest"] <= r["chunk"] < r["local"], r["chunk"]
+        assert r["distributed"] == r["single"] and r["protocol_diff"] == [], f"rank {rank}"
 
 
 @pytest.mark.slow  # ~13 s on the loaded CI box (two interpreter starts under torchrun)

@@ -30,7 +30,8 @@ rank walks *all* tasks, in the same batches. Per batch (see :mod:`.sharded`):
    every rank compares against exactly the value the owner computed;
 3. every rank counts its better and tied candidates (known answers in its slice masked, i.e.
    filtered answers are subtracted where they live) and the counts are summed:
-   ``2 x #tasks`` int64. Scores of candidates never leave their rank.
+   ``2 x #tasks`` int64 (plus one re-rank flag per task when the local slice is scored in entity
+   chunks, see :mod:`.sharded`). Scores of candidates never leave their rank.
 
 Each of the three ``all_reduce`` calls also carries two status counters (failed ranks, ranks out
 of memory): a rank whose local step raised still takes part in the collective with zeros and

@@ -83,8 +83,10 @@ def _group_by_query(ctx: RunContext, sub, eval_idx, keys, answers) -> _Queries:
     )
 
 
-def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int) -> tuple[int, int | None]:
-    """``(batch size in tasks, entity chunk width or None)``.
+def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None) -> tuple[int, int | None]:
+    """``(batch size in tasks, entity chunk width or None)`` for rows of ``sc.num_columns`` candidate
+    columns, whose whole-row call returns ``row_cols`` scores (default: every entity; an entity
+    shard's local slice: its own columns).
 
     On the CPU, automatic sizes keep each score block near ``_CPU_BLOCK`` entries: a fresh 300 MB
     block costs page faults and zeroing on every batch (measured: a 766 x 10^5 DistMult product took
@@ -95,7 +97,9 @@ def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int) -> tuple[int, int | Non
     reads the whole entity table). The memory budget stays an upper bound; explicit
     ``batch_size`` / ``entity_chunk_size`` are used as given.
     """
-    opts, ncols, extra = ctx.options, ctx.num_columns, sc.score_bytes
+    opts, extra = ctx.options, sc.score_bytes
+    ncols = max(1, sc.num_columns)
+    row_cols = ctx.num_entities if row_cols is None else max(1, row_cols)
     width = opts.entity_chunk_size
     cpu_blocks = ctx.device.type == "cpu" and opts.batch_size is None
     if width is None and not ctx.want_query_metrics:
@@ -116,7 +120,7 @@ def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int) -> tuple[int, int | Non
         )
         width = None
     if width is None:
-        batch = opts.batch_size or auto_batch(ctx.budget, ctx.num_entities, n_tasks, extra=extra)
+        batch = opts.batch_size or auto_batch(ctx.budget, row_cols, n_tasks, extra=extra)
         if cpu_blocks:
             batch = min(batch, max(_MIN_CHUNK_ROWS, _CPU_BLOCK // ncols))
         return batch, None
@@ -255,62 +259,104 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a == b) | (torch.isnan(a) & torch.isnan(b))
 
 
+def answer_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """Scores of each task's query row ``ent[task_q[i]]`` at its column(s) ``col[i]`` (``col``:
+    ``(nt,)`` or ``(nt, m)`` positions in ``[0, sc.num_columns)``), from one call on the sorted union
+    ``U`` of the batch's columns: ``#rows x |U|`` scores instead of ``#rows x sc.num_columns``.
+
+    ``U`` holds at least ``_MIN_TRUE_COLUMNS`` columns (padded with the first ones): BLAS kernels
+    for very narrow products round differently from the wide products of whole rows and chunks.
+    """
+    ncols, dev = sc.num_columns, task_q.device
+    cols = torch.unique(col)
+    pad = min(ncols, _MIN_TRUE_COLUMNS)
+    if cols.numel() < pad:
+        cols = torch.unique(torch.cat([cols, torch.arange(pad, device=dev)]))
+    part = sc.columns(ent, rel, cols)
+    at = torch.searchsorted(cols, col.contiguous())
+    return part[task_q.view(-1, *([1] * (col.dim() - 1))), at]
+
+
+@dataclass
+class _Redo:
+    """The queries of the tasks whose true score differed, as a batch of their own."""
+
+    queries: torch.Tensor  # their rows in the batch
+    tasks: torch.Tensor  # their tasks in the batch
+    task_q: torch.Tensor  # each of those tasks' row in ``queries``
+    known: tuple | None  # the known answers of those rows, rows renumbered
+    first: torch.Tensor | None
+    rest: torch.Tensor | None
+
+
+def _redo_batch(nq: int, task_q: torch.Tensor, differ: torch.Tensor, known) -> _Redo:
+    """Every task of a query any of whose tasks ``differ``; shared by one process and entity shards."""
+    dev = task_q.device
+    redo_q = torch.unique(task_q[differ])
+    pos = torch.full((nq,), -1, dtype=torch.long, device=dev)
+    pos[redo_q] = torch.arange(redo_q.numel(), device=dev)
+    tasks = (pos[task_q] >= 0).nonzero().view(-1)
+    sub_q = pos[task_q[tasks]]
+    sub_known = None
+    if known is not None:
+        keep = pos[known[0]] >= 0
+        sub_known = (pos[known[0][keep]], known[1][keep])
+    first, rest = _first_rest(sub_q)
+    return _Redo(redo_q, tasks, sub_q, sub_known, first, rest)
+
+
+def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, width: int) -> torch.Tensor:
+    """True scores read from whole ``width`` chunks scored for every row of this very batch (exact by
+    construction: pass 2 repeats those calls; up to 2x the work). Tasks with ``col < 0`` (an answer
+    on another entity shard) get 0."""
+    true = torch.zeros(task_q.shape[0], dtype=torch.float32, device=task_q.device)
+    mine = (col >= 0).nonzero().view(-1)
+    chunk_of = col[mine] // width
+    for c in torch.unique(chunk_of).tolist():
+        sel = mine[chunk_of == c]
+        part = sc.chunk(ent, rel, c * width, min(sc.num_columns, (c + 1) * width))
+        true = true.to(part.dtype)
+        true[sel] = part[task_q[sel], col[sel] - c * width]
+    return true
+
+
 def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width):
     """Column chunks of ``width``: ``(better, tied, true scores)``.
 
-    Pass 1 scores the whole batch against the batch's answer columns only (at least
-    ``_MIN_TRUE_COLUMNS``: BLAS kernels for very narrow products round differently), ~#rows / #columns
-    of the batch's work where scoring every chunk holding an answer again doubled it. Pass 2
-    scores every chunk for the whole batch and counts against those scores; in the answer's chunk
-    it checks that the in-batch score is bitwise the pass-1 value. The queries of any task that
-    differs are ranked again on their own with true scores and counts from the same chunk calls
-    (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared against.
+    Pass 1 scores the whole batch against the batch's answer columns only (:func:`answer_scores`),
+    ~#rows / #columns of the batch's work where scoring every chunk holding an answer again doubled
+    it. Pass 2 scores every chunk for the whole batch and counts against those scores; in the
+    answer's chunk it checks that the in-batch score is bitwise the pass-1 value. The queries of any
+    task that differs are ranked again on their own with true scores and counts from the same chunk
+    calls (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared
+    against. :mod:`.sharded` runs the same passes on an entity shard's local columns.
     """
-    dev, ncols = ctx.device, ctx.num_columns
-    cols = torch.unique(col)
-    if cols.numel() < min(ncols, _MIN_TRUE_COLUMNS):  # pad with the first columns
-        cols = torch.unique(torch.cat([cols, torch.arange(min(ncols, _MIN_TRUE_COLUMNS), device=dev)]))
-    part = sc.columns(ent, rel, cols)
-    true = part[task_q, torch.searchsorted(cols, col)]
+    true = answer_scores(sc, ent, rel, task_q, col)
     better, tied, differ = _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
                                          verify=True)
     if differ is not None:
-        redo_q = torch.unique(task_q[differ])
-        ctx.chunk_redone_queries += int(redo_q.numel())
-        pos = torch.full((ent.shape[0],), -1, dtype=torch.long, device=dev)
-        pos[redo_q] = torch.arange(redo_q.numel(), device=dev)
-        tasks = (pos[task_q] >= 0).nonzero().view(-1)
-        sub_q = pos[task_q[tasks]]
-        sub_known = None
-        if known is not None:
-            keep = pos[known[0]] >= 0
-            sub_known = (pos[known[0][keep]], known[1][keep])
-        f, r = _first_rest(sub_q)
-        b, t, tr = _rank_chunks_exact(ctx, sc, ent[redo_q], rel[redo_q], sub_q, col[tasks], f, r, sub_known,
-                                      triples[tasks.cpu().numpy()], width)
-        better[tasks], tied[tasks], true[tasks] = b, t, tr.to(true.dtype)
+        redo = _redo_batch(ent.shape[0], task_q, differ, known)
+        ctx.chunk_redone_queries += int(redo.queries.numel())
+        t = redo.tasks
+        b, tt, tr = _rank_chunks_exact(ctx, sc, ent[redo.queries], rel[redo.queries], redo.task_q, col[t],
+                                       redo.first, redo.rest, redo.known, triples[t.cpu().numpy()], width)
+        better[t], tied[t], true[t] = b, tt, tr.to(true.dtype)
     return better, tied, true
 
 
 def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width):
-    """As :func:`_rank_chunks`, the true scores read from whole chunks of this very batch (pass 1
-    scores every chunk holding an answer for all rows: exact by construction, up to 2x the work)."""
-    dev, nt, ncols = ctx.device, task_q.shape[0], ctx.num_columns
-    true = torch.empty(nt, dtype=torch.float32, device=dev)
-    chunk_of = col // width
-    for c in torch.unique(chunk_of).tolist():
-        sel = (chunk_of == c).nonzero().view(-1)
-        part = sc.chunk(ent, rel, c * width, min(ncols, (c + 1) * width))
-        true = true.to(part.dtype)
-        true[sel] = part[task_q[sel], col[sel] - c * width]
+    """As :func:`_rank_chunks`, the true scores read from whole chunks of this very batch
+    (:func:`chunk_true_scores`)."""
+    true = chunk_true_scores(sc, ent, rel, task_q, col, width)
     better, tied, _ = _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
                                     verify=False)
     return better, tied, true
 
 
 def _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true, *, verify: bool):
-    """Pass 2: ``(better, tied, tasks whose in-batch true score differs from ``true`` or None)``."""
-    dev, nt, ncols = ctx.device, task_q.shape[0], ctx.num_columns
+    """Pass 2 over the ``sc.num_columns`` columns: ``(better, tied, tasks whose in-batch true score
+    differs from ``true`` or None)``; tasks with ``col < 0`` (answer on another entity shard) are not verified."""
+    dev, nt, ncols = ctx.device, task_q.shape[0], sc.num_columns
     if known is not None:
         order = torch.argsort(known[1])
         rows, fcol = known[0][order], known[1][order]

@@ -4,16 +4,34 @@ Every rank walks all tasks of a side in the same batches (:meth:`Plan.run_batche
 three phases, each a local step followed by one ``all_reduce`` (:meth:`Plan.reduce`):
 
 A. the rows of the batch's query entities, filled in by their owners (``#queries x width``);
-B. scores against the local entities; the owner of each task's answer reads the true score
-   (``#tasks``, float64 bit patterns in int64: exact, NaN and -0.0 included);
-C. better / tied counts against the local entities, known answers in the local slice masked
-   (``2 x #tasks`` int64).
+B. the true scores: the owner of each task's answer scores it (``#tasks``, float64 bit patterns
+   in int64: exact, NaN and -0.0 included);
+C. better / tied counts against the local entities, known answers in the local slice excluded
+   (``2 x #tasks`` int64; ``3 x #tasks`` when the local slice is chunked, see below).
 
 The counts then go through the same NaN policy and ``num_candidates`` rule as one process
 (:mod:`.full`, :mod:`.sampled`); the rank table is the same on every rank.
+
+Local slices are planned as one process plans its columns (:func:`.full._plan`: on the CPU score
+blocks near 4M entries, so a wide slice is streamed in entity chunks, e.g. 1,024 queries x 4,096
+entities). Whole local rows are scored once in B and counted in C. Chunked slices use one
+process's one-pass method (:func:`.full._rank_chunks`) on the local columns: in B the owner scores
+the batch against its answer columns only (:func:`.full.answer_scores`, ~#rows / #local columns
+of the work); in C every rank counts chunk by chunk and the owner checks that the in-batch score
+of each of its answers is bitwise the B value, flagging the task otherwise (the third
+``#tasks`` of C). Flagged queries (rare: a scorer whose narrow and wide products round
+differently) are ranked again on their own, B and C once more with true scores read from whole
+chunks (:func:`.full.chunk_true_scores`), so the true score is exactly the value compared against.
+
+Sampled negatives: each rank scores only the batch's candidates (answers and negatives) in its
+slice, as the sorted union ``U`` of their columns through ``entities=``
+(:func:`.full.answer_scores`): ``b x |U|`` scores with ``|U| <= min(#local, b (k + 1))`` (at least
+64 columns), batches of ``b ~ sqrt(block / (k + 1))`` tasks, instead of ``b x #local``.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -23,7 +41,8 @@ from ..ranks import SIDE_HEAD, SIDE_TAIL
 from .batching import auto_batch
 from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
-from .full import _MIN_CHUNK_ROWS, _group_by_query, _known_answers, batch_tasks
+from .full import (_CPU_BLOCK, _count_chunks, _group_by_query, _known_answers, _plan, _redo_batch,
+                   answer_scores, batch_tasks, chunk_true_scores, count_block)
 from .scoring import SideScorer
 
 __all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
@@ -54,7 +73,6 @@ class ShardSideScorer(SideScorer):
         self.num_entities = num_entities
         self.device = device
         self.allowed = allowed
-        self.num_columns = num_entities if allowed is None else int(allowed.shape[0])
         self.threads = threads
         self.method = shard.score_heads_from if side == SIDE_HEAD else shard.score_tails_from
         self.accepts_entities = True
@@ -67,6 +85,9 @@ class ShardSideScorer(SideScorer):
             self.c_lo, self.c_hi = (int(x) for x in torch.searchsorted(allowed, torch.tensor([lo, hi],
                                                                                             device=allowed.device)))
         self.num_local = self.c_hi - self.c_lo
+        #: this scorer's columns are the local ones (what :mod:`.full`'s chunk passes walk)
+        self.num_columns = self.num_local
+        self._score_dtype: torch.dtype | None = None
 
     def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
         """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
@@ -82,14 +103,35 @@ class ShardSideScorer(SideScorer):
             rows[own] = out.to(device=self.device, dtype=self.row_dtype)
         return rows
 
-    def local(self, rows: torch.Tensor, rel: torch.Tensor, c0: int, c1: int) -> torch.Tensor:
+    def chunk(self, rows: torch.Tensor, rel: torch.Tensor, c0: int, c1: int) -> torch.Tensor:
         """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``."""
         if self.allowed is None:
             entities = None if (c0, c1) == (0, self.num_local) else slice(self.lo + c0, self.lo + c1)
         else:
             entities = self.allowed[self.c_lo + c0:self.c_lo + c1]
-        out = self._call(self.method, rows, rel, entities=entities)
-        return self._checked(out, (rows.shape[0], c1 - c0), self.method.__name__)
+        return self._scored(rows, rel, entities, c1 - c0)
+
+    def columns(self, rows: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Scores of the local columns at the sorted local positions ``cols``: ``(b, len(cols))``."""
+        entities = cols + self.lo if self.allowed is None else self.allowed[cols + self.c_lo]
+        return self._scored(rows, rel, entities, int(cols.shape[0]))
+
+    def _scored(self, rows, rel, entities, m: int) -> torch.Tensor:
+        out = self._checked(self._call(self.method, rows, rel, entities=entities), (rows.shape[0], m),
+                            self.method.__name__)
+        self._score_dtype = out.dtype
+        return out
+
+    def score_dtype(self, rows: torch.Tensor, rel: torch.Tensor) -> torch.dtype:
+        """The dtype of this shard's scores (true scores are compared in it, as in one process): from
+        the last scoring call, else one probe call on a single row and column; float32 (float64 for
+        float64 rows) without local columns, where nothing is compared."""
+        if self._score_dtype is None:
+            if self.num_local and rows.shape[0]:
+                self.chunk(rows[:1], rel[:1], 0, 1)
+            else:
+                return torch.float64 if self.row_dtype == torch.float64 else torch.float32
+        return self._score_dtype
 
     def local_column(self, ids: torch.Tensor, pos_map) -> torch.Tensor:
         """Local column of each entity id (-1: not a local candidate)."""
@@ -112,20 +154,10 @@ class _Alone:
         return float(self.sc._checked(out, (1, 1), self.sc.method.__name__)[0, 0])
 
 
-def _plan(ctx: RunContext, sc: ShardSideScorer, n_tasks: int) -> tuple[int, int | None]:
-    """``(batch size agreed by all ranks, local chunk width or None)``: as :func:`.full._plan` on the
-    local columns."""
-    opts, ncols, extra = ctx.options, max(1, sc.num_local), sc.score_bytes
-    width = opts.entity_chunk_size
-    if width is None and auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < min(n_tasks, _MIN_CHUNK_ROWS):
-        rows = min(n_tasks, _MIN_CHUNK_ROWS)
-        width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
-    if width is not None and width >= ncols:
-        width = None
-    if width is not None:
-        ctx.note_chunk(int(width))
-    local = opts.batch_size or auto_batch(ctx.budget, width or ncols, n_tasks, extra=extra)
-    return local, width
+def _plan_local(ctx: RunContext, sc: ShardSideScorer, n_tasks: int) -> tuple[int, int | None]:
+    """``(this rank's batch size, local chunk width or None)``: :func:`.full._plan` on the local
+    columns (a whole-row call returns the local columns only)."""
+    return _plan(ctx, sc, n_tasks, row_cols=sc.num_local)
 
 
 def rank_full_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
@@ -133,21 +165,25 @@ def rank_full_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eva
     """Counts of every task of one side (all tasks, on every rank) against every entity."""
     plan = ctx.dist
     queries = plan.guard(_group_by_query, ctx, sub, eval_idx, keys, answers)
-    local_batch, width = plan.guard(_plan, ctx, sc, sub.shape[0])
+    local_batch, width = plan.guard(_plan_local, ctx, sc, sub.shape[0])
     batch_size = plan.agree_min(local_batch)
+    # widths are local (a rank's slice may be narrow or empty), the collectives' sizes are not
+    flags = any(plan.exchange(lambda: width is not None))
     res = SideResult()
 
     def step(a0: int, a1: int) -> None:
         q0 = int(np.searchsorted(queries.task_end, a0, side="right"))
         q1 = int(np.searchsorted(queries.task_end, a1, side="right"))
-        better, tied, ncand = _rank_batch(ctx, sc, queries, q0, q1, a0, a1, index, width)
+        better, tied, ncand = _rank_batch(ctx, sc, queries, q0, q1, a0, a1, index, width, flags)
         res.add(queries.triple_index[a0:a1], better, tied, ncand)
 
     plan.run_batches(sub.shape[0], batch_size, step, bar, ends=queries.task_end)
     return res
 
 
-def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width):
+def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width, flags: bool):
+    """``(better, tied, num_candidates)`` of the tasks ``a0:a1`` (queries ``q0:q1``); ``width``: this
+    rank's chunk width or None; ``flags``: some rank chunks, so phase C carries the re-rank flags."""
     dev, nq, nt, plan = ctx.device, q1 - q0, a1 - a0, ctx.dist
     st = {}
 
@@ -162,7 +198,7 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width)
             rows, cols = _known_answers(ctx, index, queries.keys[q0:q1])
             nfilt = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rows, torch.ones_like(rows))
             ncand = ncand - nfilt[task_q] + 1
-            local = (cols >= sc.c_lo) & (cols < sc.c_hi)  # filtered answers are masked where they live
+            local = (cols >= sc.c_lo) & (cols < sc.c_hi)  # filtered answers are excluded where they live
             st["known"] = (rows[local], cols[local] - sc.c_lo)
         st["ncand"] = ncand
         wire, ints = _int_of(sc.row_dtype)
@@ -177,64 +213,78 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width)
         task_q, lcol = st["task_q"], st["lcol"]
         mine = (lcol >= 0).nonzero().view(-1)
         true = torch.zeros(nt, dtype=torch.float64, device=dev)
-        st["scores"] = None
-        if width is None:
-            scores = sc.local(qrows, rel, 0, sc.num_local)
+        if width is None:  # whole local rows: scored once, counted in phase C
+            scores = sc.chunk(qrows, rel, 0, sc.num_local)
             st["scores"] = scores
             true[mine] = scores[task_q[mine], lcol[mine]].double()
-        else:  # pass 1: the chunks holding this rank's answers
-            chunk_of = lcol[mine] // width
-            for c in torch.unique(chunk_of).tolist():
-                sel = mine[chunk_of == c]
-                part = sc.local(qrows, rel, c * width, min(sc.num_local, (c + 1) * width))
-                true[sel] = part[task_q[sel], lcol[sel] - c * width].double()
+        elif mine.numel():  # pass 1: the batch against this rank's answer columns only
+            true[mine] = answer_scores(sc, qrows, rel, task_q[mine], lcol[mine]).double()
         return true.view(torch.int64)
 
     true64 = plan.reduce(phase_b, (nt,), torch.int64).view(torch.float64).to(dev)
 
     def phase_c():
         task_q, first, rest, known = st["task_q"], st["first"], st["rest"], st["known"]
-        better = torch.zeros(nt, dtype=torch.long, device=dev)
-        tied = torch.zeros(nt, dtype=torch.long, device=dev)
-        chunks = [(0, sc.num_local)] if width is None else \
-            [(c0, min(sc.num_local, c0 + width)) for c0 in range(0, sc.num_local, width)]
-        if known is not None and width is not None:
-            order = torch.argsort(known[1])
-            known = (known[0][order], known[1][order])
-        true = None
-        for c0, c1 in chunks:
-            part = st.pop("scores") if width is None else sc.local(qrows, rel, c0, c1)
-            if true is None:
-                true = true64.to(part.dtype)
-                st["true"] = true
-            check_nan(ctx.options.nan_policy, sc.side, part, true, triples, task_q)
-            if known is not None:
-                if width is None:
-                    frow, fcol = known
-                else:
-                    lo, hi = torch.searchsorted(known[1], torch.tensor([c0, c1], device=dev)).tolist()
-                    frow, fcol = known[0][lo:hi], known[1][lo:hi] - c0
-                if frow.numel():
-                    part = sc.writable(part)
-                    part[frow, fcol] = float("nan")
-            b, t = ctx.counter.rows(part, true, task_q, first, rest)
-            better += b
-            tied += t
-        if true is None:  # no local columns (a restriction leaves this slice empty)
-            true = true64.float()
-            st["true"] = true
-            check_nan(ctx.options.nan_policy, sc.side, torch.zeros((nq, 0), device=dev), true, triples, task_q)
-        if ctx.consistency is not None:
+        if width is None:
+            scores = st.pop("scores")
+            true = true64.to(scores.dtype)
+            better, tied = count_block(ctx, sc, scores, true, task_q, first, rest, known, triples)
+            redo = torch.zeros(nt if flags else 0, dtype=torch.long, device=dev)
+        else:  # pass 2: count chunk by chunk, verify this rank's answers against pass 1
+            true = true64.to(sc.score_dtype(qrows, rel))
+            better, tied, differ = _count_chunks(ctx, sc, qrows, rel, task_q, st["lcol"], first, rest, known,
+                                                 triples, width, true, verify=True)
+            redo = torch.zeros(nt, dtype=torch.long, device=dev)
+            if differ is not None:
+                redo[differ] = 1
+        st["true"] = true
+        if ctx.consistency is not None:  # within a tolerance: a pass-1 value that is re-ranked does as well
             _check(ctx, sc, qrows, queries, q0, q1, a0, a1, st, true, triples)
-        return torch.cat([better, tied])
+        return torch.cat([better.to(dev), tied.to(dev), redo])
 
-    counts = plan.reduce(phase_c, (2 * nt,), torch.int64).to(dev)
-    better, tied = counts[:nt], counts[nt:]
+    counts = plan.reduce(phase_c, ((3 if flags else 2) * nt,), torch.int64).to(dev)
+    better, tied = counts[:nt].clone(), counts[nt:2 * nt].clone()
+    if flags and bool((counts[2 * nt:] > 0).any()):  # the same decision on every rank
+        _rerank(ctx, sc, qrows, rel, triples, width or max(1, sc.num_local), (counts[2 * nt:] > 0).nonzero().view(-1),
+                st, true64, better, tied)
+    true = true64.to(st["true"].dtype)
     if index is None:
         tied = tied - 1  # the true answer ties with itself (on the rank that owns it)
-    true = true64.to(st["true"].dtype)
     better, tied = apply_nan_policy(better, tied, true, st["ncand"], ctx.options.nan_policy)
     return better, tied, st["ncand"]
+
+
+def _rerank(ctx, sc: ShardSideScorer, qrows, rel, triples, width, differ, st, true64, better, tied) -> None:
+    """The queries of the tasks flagged in phase C, ranked again on their own (:func:`.full._rank_chunks_exact`
+    on the local columns; a rank scoring whole rows passes ``width = #local``): the owner reads the
+    true scores from whole chunks of this sub-batch, every rank counts against them. Writes
+    ``true64``, ``better``, ``tied`` of those tasks in place."""
+    plan, dev, nq = ctx.dist, ctx.device, qrows.shape[0]
+    # every rank holds the same flags, hence the same queries and tasks to redo
+    tasks = _redo_batch(nq, st["task_q"], differ, None).tasks
+    n_tasks = int(tasks.numel())
+    redo = {}
+
+    def phase_b():
+        r = _redo_batch(nq, st["task_q"], differ, st["known"])
+        redo["r"] = r
+        ctx.chunk_redone_queries += int(r.queries.numel())
+        true = chunk_true_scores(sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][r.tasks], width)
+        mine = st["lcol"][r.tasks] >= 0
+        return torch.where(mine, true.double(), torch.zeros_like(true, dtype=torch.float64)).view(torch.int64)
+
+    true_r = plan.reduce(phase_b, (n_tasks,), torch.int64).view(torch.float64).to(dev)
+
+    def phase_c():
+        r = redo["r"]
+        t = r.tasks
+        b, tt, _ = _count_chunks(ctx, sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][t], r.first, r.rest,
+                                 r.known, triples[t.cpu().numpy()], width, true_r.to(st["true"].dtype), verify=False)
+        return torch.cat([b.to(dev), tt.to(dev)])
+
+    counts = plan.reduce(phase_c, (2 * n_tasks,), torch.int64).to(dev)
+    better[tasks], tied[tasks] = counts[:n_tasks], counts[n_tasks:]
+    true64[tasks] = true_r
 
 
 def _check(ctx, sc, qrows, queries, q0, q1, a0, a1, st, true, triples) -> None:
@@ -249,15 +299,45 @@ def _check(ctx, sc, qrows, queries, q0, q1, a0, a1, st, true, triples) -> None:
     ctx.consistency.check(_Alone(sc, qrows, qrow), triples, true, picks)
 
 
+def _sampled_batch(ctx: RunContext, sc: ShardSideScorer, n: int, k: int) -> int:
+    """This rank's batch of sampled tasks: a batch of ``b`` scores ``b x min(#local, b (k + 1))``
+    entries at most (the union of its local candidates), so ``b = sqrt(block / (k + 1))`` with
+    ``block`` the entries the budget holds (on the CPU at most ``full._CPU_BLOCK``), and never
+    fewer rows than whole local rows would allow."""
+    if ctx.options.batch_size:
+        return int(ctx.options.batch_size)
+    extra = sc.score_bytes
+    whole = auto_batch(ctx.budget, max(1, sc.num_local), n, extra=extra)
+    block = ctx.budget // int(3 * 4 + 2 + extra + 1)
+    if ctx.device.type == "cpu":
+        block = min(block, _CPU_BLOCK)
+    return int(max(whole, min(n, math.isqrt(max(1, block // (k + 1))))))
+
+
+def _local_candidates(sc: ShardSideScorer, qrows, rel, cand: torch.Tensor) -> torch.Tensor:
+    """Scores of the local columns ``cand`` ``(b, m)`` (-1: not here; those entries are 0) of each row:
+    the union of the batch's local columns through ``entities=``, or whole local rows when the union
+    is most of them."""
+    here = cand >= 0
+    b = cand.shape[0]
+    if not bool(here.any()):
+        return torch.zeros(cand.shape, dtype=sc.score_dtype(qrows, rel), device=cand.device)
+    pos = cand.clamp(min=0)
+    if 2 * int(torch.unique(pos).numel()) >= sc.num_local:
+        got = sc.chunk(qrows, rel, 0, sc.num_local).gather(1, pos)
+    else:
+        got = answer_scores(sc, qrows, rel, torch.arange(b, device=cand.device), pos)
+    return torch.where(here, got, torch.zeros_like(got))
+
+
 def rank_sampled_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eval_idx: np.ndarray,
                          negs: np.ndarray, bar) -> SideResult:
     """Counts of every task against its sampled negatives (drawn for all tasks on every rank);
-    each rank scores the candidates in its slice, as whole local rows gathered at them (the way
-    one process scores a built-in model: ``full rows, gathered``)."""
+    each rank scores only the candidates in its slice (:func:`_local_candidates`): the owner of the
+    answer its true score, every rank its negatives."""
     plan, dev = ctx.dist, ctx.device
     n, k = negs.shape
-    local_batch = ctx.options.batch_size or auto_batch(ctx.budget, max(1, sc.num_local), n, extra=sc.score_bytes)
-    batch_size = plan.agree_min(local_batch)
+    batch_size = plan.agree_min(plan.guard(_sampled_batch, ctx, sc, n, k))
     res = SideResult()
     t_sub = torch.as_tensor(sub, device=dev)
     t_negs = torch.as_tensor(negs, device=dev)
@@ -275,31 +355,29 @@ def rank_sampled_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, 
             .view(wire).to(device=dev, dtype=sc.row_dtype)
 
         def phase_b():
-            scores = sc.local(qrows, r, 0, sc.num_local)
-            st["scores"] = scores
             acol = sc.local_column(ans, ctx.pos_map)
+            ncol = sc.local_column(ng, ctx.pos_map)
+            st["acol"], st["here"] = acol, valid & (ncol >= 0)
+            scores = _local_candidates(sc, qrows, r, torch.cat([acol[:, None], ncol], dim=1))
+            st["got"] = scores[:, 1:]
             mine = (acol >= 0).nonzero().view(-1)
             true = torch.zeros(b, dtype=torch.float64, device=dev)
-            true[mine] = scores[mine, acol[mine]].double()
+            true[mine] = scores[mine, 0].double()
             return true.view(torch.int64)
 
         true64 = plan.reduce(phase_b, (b,), torch.int64).view(torch.float64).to(dev)
 
         def phase_c():
-            scores = st.pop("scores")
-            true = true64.to(scores.dtype)
+            got, here = st.pop("got"), st["here"]
+            true = true64.to(got.dtype)
             st["true"] = true
-            ncol = sc.local_column(ng, ctx.pos_map)
-            here = valid & (ncol >= 0)
-            got = scores.gather(1, ncol.clamp(min=0)) if scores.shape[1] else torch.zeros_like(ng, dtype=true.dtype)
             # the NaN check sees the local candidates (and the true score); other columns count 0
             check_nan(nan_policy, sc.side, torch.where(here, got, torch.zeros_like(got)), true, sub[a0:a1],
                       torch.arange(b, device=dev))
             neg = torch.where(here, got, torch.full_like(got, float("nan")))
             better, tied = ctx.counter.pairs(neg, true)
             if ctx.consistency is not None:
-                acol = sc.local_column(ans, ctx.pos_map)
-                picks = [j for j in sorted({0, b - 1}) if int(acol[j]) >= 0]
+                picks = [j for j in sorted({0, b - 1}) if int(st["acol"][j]) >= 0]
                 if picks:
                     qrow = {(int(e), int(x)): i for i, (e, x) in enumerate(zip(ent.tolist(), r.tolist()))}
                     ctx.consistency.check(_Alone(sc, qrows, qrow), sub[a0:a1], true, picks)
