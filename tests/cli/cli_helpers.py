@@ -20,3 +20,26 @@ def headline_mrr(text: str) -> str:
     m = re.search(r"^MRR \(inverse_harmonic_mean_rank\)\s+\S+\s+\S+\s+(\S+)", text, re.M)
     assert m, text
     return m.group(1)
+
+
+def torchrun_json(*args, nproc: int = 2, timeout: float = 120) -> dict:
+    """``torchrun --nproc-per-node NPROC -m kgeval ARGS...`` (gloo on the CPU, one torch thread per
+    rank) and the one JSON document its rank 0 prints (``--format json``; text before it is skipped)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+                           "--master-port", str(port), "-m", "kgeval", *[str(a) for a in args]], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout[proc.stdout.index("{"):])

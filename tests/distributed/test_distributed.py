@@ -215,7 +215,7 @@ def test_entity_shards_stream_wide_local_slices_in_automatic_chunks(reports):
 def test_cli_torchrun_entities_mode_equals_one_process(tmp_path):
     """``torchrun --nproc-per-node 2 -m kgeval evaluate --model-file M --distributed entities``: each
     rank keeps half of the entity table; rank 0 alone prints the same metrics and protocol as one
-    process (in-process CLI); --distributed with another source is a named error."""
+    process (in-process CLI)."""
     from click.testing import CliRunner
 
     from kgeval.cli import main
@@ -239,9 +239,92 @@ def test_cli_torchrun_entities_mode_equals_one_process(tmp_path):
     a, b = json.loads(one.output), json.loads(proc.stdout)  # one JSON document: rank 1 prints nothing
     assert b["metrics"] == a["metrics"]
     assert b["protocol"] == a["protocol"]
-    bad = CliRunner().invoke(main, ["evaluate", "--entity-embeddings", str(path), "--relation-embeddings", str(path),
-                                    "--interaction", "distmult", "--dataset", "nations", "--distributed", "tasks"])
-    assert bad.exit_code != 0 and "--distributed tasks works with --model-file" in bad.output
+
+
+def _embedding_files(tmp_path):
+    """DistMult embeddings of nations as .npy files (entity rows in the dataset's id order)."""
+    import numpy as np
+
+    from kgeval.data import get_dataset
+
+    ds = get_dataset("nations")
+    rng = np.random.default_rng(0)
+    ent, rel = tmp_path / "ent.npy", tmp_path / "rel.npy"
+    np.save(ent, rng.normal(size=(ds.num_entities, 8)).astype(np.float32))
+    np.save(rel, rng.normal(size=(ds.num_relations, 8)).astype(np.float32))
+    return ds, ent, rel
+
+
+@pytest.mark.slow  # ~13 s per mode on the loaded CI box (two interpreter starts under torchrun)
+@pytest.mark.parametrize("mode", ["entities", "tasks"])
+def test_cli_torchrun_entity_embeddings_equal_one_process(tmp_path, mode):
+    """``torchrun ... kgeval evaluate --entity-embeddings E.npy --relation-embeddings R.npy --distributed
+    entities|tasks``: rank 0 prints one process's metrics and protocol (entities: each rank maps its
+    rows of E.npy, here with an entity restriction; tasks: a full model per rank, and rank 0 writes
+    the --output run directory)."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    ds, ent, rel = _embedding_files(tmp_path)
+    args = ["evaluate", "--entity-embeddings", str(ent), "--relation-embeddings", str(rel), "--interaction",
+            "distmult", "--dataset", "nations", "--format", "json"]
+    if mode == "entities":
+        args += ["--entity-whitelist", ",".join(ds.entity_labels[i] for i in range(0, ds.num_entities, 2))]
+    one = CliRunner().invoke(main, args)
+    assert one.exit_code == 0, one.output
+    out = ["--output", str(tmp_path / "run")] if mode == "tasks" else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                           str(_free_port()), "-m", "kgeval", *args, *out, "--distributed", mode,
+                           "--dist-timeout", "60"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    a, b = json.loads(one.output), json.loads(proc.stdout)  # one JSON document: rank 1 prints nothing
+    assert b["metrics"] == a["metrics"]
+    if mode == "tasks":  # each rank checks the first and last task of its own batches
+        a["protocol"].pop("consistency_check"), b["protocol"].pop("consistency_check")
+    assert b["protocol"] == a["protocol"]
+    if mode == "tasks":
+        assert json.loads((tmp_path / "run" / "config.json").read_text())["source"]["library"] == "embeddings"
+
+
+def test_entity_embeddings_shard_maps_only_its_rows(tmp_path):
+    """``load_external(..., shard=(rank, world))``: the rank's rows of the memory-mapped .npy file."""
+    import numpy as np
+
+    from kgeval.interop.external import load_external
+    from kgeval.models import EntityShard
+
+    ds, ent, rel = _embedding_files(tmp_path)
+    model, _, what = load_external(str(ent), str(rel), "distmult", None, None, "nations", shard=(1, 2))
+    lo, hi = ds.num_entities // 2, ds.num_entities
+    assert isinstance(model, EntityShard) and model.entity_range == (lo, hi) and model.num_entities == hi
+    assert np.array_equal(model.local.entity.weight.detach().numpy(), np.load(ent)[lo:hi])
+    assert "embeddings" in what
+
+
+@pytest.mark.parametrize("flag", ["--libkge-checkpoint", "--pykeen-dir", "--output"])
+def test_cli_entities_mode_refuses_what_it_cannot_shard(tmp_path, flag):
+    """LibKGE checkpoints and PyKEEN directories are single pickles of the whole entity table, and a run
+    directory's model.pt needs the whole table: refused by name before the process group starts
+    (--distributed tasks takes them all)."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    _, ent, rel = _embedding_files(tmp_path)
+    (tmp_path / "ckpt.pt").write_bytes(b"")
+    source = {"--libkge-checkpoint": ["--libkge-checkpoint", str(tmp_path / "ckpt.pt")],
+              "--pykeen-dir": ["--pykeen-dir", str(tmp_path), "--trust-pickle"],
+              "--output": ["--entity-embeddings", str(ent), "--relation-embeddings", str(rel), "--interaction",
+                           "distmult", "--output", str(tmp_path / "run")]}[flag]
+    res = CliRunner().invoke(main, ["evaluate", *source, "--dataset", "nations", "--distributed", "entities"])
+    assert res.exit_code != 0
+    expected = {"--libkge-checkpoint": "cannot shard a LibKGE checkpoint", "--pykeen-dir": "cannot shard a PyKEEN model",
+                "--output": "--output with --distributed entities"}[flag]
+    assert expected in res.output and "--distributed tasks" in res.output, res.output
 
 
 @pytest.mark.parametrize("mode", ["tasks", "entities"])

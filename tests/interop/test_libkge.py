@@ -157,3 +157,19 @@ def test_cli_evaluates_a_checkpoint(tmp_path):
     res = run("evaluate", "-d", "nations", "--libkge-checkpoint", path, "--libkge-data", tmp_path)
     assert res.exit_code == 0, res.output
     assert "LibKGE model" in res.output and "MRR" in res.output
+
+
+@pytest.mark.slow  # two interpreter starts under torchrun
+def test_cli_distributed_tasks_equals_one_process(tmp_path):
+    """``--distributed tasks``: every rank loads the whole checkpoint and ranks a share of the tasks;
+    rank 0 prints one process's metrics (``--distributed entities`` refuses the checkpoint by name)."""
+    import json
+
+    from cli_helpers import run, torchrun_json
+
+    path, *_ = _checkpoint(tmp_path, "complex", reciprocal=True)
+    args = ["evaluate", "-d", "nations", "--libkge-checkpoint", path, "--libkge-data", tmp_path, "--format", "json"]
+    one = run(*args)
+    assert one.exit_code == 0, one.output
+    many = torchrun_json(*args, "--distributed", "tasks", "--dist-timeout", "60")
+    assert many["metrics"] == json.loads(one.output)["metrics"]

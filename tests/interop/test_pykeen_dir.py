@@ -112,3 +112,20 @@ def test_dataset_with_other_ids_is_mapped_through_the_labels(pykeen_dir):
     with torch.no_grad():
         torch.testing.assert_close(converted.score_heads(r, h), scorer.score_heads(r, h), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(converted.score_tails(h, r), scorer.score_tails(h, r), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow  # two interpreter starts under torchrun, each unpickling the PyKEEN model
+def test_cli_distributed_tasks_equals_one_process(pykeen_dir):
+    """``--distributed tasks``: every rank unpickles the whole PyKEEN model and ranks a share of the
+    tasks; rank 0 prints one process's metrics."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
+    from cli_helpers import torchrun_json
+
+    args = ["evaluate", "--pykeen-dir", str(pykeen_dir), "-d", "nations", "--trust-pickle", "--format", "json"]
+    one = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert one.exit_code == 0, one.output
+    many = torchrun_json(*args, "--distributed", "tasks", "--dist-timeout", "60", timeout=240)
+    assert many["metrics"] == json.loads(one.output[one.output.index("{"):])["metrics"]

@@ -46,9 +46,11 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
 @click.option("--output", "-o", type=click.Path(),
               help="Also write the results as JSON here (with --pykeen-dir: a kgeval run directory).")
 @click.option("--distributed", type=click.Choice(["tasks", "entities"]),
-              help="Under torchrun, with --model-file: split the evaluation over the ranks (output from rank 0 "
-                   "only). tasks: every rank holds the model and ranks a share of the tasks; entities: every rank "
-                   "keeps only its slice of the entity table (the file is read once, then sliced on the CPU).")
+              help="Under torchrun: split the evaluation over the ranks (output from rank 0 only). tasks: every "
+                   "rank holds the model and ranks a share of the tasks (any source); entities: every rank keeps "
+                   "only its slice of the entity table (--model-file: read once, then sliced on the CPU; "
+                   "--entity-embeddings .npy: memory-mapped, each rank reads its rows; not --pykeen-dir or "
+                   "--libkge-checkpoint, whose pickles hold the whole table).")
 @click.option("--dist-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
               help="Seconds a rank waits for its peers before the collective fails (with --distributed).")
 @data_dir_option
@@ -64,29 +66,21 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     if sum(x is not None for x in sources) != 1:
         raise InvalidInputError("give exactly one of --model-file and --pykeen-dir, or --entity-embeddings "
                                 "with --relation-embeddings, or --libkge-checkpoint")
-    if distributed and model_file is None:  # was silently ignored: every rank evaluated everything
-        raise InvalidInputError(f"--distributed {distributed} works with --model-file (a kgeval run directory or "
-                                "model file); for embedding files use kgeval.models.shard_embeddings from Python")
-    if model_file is None and pykeen_dir is None:
-        from ..interop.external import evaluate_external
+    if distributed == "entities":  # refused by name before any rank starts waiting for the others
+        from ..interop.external import ENTITIES_REFUSED, OUTPUT_REFUSED
 
-        results, ds, what = evaluate_external(
-            entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
-            split=split, data_dir=data_dir, output=output, filter_validation_when_testing=not no_filter_validation,
-            evaluation_relation_whitelist=split_list(relation_whitelist),
-            evaluation_entity_whitelist=split_list(entity_whitelist))
-        return _report(results, ds, split, what, fmt)
-    if pykeen_dir is not None:
-        from ..interop.pykeen_dir import evaluate_pykeen_directory
+        for flag, given in (("--libkge-checkpoint", libkge_checkpoint), ("--pykeen-dir", pykeen_dir)):
+            if given is not None:
+                raise InvalidInputError(ENTITIES_REFUSED[flag])
+        if output and model_file is None:
+            raise InvalidInputError(OUTPUT_REFUSED)
+    if output:  # before the (possibly long) evaluation, and before the process group (no rank fails alone)
+        if model_file is not None:
+            check_output_file(output)
+        else:
+            from ..workflow.runs import check_output
 
-        results, ds = evaluate_pykeen_directory(
-            pykeen_dir, dataset, trust_pickle=trust_pickle, split=split, data_dir=data_dir, output=output,
-            filter_validation_when_testing=not no_filter_validation, progress=False,
-            evaluation_relation_whitelist=split_list(relation_whitelist),
-            evaluation_entity_whitelist=split_list(entity_whitelist))
-        return _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt)
-    if output:
-        check_output_file(output)  # before the (possibly long) evaluation
+            check_output(output)
     leader = True
     if distributed:
         from ..evaluation.distributed import init_from_env
@@ -97,6 +91,29 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         import torch.distributed as dist
 
         shard = (dist.get_rank(), dist.get_world_size())
+    if model_file is None and pykeen_dir is None:  # embedding files (sharded with shard) or LibKGE
+        from ..interop.external import evaluate_external
+
+        results, ds, what = evaluate_external(
+            entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
+            split=split, data_dir=data_dir, output=output if leader else None, shard=shard,
+            filter_validation_when_testing=not no_filter_validation,
+            evaluation_relation_whitelist=split_list(relation_whitelist),
+            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)
+        if leader:  # every rank holds the same results: one of them reports
+            _report(results, ds, split, what, fmt)
+        return
+    if pykeen_dir is not None:  # --distributed tasks: the whole PyKEEN model on every rank
+        from ..interop.pykeen_dir import evaluate_pykeen_directory
+
+        results, ds = evaluate_pykeen_directory(
+            pykeen_dir, dataset, trust_pickle=trust_pickle, split=split, data_dir=data_dir,
+            output=output if leader else None, filter_validation_when_testing=not no_filter_validation,
+            progress=False, evaluation_relation_whitelist=split_list(relation_whitelist),
+            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)
+        if leader:
+            _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt)
+        return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         model, ds, defaults = _load(Path(model_file), dataset, data_dir, allow_dataset_mismatch, shard)

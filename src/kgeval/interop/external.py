@@ -15,15 +15,25 @@ from ..errors import InvalidInputError
 
 
 def load_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
-                  *, data_dir=None):
-    """``(model, dataset, description)`` of one external source (embedding files or a LibKGE checkpoint)."""
+                  *, data_dir=None, shard: tuple[int, int] | None = None):
+    """``(model, dataset, description)`` of one external source (embedding files or a LibKGE checkpoint).
+
+    ``shard=(rank, world)``: this rank's entity shard of plain embeddings
+    (:func:`kgeval.models.shard_embeddings`, for ``distributed="entities"``): a ``.npy`` entity file is
+    memory-mapped and only the local rows ``[n * rank // world, n * (rank + 1) // world)`` are read;
+    ``.npz`` / ``.pt`` files cannot be mapped and are read whole, then sliced. A LibKGE checkpoint is
+    one pickle holding the whole entity table, so it is not sharded (a named error).
+    """
     from ..data import get_dataset
     from ..models.embeddings import from_embeddings, load_array
+    from ..models.shard import shard_embeddings
 
     if dataset is None:
         raise InvalidInputError("--dataset is required with --entity-embeddings or --libkge-checkpoint")
     ds = get_dataset(dataset, data_dir=data_dir)
     if libkge_checkpoint is not None:
+        if shard is not None:
+            raise InvalidInputError(ENTITIES_REFUSED["--libkge-checkpoint"])
         from .libkge import load_libkge
 
         return load_libkge(libkge_checkpoint, ds, data_dir=libkge_data), ds, f"LibKGE model {libkge_checkpoint}"
@@ -32,22 +42,47 @@ def load_external(entity_embeddings, relation_embeddings, interaction, libkge_ch
     ent = load_array(entity_embeddings, name="entity embeddings")
     rel = load_array(relation_embeddings, name="relation embeddings")
     inverse = rel.shape[0] == 2 * ds.num_relations if len(rel.shape) == 2 else False
-    model = from_embeddings(interaction, ent, rel, inverse_relations=inverse, num_entities=ds.num_entities,
-                            num_relations=ds.num_relations)
+    if shard is not None:
+        model = shard_embeddings(interaction, ent, rel, rank=shard[0], world=shard[1], num_entities=ds.num_entities,
+                                 inverse_relations=inverse, num_relations=ds.num_relations)
+    else:
+        model = from_embeddings(interaction, ent, rel, inverse_relations=inverse, num_entities=ds.num_entities,
+                                num_relations=ds.num_relations)
     return model, ds, f"{model.name} embeddings {entity_embeddings}"
+
+
+OUTPUT_REFUSED = ("--output with --distributed entities and embedding files would write a run directory whose "
+                  "model.pt holds the whole entity table, which no rank has: evaluate with --distributed tasks "
+                  "to write one, or without --output")
+
+#: why ``distributed="entities"`` refuses a source (``kgeval evaluate --distributed tasks`` takes them all)
+ENTITIES_REFUSED = {
+    "--libkge-checkpoint": "--distributed entities cannot shard a LibKGE checkpoint: it is one torch pickle, so "
+                           "every rank would read the whole entity table. Use --distributed tasks (a full model "
+                           "per rank), or save the entity and relation embeddings as .npy files and pass "
+                           "--entity-embeddings/--relation-embeddings (memory-mapped: each rank reads its rows).",
+    "--pykeen-dir": "--distributed entities cannot shard a PyKEEN model: trained_model.pkl is one pickle holding "
+                    "the whole entity table, and PyKEEN's interactions are scored by PyKEEN, not by kgeval's "
+                    "shardable models. Use --distributed tasks (a full model per rank), or evaluate its "
+                    "kgeval conversion (--pykeen-dir ... --output RUN, then --model-file RUN --distributed "
+                    "entities).",
+}
 
 
 def evaluate_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
                       *, split: str = "test", data_dir=None, output=None, filter_validation_when_testing=True,
-                      **evaluate_kwargs):
-    """``(Results, dataset, description)``; ``output``: also write a kgeval run directory there."""
+                      shard: tuple[int, int] | None = None, **evaluate_kwargs):
+    """``(Results, dataset, description)``; ``output``: also write a kgeval run directory there
+    (not with ``shard``: its ``model.pt`` needs the whole entity table); ``shard``: see :func:`load_external`."""
     from ..workflow.evaluation import evaluate_model
     from ..workflow.runs import check_output
 
     if output is not None:
+        if shard is not None:
+            raise InvalidInputError(OUTPUT_REFUSED)
         check_output(output)
     model, ds, what = load_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint,
-                                    libkge_data, dataset, data_dir=data_dir)
+                                    libkge_data, dataset, data_dir=data_dir, shard=shard)
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_validation_when_testing,
                              progress=False, **evaluate_kwargs)
     if output is not None:
