@@ -11,6 +11,7 @@ from kgeval.evaluation import FunctionScorer, evaluate_ranks
 from kgeval.evaluation import count_kernel, full
 from kgeval.evaluation.count_kernel import MIN_PAIRS, fused_counts, use_kernel
 from kgeval.evaluation.counting import Counter
+from kgeval.evaluation.querybatch import first_rest
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +76,7 @@ def test_kernel_matches_the_torch_path_on_float_scores(seed):
     b, t, _ = fused_counts(S, true, task_q, 0.0, known)
     masked = S.clone()
     masked[known] = float("nan")
-    first, rest = full._first_rest(task_q)
+    first, rest = first_rest(task_q)
     rb, rt = Counter(0.0).rows(masked, true, task_q, first, rest)
     assert torch.equal(b, rb) and torch.equal(t, rt)
     assert int(t.min()) >= 0  # each task's own answer is known: never counted as its own tie

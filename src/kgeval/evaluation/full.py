@@ -28,7 +28,6 @@ the number of entities.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -39,6 +38,7 @@ from .count_kernel import fused_counts
 from .counting import apply_nan_policy, check_nan
 from .filter_index import FilterIndex
 from .query_metrics import QueryMetricAccumulator, add_query_metrics
+from .querybatch import Queries, batch_tasks, group_by_query, known_answers, redo_batch
 from .scoring import SideScorer
 
 __all__ = ["rank_full"]
@@ -49,38 +49,6 @@ _MIN_TRUE_COLUMNS = 64  # pass 1 of chunked batches scores at least this many co
 _CPU_BLOCK = 1 << 22  # automatic score block on the CPU, in entries (16 MiB of float32; see _plan)
 _CPU_BLOCK_ROWS = 1024  # ... as this many query rows x 4,096 entities when rows are chunked
 _CPU_WHOLE_ROWS = 256  # whole rows while a block holds at least this many (up to 16,384 entities)
-
-
-@dataclass
-class _Queries:
-    """The tasks of one side sorted by query key, so each query's tasks are contiguous."""
-
-    qstart: np.ndarray  # first (sorted) task of each query
-    task_end: np.ndarray  # tasks of queries [0, i] end at task_end[i]
-    ent: torch.Tensor  # per query: the given entity and relation
-    rel: torch.Tensor
-    keys: torch.Tensor
-    answers: torch.Tensor  # per sorted task
-    triples: np.ndarray
-    triple_index: np.ndarray
-
-
-def _group_by_query(ctx: RunContext, sub, eval_idx, keys, answers) -> _Queries:
-    dev = ctx.device
-    order = np.argsort(keys, kind="stable")
-    skeys = keys[order]
-    qstart = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]])  # where the key changes
-    uq = skeys[qstart]
-    return _Queries(
-        qstart=qstart,
-        task_end=np.r_[qstart[1:], skeys.shape[0]],
-        ent=torch.as_tensor((uq // ctx.num_relations).astype(np.int64), device=dev),
-        rel=torch.as_tensor((uq % ctx.num_relations).astype(np.int64), device=dev),
-        keys=torch.as_tensor(uq, device=dev),
-        answers=torch.as_tensor(answers[order], device=dev),
-        triples=sub[order],
-        triple_index=eval_idx[order],
-    )
 
 
 def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None) -> tuple[int, int | None]:
@@ -134,7 +102,7 @@ def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = 
 def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
               answers: np.ndarray, index: FilterIndex | None, bar, qacc: QueryMetricAccumulator | None) -> SideResult:
     """Counts of every task of one side (``sub``: its triples, ``keys``: their query keys)."""
-    queries = _group_by_query(ctx, sub, eval_idx, keys, answers)
+    queries = group_by_query(ctx, sub, eval_idx, keys, answers)
     batch_size, width = _plan(ctx, sc, sub.shape[0])
     res = SideResult()
 
@@ -148,7 +116,7 @@ def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.nda
     return res
 
 
-def _rank_batch(ctx, sc, queries: _Queries, q0, q1, a0, a1, index, qacc, width):
+def _rank_batch(ctx, sc, queries: Queries, q0, q1, a0, a1, index, qacc, width):
     """``(better, tied, num_candidates)`` of the tasks ``a0:a1``, whose queries are ``q0:q1``."""
     dev, nq, nt = ctx.device, q1 - q0, a1 - a0
     task_q, first, rest = batch_tasks(queries.qstart[q0:q1] - a0, nt, dev)
@@ -157,7 +125,7 @@ def _rank_batch(ctx, sc, queries: _Queries, q0, q1, a0, a1, index, qacc, width):
     known = None
     ncand = torch.full((nt,), ctx.num_columns, dtype=torch.long, device=dev)
     if index is not None:
-        known = _known_answers(ctx, index, queries.keys[q0:q1])
+        known = known_answers(ctx, index, queries.keys[q0:q1])
         nfilt = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, known[0], torch.ones_like(known[0]))
         ncand = ncand - nfilt[task_q] + 1  # the true answer is one of the known answers: count it back in
     ent, rel, triples = queries.ent[q0:q1], queries.rel[q0:q1], queries.triples[a0:a1]
@@ -172,16 +140,6 @@ def _rank_batch(ctx, sc, queries: _Queries, q0, q1, a0, a1, index, qacc, width):
     if ctx.consistency is not None:
         ctx.consistency.check(sc, triples, true, sorted({0, nt - 1}), scale)
     return better, tied, ncand
-
-
-def _known_answers(ctx: RunContext, index: FilterIndex, keys: torch.Tensor):
-    """``(query row, column)`` of every known answer of the batch's queries that is a candidate."""
-    rows, ents = index.pairs(keys)
-    if ctx.pos_map is None:
-        return rows, ents
-    cols = ctx.pos_map[ents]
-    ok = cols >= 0  # answers outside the restriction are not candidates
-    return rows[ok], cols[ok]
 
 
 def _rank_rows(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, qacc):
@@ -230,30 +188,6 @@ def count_block(ctx, sc, scores, true, task_q, first, rest, known, triples):
     return ctx.counter.rows(scores, true, task_q, first, rest)
 
 
-def batch_tasks(qstart: np.ndarray, nt: int, dev):
-    """``(task_q, first, rest)`` of a batch whose query ``i`` owns tasks ``qstart[i]..``: each task's
-    query row, and the first / other tasks of each query as :meth:`Counter.rows` takes them
-    (``None, None`` when every query has one task: rows are compared in place)."""
-    task_q = torch.as_tensor(np.searchsorted(qstart, np.arange(nt), side="right") - 1, device=dev)
-    if nt == len(qstart):
-        return task_q, None, None
-    first = torch.as_tensor(qstart, device=dev)
-    rest = torch.ones(nt, dtype=torch.bool, device=dev)
-    rest[first] = False
-    return task_q, first, rest.nonzero().view(-1)
-
-
-def _first_rest(task_q: torch.Tensor):
-    """``(first, rest)`` of sorted ``task_q`` as :meth:`Counter.rows` takes them (None, None: one task per row)."""
-    nt = task_q.shape[0]
-    change = torch.ones(nt, dtype=torch.bool, device=task_q.device)
-    change[1:] = task_q[1:] != task_q[:-1]
-    first = change.nonzero().view(-1)
-    if first.numel() == nt:
-        return None, None
-    return first, (~change).nonzero().view(-1)
-
-
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Bitwise-equal floats (NaN equals NaN)."""
     return (a == b) | (torch.isnan(a) & torch.isnan(b))
@@ -275,34 +209,6 @@ def answer_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor) -> torc
     part = sc.columns(ent, rel, cols)
     at = torch.searchsorted(cols, col.contiguous())
     return part[task_q.view(-1, *([1] * (col.dim() - 1))), at]
-
-
-@dataclass
-class _Redo:
-    """The queries of the tasks whose true score differed, as a batch of their own."""
-
-    queries: torch.Tensor  # their rows in the batch
-    tasks: torch.Tensor  # their tasks in the batch
-    task_q: torch.Tensor  # each of those tasks' row in ``queries``
-    known: tuple | None  # the known answers of those rows, rows renumbered
-    first: torch.Tensor | None
-    rest: torch.Tensor | None
-
-
-def _redo_batch(nq: int, task_q: torch.Tensor, differ: torch.Tensor, known) -> _Redo:
-    """Every task of a query any of whose tasks ``differ``; shared by one process and entity shards."""
-    dev = task_q.device
-    redo_q = torch.unique(task_q[differ])
-    pos = torch.full((nq,), -1, dtype=torch.long, device=dev)
-    pos[redo_q] = torch.arange(redo_q.numel(), device=dev)
-    tasks = (pos[task_q] >= 0).nonzero().view(-1)
-    sub_q = pos[task_q[tasks]]
-    sub_known = None
-    if known is not None:
-        keep = pos[known[0]] >= 0
-        sub_known = (pos[known[0][keep]], known[1][keep])
-    first, rest = _first_rest(sub_q)
-    return _Redo(redo_q, tasks, sub_q, sub_known, first, rest)
 
 
 def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, width: int) -> torch.Tensor:
@@ -335,7 +241,7 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     better, tied, differ = _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
                                          verify=True)
     if differ is not None:
-        redo = _redo_batch(ent.shape[0], task_q, differ, known)
+        redo = redo_batch(ent.shape[0], task_q, differ, known)
         ctx.chunk_redone_queries += int(redo.queries.numel())
         t = redo.tasks
         b, tt, tr = _rank_chunks_exact(ctx, sc, ent[redo.queries], rel[redo.queries], redo.task_q, col[t],

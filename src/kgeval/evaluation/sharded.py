@@ -41,8 +41,8 @@ from ..ranks import SIDE_HEAD, SIDE_TAIL
 from .batching import auto_batch
 from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
-from .full import (_CPU_BLOCK, _count_chunks, _group_by_query, _known_answers, _plan, _redo_batch,
-                   answer_scores, batch_tasks, chunk_true_scores, count_block)
+from .full import _CPU_BLOCK, _count_chunks, _plan, answer_scores, chunk_true_scores, count_block
+from .querybatch import batch_tasks, group_by_query, known_answers, redo_batch
 from .scoring import SideScorer
 
 __all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
@@ -164,7 +164,7 @@ def rank_full_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eva
                       answers: np.ndarray, index, bar) -> SideResult:
     """Counts of every task of one side (all tasks, on every rank) against every entity."""
     plan = ctx.dist
-    queries = plan.guard(_group_by_query, ctx, sub, eval_idx, keys, answers)
+    queries = plan.guard(group_by_query, ctx, sub, eval_idx, keys, answers)
     local_batch, width = plan.guard(_plan_local, ctx, sc, sub.shape[0])
     batch_size = plan.agree_min(local_batch)
     # widths are local (a rank's slice may be narrow or empty), the collectives' sizes are not
@@ -195,7 +195,7 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width,
         ncand = torch.full((nt,), ctx.num_columns, dtype=torch.long, device=dev)
         st["known"] = None
         if index is not None:
-            rows, cols = _known_answers(ctx, index, queries.keys[q0:q1])
+            rows, cols = known_answers(ctx, index, queries.keys[q0:q1])
             nfilt = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rows, torch.ones_like(rows))
             ncand = ncand - nfilt[task_q] + 1
             local = (cols >= sc.c_lo) & (cols < sc.c_hi)  # filtered answers are excluded where they live
@@ -261,12 +261,12 @@ def _rerank(ctx, sc: ShardSideScorer, qrows, rel, triples, width, differ, st, tr
     ``true64``, ``better``, ``tied`` of those tasks in place."""
     plan, dev, nq = ctx.dist, ctx.device, qrows.shape[0]
     # every rank holds the same flags, hence the same queries and tasks to redo
-    tasks = _redo_batch(nq, st["task_q"], differ, None).tasks
+    tasks = redo_batch(nq, st["task_q"], differ, None).tasks
     n_tasks = int(tasks.numel())
     redo = {}
 
     def phase_b():
-        r = _redo_batch(nq, st["task_q"], differ, st["known"])
+        r = redo_batch(nq, st["task_q"], differ, st["known"])
         redo["r"] = r
         ctx.chunk_redone_queries += int(r.queries.numel())
         true = chunk_true_scores(sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][r.tasks], width)
