@@ -14,7 +14,7 @@ masking is applied per chunk. The true scores are read first from the batch scor
 answer columns only (~#rows / #columns extra work), and checked to be bitwise the in-batch values
 compared against (rows that differ are re-ranked exactly, see
 :func:`_rank_chunks`). On the CPU, automatic sizes keep score blocks near 4M entries (wide rows:
-1,024 queries x 4,096 entities, see :func:`_plan`), so a large (e.g. memory-mapped) entity table is
+1,024 queries x 4,096 entities, see :func:`plan_batches`), so a large (e.g. memory-mapped) entity table is
 read once per ~1,024 queries; when the memory budget forces chunking elsewhere, batches aim at
 ``_CHUNK_ROWS`` query rows. A scorer without ``entities=``
 cannot be chunked (whole rows, with a warning). Query-level metrics need whole rows.
@@ -46,22 +46,22 @@ __all__ = ["rank_full"]
 _MIN_CHUNK_ROWS = 64  # automatic chunking starts when the budget holds fewer whole rows than this
 _CHUNK_ROWS = 512  # ... and then aims at this many query rows per batch (fewer passes over the table)
 _MIN_TRUE_COLUMNS = 64  # pass 1 of chunked batches scores at least this many columns
-_CPU_BLOCK = 1 << 22  # automatic score block on the CPU, in entries (16 MiB of float32; see _plan)
+CPU_BLOCK = 1 << 22  # automatic score block on the CPU, in entries (16 MiB of float32; see plan_batches)
 _CPU_BLOCK_ROWS = 1024  # ... as this many query rows x 4,096 entities when rows are chunked
 _CPU_WHOLE_ROWS = 256  # whole rows while a block holds at least this many (up to 16,384 entities)
 
 
-def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None) -> tuple[int, int | None]:
+def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None) -> tuple[int, int | None]:
     """``(batch size in tasks, entity chunk width or None)`` for rows of ``sc.num_columns`` candidate
     columns, whose whole-row call returns ``row_cols`` scores (default: every entity; an entity
     shard's local slice: its own columns).
 
-    On the CPU, automatic sizes keep each score block near ``_CPU_BLOCK`` entries: a fresh 300 MB
+    On the CPU, automatic sizes keep each score block near ``CPU_BLOCK`` entries: a fresh 300 MB
     block costs page faults and zeroing on every batch (measured: a 766 x 10^5 DistMult product took
     4.3-4.8 ns per score into a fresh tensor vs 2.4-2.5 into a reused one; blocks of 2-4 M entries
     cost the same fresh or reused, since the allocator keeps them), and a block that fits the cache
     is counted from the cache. Wide rows are then chunked (``_CPU_BLOCK_ROWS`` queries x
-    ``_CPU_BLOCK / _CPU_BLOCK_ROWS`` entities) rather than batched a few rows at a time (each batch
+    ``CPU_BLOCK / _CPU_BLOCK_ROWS`` entities) rather than batched a few rows at a time (each batch
     reads the whole entity table). The memory budget stays an upper bound; explicit
     ``batch_size`` / ``entity_chunk_size`` are used as given.
     """
@@ -75,8 +75,8 @@ def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = 
         if auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < min(n_tasks, _MIN_CHUNK_ROWS):
             rows = min(n_tasks, _CHUNK_ROWS)
             width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
-        if cpu_blocks and sc.accepts_entities and _CPU_BLOCK // ncols < _CPU_WHOLE_ROWS:
-            cap = max(1, _CPU_BLOCK // min(n_tasks, _CPU_BLOCK_ROWS))
+        if cpu_blocks and sc.accepts_entities and CPU_BLOCK // ncols < _CPU_WHOLE_ROWS:
+            cap = max(1, CPU_BLOCK // min(n_tasks, _CPU_BLOCK_ROWS))
             width = cap if width is None else min(width, cap)
     if width is not None and width >= ncols:
         width = None
@@ -90,12 +90,12 @@ def _plan(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = 
     if width is None:
         batch = opts.batch_size or auto_batch(ctx.budget, row_cols, n_tasks, extra=extra)
         if cpu_blocks:
-            batch = min(batch, max(_MIN_CHUNK_ROWS, _CPU_BLOCK // ncols))
+            batch = min(batch, max(_MIN_CHUNK_ROWS, CPU_BLOCK // ncols))
         return batch, None
     ctx.note_chunk(int(width))
     batch = opts.batch_size or auto_batch(ctx.budget, width, n_tasks, extra=extra)
     if cpu_blocks:
-        batch = min(batch, max(_MIN_CHUNK_ROWS, _CPU_BLOCK // width))
+        batch = min(batch, max(_MIN_CHUNK_ROWS, CPU_BLOCK // width))
     return batch, int(width)
 
 
@@ -103,7 +103,7 @@ def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.nda
               answers: np.ndarray, index: FilterIndex | None, bar, qacc: QueryMetricAccumulator | None) -> SideResult:
     """Counts of every task of one side (``sub``: its triples, ``keys``: their query keys)."""
     queries = group_by_query(ctx, sub, eval_idx, keys, answers)
-    batch_size, width = _plan(ctx, sc, sub.shape[0])
+    batch_size, width = plan_batches(ctx, sc, sub.shape[0])
     res = SideResult()
 
     def step(a0: int, a1: int) -> None:  # a0, a1 are query boundaries (run_batches aligns them)
@@ -238,7 +238,7 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     against. :mod:`.sharded` runs the same passes on an entity shard's local columns.
     """
     true = answer_scores(sc, ent, rel, task_q, col)
-    better, tied, differ = _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
+    better, tied, differ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
                                          verify=True)
     if differ is not None:
         redo = redo_batch(ent.shape[0], task_q, differ, known)
@@ -254,12 +254,12 @@ def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, tripl
     """As :func:`_rank_chunks`, the true scores read from whole chunks of this very batch
     (:func:`chunk_true_scores`)."""
     true = chunk_true_scores(sc, ent, rel, task_q, col, width)
-    better, tied, _ = _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
+    better, tied, _ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
                                     verify=False)
     return better, tied, true
 
 
-def _count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true, *, verify: bool):
+def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true, *, verify: bool):
     """Pass 2 over the ``sc.num_columns`` columns: ``(better, tied, tasks whose in-batch true score
     differs from ``true`` or None)``; tasks with ``col < 0`` (answer on another entity shard) are not verified."""
     dev, nt, ncols = ctx.device, task_q.shape[0], sc.num_columns

@@ -12,7 +12,7 @@ C. better / tied counts against the local entities, known answers in the local s
 The counts then go through the same NaN policy and ``num_candidates`` rule as one process
 (:mod:`.full`, :mod:`.sampled`); the rank table is the same on every rank.
 
-Local slices are planned as one process plans its columns (:func:`.full._plan`: on the CPU score
+Local slices are planned as one process plans its columns (:func:`.full.plan_batches`: on the CPU score
 blocks near 4M entries, so a wide slice is streamed in entity chunks, e.g. 1,024 queries x 4,096
 entities). Whole local rows are scored once in B and counted in C. Chunked slices use one
 process's one-pass method (:func:`.full._rank_chunks`) on the local columns: in B the owner scores
@@ -41,7 +41,7 @@ from ..ranks import SIDE_HEAD, SIDE_TAIL
 from .batching import auto_batch
 from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
-from .full import _CPU_BLOCK, _count_chunks, _plan, answer_scores, chunk_true_scores, count_block
+from .full import CPU_BLOCK, count_chunks, plan_batches, answer_scores, chunk_true_scores, count_block
 from .querybatch import batch_tasks, group_by_query, known_answers, redo_batch
 from .scoring import SideScorer
 
@@ -155,9 +155,9 @@ class _Alone:
 
 
 def _plan_local(ctx: RunContext, sc: ShardSideScorer, n_tasks: int) -> tuple[int, int | None]:
-    """``(this rank's batch size, local chunk width or None)``: :func:`.full._plan` on the local
+    """``(this rank's batch size, local chunk width or None)``: :func:`.full.plan_batches` on the local
     columns (a whole-row call returns the local columns only)."""
-    return _plan(ctx, sc, n_tasks, row_cols=sc.num_local)
+    return plan_batches(ctx, sc, n_tasks, row_cols=sc.num_local)
 
 
 def rank_full_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
@@ -232,7 +232,7 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width,
             redo = torch.zeros(nt if flags else 0, dtype=torch.long, device=dev)
         else:  # pass 2: count chunk by chunk, verify this rank's answers against pass 1
             true = true64.to(sc.score_dtype(qrows, rel))
-            better, tied, differ = _count_chunks(ctx, sc, qrows, rel, task_q, st["lcol"], first, rest, known,
+            better, tied, differ = count_chunks(ctx, sc, qrows, rel, task_q, st["lcol"], first, rest, known,
                                                  triples, width, true, verify=True)
             redo = torch.zeros(nt, dtype=torch.long, device=dev)
             if differ is not None:
@@ -278,7 +278,7 @@ def _rerank(ctx, sc: ShardSideScorer, qrows, rel, triples, width, differ, st, tr
     def phase_c():
         r = redo["r"]
         t = r.tasks
-        b, tt, _ = _count_chunks(ctx, sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][t], r.first, r.rest,
+        b, tt, _ = count_chunks(ctx, sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][t], r.first, r.rest,
                                  r.known, triples[t.cpu().numpy()], width, true_r.to(st["true"].dtype), verify=False)
         return torch.cat([b.to(dev), tt.to(dev)])
 
@@ -302,7 +302,7 @@ def _check(ctx, sc, qrows, queries, q0, q1, a0, a1, st, true, triples) -> None:
 def _sampled_batch(ctx: RunContext, sc: ShardSideScorer, n: int, k: int) -> int:
     """This rank's batch of sampled tasks: a batch of ``b`` scores ``b x min(#local, b (k + 1))``
     entries at most (the union of its local candidates), so ``b = sqrt(block / (k + 1))`` with
-    ``block`` the entries the budget holds (on the CPU at most ``full._CPU_BLOCK``), and never
+    ``block`` the entries the budget holds (on the CPU at most ``full.CPU_BLOCK``), and never
     fewer rows than whole local rows would allow."""
     if ctx.options.batch_size:
         return int(ctx.options.batch_size)
@@ -310,7 +310,7 @@ def _sampled_batch(ctx: RunContext, sc: ShardSideScorer, n: int, k: int) -> int:
     whole = auto_batch(ctx.budget, max(1, sc.num_local), n, extra=extra)
     block = ctx.budget // int(3 * 4 + 2 + extra + 1)
     if ctx.device.type == "cpu":
-        block = min(block, _CPU_BLOCK)
+        block = min(block, CPU_BLOCK)
     return int(max(whole, min(n, math.isqrt(max(1, block // (k + 1))))))
 
 
