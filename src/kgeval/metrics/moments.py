@@ -83,10 +83,16 @@ def power_sums(num_candidates, exponent, low=None) -> np.ndarray:
     if not big.any():
         return _exact_power_sums(c.astype(np.int64), a, lo.astype(np.int64))
     out = np.empty(c.shape, dtype=np.longdouble)
-    if a.ndim == 0:  # exact prefix up to EXACT_MAX, Euler–Maclaurin from EXACT_MAX + 1 (few terms needed there)
+    if a.ndim == 0:  # Σ_{j≤EXACT_MAX} exactly or nearly, Euler–Maclaurin from EXACT_MAX + 1 (few terms needed there)
         lb, cb = lo[big].astype(np.int64), c[big]
-        p = power_prefix(float(a), EXACT_MAX, np.longdouble)
-        head = np.where(lb <= EXACT_MAX, p[EXACT_MAX] - p[np.minimum(lb, EXACT_MAX + 1) - 1], 0)
+        if np.all(lb == 1):
+            # the null moments: one number per exponent, Σ_{j≤EXACT_MAX} j^a by Euler–Maclaurin from
+            # j = 32 (< 1e-19 relative, see .asymptotics) instead of an exact prefix array of 65,536
+            # extended-precision powers per exponent (0.2 s of the default result: GMR/IGMR use 12)
+            head = power_sum_range(1, EXACT_MAX, a)[()]
+        else:  # ranges (random tie-breaking) start anywhere: the exact prefix array
+            p = power_prefix(float(a), EXACT_MAX, np.longdouble)
+            head = np.where(lb <= EXACT_MAX, p[EXACT_MAX] - p[np.minimum(lb, EXACT_MAX + 1) - 1], 0)
         out[big] = head + euler_maclaurin_power_sum(np.maximum(lb, EXACT_MAX + 1), cb, a)
     else:
         out[big] = power_sum_range(lo[big], c[big], a[big])
