@@ -184,7 +184,7 @@ def _order_stat_mean(c: np.ndarray, k: int) -> tuple[float, bool]:
         left, half = edges[:-1][~flat, None], 0.5 * width[~flat, None]
         s_nodes, _ = surv((left + half * (gx[None, :] + 1.0)).ravel())
         total += float(np.dot((half * gw[None, :]).ravel(), s_nodes))
-    return total, False
+    return float(total), False
 
 
 def median_expectation(c: np.ndarray) -> tuple[float, bool]:
