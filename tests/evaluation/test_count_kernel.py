@@ -177,3 +177,54 @@ def test_auto_loads_the_kernel_in_the_background_and_counts_the_same(monkeypatch
         if fresh:
             count_kernel._LOADER.join(60)
             assert count_kernel.kernel_ready()
+
+
+class _NoOut:
+    """The same model behind methods without ``out=``: every score block is a fresh tensor."""
+
+    def __init__(self, model):
+        self.m = model
+        self.num_entities, self.num_relations = model.num_entities, model.num_relations
+
+    def score_tails(self, heads, relations, entities=None):
+        return self.m.score_tails(heads, relations, entities=entities)
+
+    def score_heads(self, relations, tails, entities=None):
+        return self.m.score_heads(relations, tails, entities=entities)
+
+    def score_triples(self, heads, relations, tails):
+        return self.m.score_triples(heads, relations, tails)
+
+
+@pytest.mark.parametrize("mode", ["torch", "numba"])
+@pytest.mark.parametrize("kw", [{}, {"entity_chunk_size": 13}, {"filtered": False}, {"restrict_entities": range(0, 60, 3)},
+                                {"query_metrics_k": [3]}])
+def test_reused_score_block_gives_the_same_ranks(mode, kw, monkeypatch):
+    """Built-in models write each CPU score block into one reused buffer (``out=``); the ranks, the
+    masking (torch path) and the query metrics equal those from fresh blocks."""
+    from kgeval.models import base, get_model
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
+    model = get_model("distmult", 60, 5, dim=8, seed=3).eval()
+    with torch.no_grad():  # few distinct values: many ties
+        model.entity.weight.copy_(torch.round(model.entity.weight * 4) / 4)
+    rng = np.random.default_rng(4)
+    allt = rng.integers(0, [60, 5, 60], size=(500, 3))
+    train, test = allt[:400], allt[400:]
+    blocks = []
+    real = base.matmul_into
+
+    def spy(q, cand, out=None):
+        res = real(q, cand, out)
+        blocks.append(None if out is None else (res.data_ptr() == out.data_ptr(), out.untyped_storage().data_ptr()))
+        return res
+
+    monkeypatch.setattr("kgeval.models.distmult.matmul_into", spy)
+    got = evaluate_ranks(model, test, filter_triples=[train], batch_size=16, progress=False, **kw)
+    used = [b for b in blocks if b is not None]
+    # one block per side (grown at most once), reused by every batch
+    assert all(b[0] for b in used) and len({b[1] for b in used}) <= 4 and len(used) >= 2
+    ref = evaluate_ranks(_NoOut(model), test, filter_triples=[train], batch_size=16, progress=False, **kw)
+    for name in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
+        assert np.array_equal(getattr(got.rank_table, name), getattr(ref.rank_table, name)), name
+    assert got.extra == ref.extra

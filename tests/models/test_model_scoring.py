@@ -160,3 +160,34 @@ def test_bad_model_sizes_and_indices():
         model.score_tails(torch.tensor([0.0]), torch.tensor([0]))
     with pytest.raises(InvalidInputError, match="entities"):
         model.score_tails(torch.tensor([0]), torch.tensor([0]), entities=torch.tensor([N_ENT]))
+
+
+@pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)
+@pytest.mark.parametrize("inverse", [False, True])
+def test_out_block_gives_the_same_scores(name, kw, inverse):
+    """``out=`` (the evaluator's reused block) never changes a score; matrix-product models write
+    into it (the result *is* the block), the distance models may ignore it."""
+    model = _model(name, kw, inverse=inverse).float()
+    anchors, rels = _all_pairs(N_REL)
+    with torch.inference_mode():
+        for method, args in (("score_tails", (anchors, rels)), ("score_heads", (rels, anchors))):
+            for entities in (None, slice(2, 7)):
+                ref = getattr(model, method)(*args, entities=entities)
+                block = torch.full(ref.shape, float("nan"))
+                got = getattr(model, method)(*args, entities=entities, out=block)
+                assert torch.equal(got, ref)
+                if name in ("distmult", "complex") or (name == "tucker" and (method == "score_tails" or inverse
+                                                                                 or model.bn0 is None)):
+                    assert got.data_ptr() == block.data_ptr()
+            wrong = torch.empty(ref.shape, dtype=torch.float64)  # a block that does not fit is not used
+            assert torch.equal(getattr(model, method)(*args, entities=slice(2, 7), out=wrong), ref)
+
+
+def test_out_block_is_not_used_when_gradients_are_tracked():
+    model = get_model("distmult", N_ENT, N_REL, dim=DIM)
+    block = torch.zeros(N_ENT * N_REL, N_ENT)
+    anchors, rels = _all_pairs(N_REL)
+    scores = model.score_tails(anchors, rels, out=block)
+    assert scores.requires_grad and scores.data_ptr() != block.data_ptr()
+    scores.sum().backward()
+    assert model.entity.weight.grad is not None

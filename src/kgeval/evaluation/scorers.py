@@ -54,13 +54,13 @@ class Scorer(Protocol):
     def score_heads(self, relations: torch.Tensor, tails: torch.Tensor) -> torch.Tensor: ...
 
 
-def accepts_entities(method) -> bool:
-    """Whether a scoring method takes an ``entities=`` keyword (entity-subset scoring)."""
+def accepts_entities(method, keyword: str = "entities") -> bool:
+    """Whether a scoring method takes an ``entities=`` keyword (entity-subset scoring), or ``keyword``."""
     try:
         params = inspect.signature(method).parameters
     except (TypeError, ValueError):
         return False
-    return "entities" in params
+    return keyword in params
 
 
 def _entity_ids(entities, num_entities: int, device) -> torch.Tensor:
@@ -125,11 +125,15 @@ class DistMultScorer:
             return self.entity[entities]
         return self.entity.index_select(0, entities)
 
-    def score_tails(self, heads, relations, entities=None):
-        return (self.entity[heads] * self.relation[relations]) @ self._targets(entities).T
+    def score_tails(self, heads, relations, entities=None, out=None):
+        from ..models.base import matmul_into
 
-    def score_heads(self, relations, tails, entities=None):
-        return (self.entity[tails] * self.relation[relations]) @ self._targets(entities).T
+        return matmul_into(self.entity[heads] * self.relation[relations], self._targets(entities), out)
+
+    def score_heads(self, relations, tails, entities=None, out=None):
+        from ..models.base import matmul_into
+
+        return matmul_into(self.entity[tails] * self.relation[relations], self._targets(entities), out)
 
     def score_tail_candidates(self, heads, relations, candidates):
         q = self.entity[heads] * self.relation[relations]

@@ -88,6 +88,7 @@ class ShardSideScorer(SideScorer):
         #: this scorer's columns are the local ones (what :mod:`.full`'s chunk passes walk)
         self.num_columns = self.num_local
         self._score_dtype: torch.dtype | None = None
+        self.accepts_out, self._block = False, None  # shards score into fresh tensors
 
     def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
         """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""

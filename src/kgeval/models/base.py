@@ -52,6 +52,18 @@ def chunked_pairwise(
     return torch.cat([fn(lo, min(n, lo + step)) for lo in range(0, n, step)], dim=1)
 
 
+def matmul_into(q: torch.Tensor, cand_rows: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``q @ cand_rows.T``, written into ``out`` when it fits: same shape, dtype and device,
+    contiguous, and no gradient to track (``out=`` does not support autograd). The evaluator
+    offers ``out`` to reuse one score block: a fresh 16 MiB result per call was measured ~10%
+    slower than the product into a reused block (1,024 x 4,096 DistMult blocks, 2 threads)."""
+    if (out is not None and out.dtype == q.dtype and out.device == q.device and out.is_contiguous()
+            and tuple(out.shape) == (q.shape[0], cand_rows.shape[0])
+            and not (torch.is_grad_enabled() and (q.requires_grad or cand_rows.requires_grad))):
+        return torch.matmul(q, cand_rows.t(), out=out)
+    return q @ cand_rows.t()
+
+
 def neg_l2_distance(queries: torch.Tensor, candidates: torch.Tensor, candidate_sq: torch.Tensor | None = None):
     """``-||q_i - c_j||_2`` for all pairs via ``||q||^2 + ||c||^2 - 2 q.c`` (one matmul).
 
@@ -143,25 +155,29 @@ class Model(nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
-    def score_tails(self, heads, relations, entities=None) -> torch.Tensor:
-        """Scores of ``(h, r, e)`` for every candidate ``e``: shape (batch, num_candidates)."""
+    def score_tails(self, heads, relations, entities=None, out=None) -> torch.Tensor:
+        """Scores of ``(h, r, e)`` for every candidate ``e``: shape (batch, num_candidates).
+
+        ``out``: an optional tensor of that shape the scores may be written into (the result is
+        then ``out`` itself); models whose last step is not a matrix product ignore it.
+        """
         h = _as_index(heads, "heads", self.num_entities, self.device)
         r = _as_index(relations, "relations", self.num_relation_embeddings, self.device)
         self._same_length(h, r)
-        return self._score_tails(h, r, self._candidates(entities))
+        return self._score_tails(h, r, self._candidates(entities), out)
 
-    def score_heads(self, relations, tails, entities=None) -> torch.Tensor:
+    def score_heads(self, relations, tails, entities=None, out=None) -> torch.Tensor:
         """Scores of ``(e, r, t)`` for every candidate ``e``: shape (batch, num_candidates).
 
-        With inverse relations this is ``score_tails(tails, relations + R, entities)``.
+        With inverse relations this is ``score_tails(tails, relations + R, entities)``; ``out`` as there.
         """
         r = _as_index(relations, "relations", self.num_relations, self.device)
         t = _as_index(tails, "tails", self.num_entities, self.device)
         self._same_length(r, t)
         cand = self._candidates(entities)
         if self.inverse_relations:
-            return self._score_tails(t, r + self.num_relations, cand)
-        return self._score_heads(r, t, cand)
+            return self._score_tails(t, r + self.num_relations, cand, out)
+        return self._score_heads(r, t, cand, out)
 
     def score_triples(self, heads, relations, tails) -> torch.Tensor:
         """Scores of the given triples: shape (batch,)."""
@@ -255,19 +271,20 @@ class Model(nn.Module):
     def relation_embeddings(self, idx: torch.Tensor) -> torch.Tensor:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _score_tails(self, h: torch.Tensor, r: torch.Tensor, cand) -> torch.Tensor:
-        return self._tails_from(self.entity(h), r, self._rows(self.entity.weight, cand))
+    def _score_tails(self, h: torch.Tensor, r: torch.Tensor, cand, out=None) -> torch.Tensor:
+        return self._tails_from(self.entity(h), r, self._rows(self.entity.weight, cand), out=out)
 
-    def _score_heads(self, r: torch.Tensor, t: torch.Tensor, cand) -> torch.Tensor:
-        return self._heads_from(r, self.entity(t), self._rows(self.entity.weight, cand))
+    def _score_heads(self, r: torch.Tensor, t: torch.Tensor, cand, out=None) -> torch.Tensor:
+        return self._heads_from(r, self.entity(t), self._rows(self.entity.weight, cand), out=out)
 
     # The 1-to-all scores from the query entity's embedding rows and the candidates' rows: the
     # built-in models implement these (``_score_tails``/``_score_heads`` above look both up in
     # ``self.entity``); an entity shard (:meth:`shard`) passes rows it received from other ranks.
-    def _tails_from(self, h_rows: torch.Tensor, r: torch.Tensor, cand_rows: torch.Tensor) -> torch.Tensor:
+    # ``out`` as in :meth:`score_tails` (:func:`matmul_into`; may be ignored).
+    def _tails_from(self, h_rows: torch.Tensor, r: torch.Tensor, cand_rows: torch.Tensor, out=None) -> torch.Tensor:
         raise NotImplementedError  # pragma: no cover
 
-    def _heads_from(self, r: torch.Tensor, t_rows: torch.Tensor, cand_rows: torch.Tensor) -> torch.Tensor:
+    def _heads_from(self, r: torch.Tensor, t_rows: torch.Tensor, cand_rows: torch.Tensor, out=None) -> torch.Tensor:
         raise NotImplementedError  # pragma: no cover
 
     def shard(self, rank: int, world: int):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import Model
+from .base import Model, matmul_into
 
 
 class ComplEx(Model):
@@ -36,17 +36,17 @@ class ComplEx(Model):
     def _split(self, x):
         return x[..., : self.dim], x[..., self.dim:]
 
-    def _tails_from(self, h_rows, r, cand_rows):
+    def _tails_from(self, h_rows, r, cand_rows, out=None):
         a, b = self._split(h_rows)
         c, d = self._split(self.relation(r))
         q = torch.cat([a * c - b * d, a * d + b * c], dim=-1)
-        return q @ cand_rows.t()
+        return matmul_into(q, cand_rows, out)
 
-    def _heads_from(self, r, t_rows, cand_rows):
+    def _heads_from(self, r, t_rows, cand_rows, out=None):
         c, d = self._split(self.relation(r))
         e, f = self._split(t_rows)
         q = torch.cat([c * e + d * f, c * f - d * e], dim=-1)
-        return q @ cand_rows.t()
+        return matmul_into(q, cand_rows, out)
 
     def _score_triples(self, h, r, t):
         a, b = self._split(self.entity(h))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .base import Model
+from .base import Model, matmul_into
 
 
 class DistMult(Model):
@@ -29,11 +29,11 @@ class DistMult(Model):
     def relation_embeddings(self, idx):
         return self.relation(idx)
 
-    def _tails_from(self, h_rows, r, cand_rows):
-        return (h_rows * self.relation(r)) @ cand_rows.t()
+    def _tails_from(self, h_rows, r, cand_rows, out=None):
+        return matmul_into(h_rows * self.relation(r), cand_rows, out)
 
-    def _heads_from(self, r, t_rows, cand_rows):
-        return (self.relation(r) * t_rows) @ cand_rows.t()
+    def _heads_from(self, r, t_rows, cand_rows, out=None):
+        return matmul_into(self.relation(r) * t_rows, cand_rows, out)
 
     def _score_triples(self, h, r, t):
         return (self.entity(h) * self.relation(r) * self.entity(t)).sum(-1)

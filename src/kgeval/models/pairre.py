@@ -62,11 +62,11 @@ class PairRE(Model):
 
         return chunked_pairwise(block, a.shape[0], ents.shape[0], self.dim)
 
-    def _tails_from(self, h_rows, r, cand_rows):
+    def _tails_from(self, h_rows, r, cand_rows, out=None):  # out: ignored (not a plain product)
         r_h, r_t = self._rel(r)
         return self._one_to_all(self._ent(h_rows), r_h, r_t, cand_rows)
 
-    def _heads_from(self, r, t_rows, cand_rows):
+    def _heads_from(self, r, t_rows, cand_rows, out=None):
         r_h, r_t = self._rel(r)
         return self._one_to_all(self._ent(t_rows), r_t, r_h, cand_rows)
 

@@ -42,10 +42,10 @@ class RotatE(Model):
             s = -s
         return torch.cat([re * c - im * s, re * s + im * c], dim=-1)
 
-    def _tails_from(self, h_rows, r, cand_rows):
+    def _tails_from(self, h_rows, r, cand_rows, out=None):  # out: ignored (not a plain product)
         return neg_l2_distance(self._rotate(h_rows, self.relation(r)), cand_rows)
 
-    def _heads_from(self, r, t_rows, cand_rows):
+    def _heads_from(self, r, t_rows, cand_rows, out=None):
         return neg_l2_distance(self._rotate(t_rows, self.relation(r), conjugate=True), cand_rows)
 
     def _score_triples(self, h, r, t):

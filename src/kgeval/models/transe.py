@@ -51,10 +51,10 @@ class TransE(Model):
     def _pairwise(self, q, candidates):
         return neg_l2_distance(q, candidates) if self.p == 2 else neg_l1_distance(q, candidates)
 
-    def _tails_from(self, h_rows, r, cand_rows):
+    def _tails_from(self, h_rows, r, cand_rows, out=None):  # out: ignored (not a plain product)
         return self._pairwise(h_rows + self.relation(r), cand_rows)
 
-    def _heads_from(self, r, t_rows, cand_rows):
+    def _heads_from(self, r, t_rows, cand_rows, out=None):
         return self._pairwise(t_rows - self.relation(r), cand_rows)
 
     def _score_triples(self, h, r, t):

@@ -7,7 +7,7 @@ from torch import nn
 
 from .._validation import check_positive_int
 from ..errors import InvalidInputError
-from .base import Model, check_nonnegative
+from .base import Model, check_nonnegative, matmul_into
 
 
 class TuckER(Model):
@@ -88,13 +88,13 @@ class TuckER(Model):
         x = torch.bmm(x.unsqueeze(1), self._core_slices(r)).squeeze(1)
         return self.hidden_dropout2(self._bn(self.bn1, x))
 
-    def _tails_from(self, h_rows, r, cand_rows):
-        return self._tail_queries(h_rows, r) @ cand_rows.t()
+    def _tails_from(self, h_rows, r, cand_rows, out=None):
+        return matmul_into(self._tail_queries(h_rows, r), cand_rows, out)
 
     def _score_triples(self, h, r, t):
         return (self._tail_queries(self.entity(h), r) * self.entity(t)).sum(-1)
 
-    def _heads_from(self, r, t_rows, cand_rows):
+    def _heads_from(self, r, t_rows, cand_rows, out=None):
         t_emb = t_rows
         u = t_emb
         if self.bn1 is not None:
@@ -103,7 +103,7 @@ class TuckER(Model):
         v = torch.bmm(self._core_slices(r), self.hidden_dropout2(u).unsqueeze(-1)).squeeze(-1)
         heads = cand_rows
         if self.bn0 is None:
-            return v @ heads.t()
+            return matmul_into(v, heads, out)
         s0, b0 = self._bn_affine_params(self.bn0)
         offset = (v * b0).sum(-1) + (t_emb * b1).sum(-1)
         return self.input_dropout(v * s0) @ heads.t() + offset.unsqueeze(1)
