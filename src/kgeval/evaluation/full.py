@@ -175,7 +175,7 @@ def count_block(ctx, sc, scores, true, task_q, first, rest, known, triples):
     """
     fused = None
     if ctx.counter.fused:
-        fused = fused_counts(scores, true, task_q, ctx.counter.tol, known, threads=ctx.score_threads or 1)
+        fused = fused_counts(scores, true, task_q, ctx.counter.tol, known)
     if fused is not None:
         better, tied, nan_rows = fused
         if nan_rows or bool(torch.isnan(true).any()):
