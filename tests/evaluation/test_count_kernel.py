@@ -90,7 +90,9 @@ def test_kernel_needs_cpu_floats_and_reads_non_contiguous_blocks():
 def test_use_kernel_switch(monkeypatch):
     monkeypatch.delenv("KGEVAL_COUNT_KERNEL", raising=False)
     cpu = torch.device("cpu")
-    assert not use_kernel(cpu, MIN_PAIRS - 1)  # the one-off import would cost more than it saves
+    assert use_kernel(cpu, MIN_PAIRS - 1)  # loaded (the fixture): small evaluations use it too
+    monkeypatch.setattr(count_kernel, "_READY", __import__("threading").Event())
+    assert not use_kernel(cpu, MIN_PAIRS - 1)  # not loaded: the one-off import would cost more than it saves
     assert use_kernel(cpu, MIN_PAIRS)
     assert not use_kernel(torch.device("meta"), MIN_PAIRS)  # accelerators count with torch
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")

@@ -85,12 +85,15 @@ def use_kernel(device: torch.device, pairs: int) -> bool:
     """Whether an evaluation scoring ``pairs`` (task, candidate) pairs on ``device`` counts with the
     kernel: ``KGEVAL_COUNT_KERNEL`` (read at each call) = ``auto`` (default: on the CPU from
     :data:`MIN_PAIRS` pairs, when numba imports; the kernel loads in the background and blocks are
-    counted by torch until it is ready), ``numba`` (always on the CPU, loaded now) or ``torch`` (never)."""
+    counted by torch until it is ready; below that only once loaded, e.g. by an earlier evaluation
+    of a training run's validation loop), ``numba`` (always on the CPU, loaded now) or ``torch`` (never)."""
     mode = os.environ.get("KGEVAL_COUNT_KERNEL", "auto").strip().lower() or "auto"
     if mode not in ("auto", "torch", "numba"):
         raise InvalidInputError(f"KGEVAL_COUNT_KERNEL must be 'auto', 'numba' or 'torch', got {mode!r}")
-    if mode == "torch" or device.type != "cpu" or (mode == "auto" and pairs < MIN_PAIRS):
+    if mode == "torch" or device.type != "cpu":
         return False
+    if mode == "auto" and pairs < MIN_PAIRS:
+        return _READY.is_set()  # small: only when an earlier evaluation of this process loaded it
     if mode == "auto":  # batches count with torch until the kernel is ready (same counts, see tests)
         _load_in_background()
         return _KERNEL is not False
