@@ -34,23 +34,38 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Measured (2026-11-23, 2-core AMD EPYC VM shared with other jobs, load average 8-9, DistMult dim 64, 5,000 test
-triples): wall time on this box is dominated by the load, so the per-process throughput was taken in CPU time
-with 1 torch thread (1e5 entities, 10^6 filter triples, median of 3): evaluate_ranks 4.6-4.8 CPU-s per ~1e9
-scored pairs, i.e. ~0.21e9 pairs/s per core (the matmul floor in 1,024 x 4,096 blocks: 2.4-2.6 s; the scoring
-call 2.8 s, counting gt/eq/sum 1.2 s, NaN check 0.3 s, masking/bookkeeping 0.25 s, filter index 0.1 s,
-true scores of chunked batches 0.05 s). Before the CPU score blocks the same run took 6.3 CPU-s (the scoring
-call 4.5 s: fresh 300 MB score tensors). A 2-thread process is ~0.2-0.3e9 pairs/s when the box is idle
-(counting runs on one thread, KGEVAL_BOOKKEEPING_THREADS). Wall-clock tables: closing note of issue 10.
+Measured (2026-11-23, 2-core AMD EPYC VM, load 1.6-2, DistMult dim 64, 5,000 test triples, 100,000
+filter triples, ``--repeat 3``; 10^7 with ``--floor-rows 1024`` and one run; wall clock on this box
+swings up to 2x with other jobs, so treat +-15% as noise):
+
+    entities  table procs mode      time s  warm s  floor s  ratio  cpu ratio  metrics s  s/1e9 pairs  anon GiB
+      1e5     RAM     1   one          1.9     1.1      0.9   1.31       1.31        0.5         1.15      0.31
+      1e5     RAM     2   tasks        1.9     1.1      0.9   1.24       1.31        0.5         1.07      0.32
+      1e5     RAM     2   entities     2.2     1.5      0.8   1.82       1.73        0.5         1.53      0.35
+      1e6     RAM     1   one         13.0    11.6      7.9   1.48       1.48        0.5         1.16      0.52
+      1e6     RAM     2   tasks       10.8     9.9      8.5   1.16       1.17        0.5         0.99      0.53
+      1e6     RAM     2   entities    13.4    13.8      7.9   1.74       1.81        0.5         1.38      0.54
+      1e7     mmap    1   one        166.4       -    109.5   1.52       1.52        0.5         1.66      0.29
+      1e7     mmap    2   entities   159.5       -     98.7   1.62       1.63        0.6         1.60      0.34
+
+Before the counting kernel and the reused score block (same box, quiet): 10^5 one 2.3 s (2.40x), 10^6 one
+29.4 s (2.55x), 10^6 entities 37.7 s (3.80x); building Results took 5.5 s at 10^6 candidates. Warm, at
+10^5 entities, a ranking pass is now ~1.05-1.1x the floor in scoring calls (model arithmetic, the
+scorer protocol) plus ~0.2x in the counting kernel (memory-bound: it reads each 16 MiB block once at
+~29 GB/s), plus ~0.05x bookkeeping; the cold first call adds the numba load and torch warm-up.
+Entities mode scores into fresh tensors (shards take no ``out=``) and exchanges rows and counts per batch.
 
 Projection (from the throughput above; re-measure on the target hardware): full filtered evaluation scores
-``2 x #test x #entities`` pairs (fewer after query deduplication). ogbl-wikikg2-sized: 2 x 430k x 2.5M =
-2.15e12 pairs: at ~0.2e9 pairs/s per CPU core (dim 64; the matmul part grows with dim, the counting
-part ~1.8 ns per pair does not) that is ~3 core-hours, so ~12 min on 16 cores; on GPUs, ~4-9e14 FLOP (dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s
-float32 per H100 is ~10-20 s of matmul per GPU when compute-bound (the counting pass roughly doubles memory
-traffic), i.e. a few seconds on 8 GPUs. Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs,
-~4 core-minutes here (dim 64) and well under a second of matmul per GPU; with a memory-mapped
-table (4.6M x 128 float32 = 2.4 GB) peak anonymous memory stays at the ~1-2 GiB budget bound.
+``2 x #test x #entities`` pairs (fewer after query deduplication). This 2-core box ranks ~0.86e9 pairs/s at
+dim 64 (1.16 s per 1e9 pairs; the matmul part grows with dim, the counting part, ~0.2 ns per pair, does
+not). ogbl-wikikg2-sized: 2 x 430k x 2.5M = 2.15e12 pairs: ~42 min on this box, ~5-6 min on 16 cores
+with ``distributed="tasks"`` (tasks mode scaled 1.16x/1.48x = near-linearly here). On GPUs: ~4-9e14 FLOP
+(dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s float32 per H100 is ~10-20 s of matmul per GPU when
+compute-bound, plus one write and one read of every score (8.6 TB in all at ~3 TB/s of HBM, ~3 s), i.e.
+~2-3 s on 8 GPUs and well under a second per GPU on 4 nodes x 8 (not measured: no GPU was lent).
+Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs, ~55 s on this box (dim 64), well
+under a second of matmul per GPU; with a memory-mapped table (4.6M x 128 float32 = 2.4 GB) peak anonymous
+memory stays at the ~1-2 GiB budget bound (0.29 GiB measured at 10^7 x 64).
 Communication: "tasks" mode gathers 3 int64 counts + 1 int64 index per task once per side (430k tasks ->
 ~14 MB per side in total, not per batch); an entity-sharded mode all_reduces 2 int64 counts + 1 float
 score per task per batch (3 counts with chunked local slices: a re-rank flag; O(batch) numbers, e.g.
