@@ -43,6 +43,7 @@ from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
 from .full import CPU_BLOCK, count_chunks, plan_batches, answer_scores, chunk_true_scores, count_block
 from .querybatch import batch_tasks, group_by_query, known_answers, redo_batch
+from .scorers import accepts_entities
 from .scoring import SideScorer
 
 __all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
@@ -88,7 +89,8 @@ class ShardSideScorer(SideScorer):
         #: this scorer's columns are the local ones (what :mod:`.full`'s chunk passes walk)
         self.num_columns = self.num_local
         self._score_dtype: torch.dtype | None = None
-        self.accepts_out, self._block = False, None  # shards score into fresh tensors
+        # on the CPU a shard taking out= writes each local block into one reused buffer, as in one process
+        self.accepts_out, self._block = device.type == "cpu" and accepts_entities(self.method, "out"), None
 
     def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
         """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
@@ -105,20 +107,21 @@ class ShardSideScorer(SideScorer):
         return rows
 
     def chunk(self, rows: torch.Tensor, rel: torch.Tensor, c0: int, c1: int) -> torch.Tensor:
-        """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``."""
+        """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``; in the reused
+        block (:meth:`SideScorer._reused`) when the shard takes ``out=``."""
         if self.allowed is None:
             entities = None if (c0, c1) == (0, self.num_local) else slice(self.lo + c0, self.lo + c1)
         else:
             entities = self.allowed[self.c_lo + c0:self.c_lo + c1]
-        return self._scored(rows, rel, entities, c1 - c0)
+        return self._scored(rows, rel, entities, c1 - c0, **self._reused(rows.shape[0], c1 - c0))
 
     def columns(self, rows: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Scores of the local columns at the sorted local positions ``cols``: ``(b, len(cols))``."""
         entities = cols + self.lo if self.allowed is None else self.allowed[cols + self.c_lo]
         return self._scored(rows, rel, entities, int(cols.shape[0]))
 
-    def _scored(self, rows, rel, entities, m: int) -> torch.Tensor:
-        out = self._checked(self._call(self.method, rows, rel, entities=entities), (rows.shape[0], m),
+    def _scored(self, rows, rel, entities, m: int, **kw) -> torch.Tensor:
+        out = self._checked(self._call(self.method, rows, rel, entities=entities, **kw), (rows.shape[0], m),
                             self.method.__name__)
         self._score_dtype = out.dtype
         return out

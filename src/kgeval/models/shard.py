@@ -101,20 +101,21 @@ class EntityShard(nn.Module):
             raise InvalidInputError(f"entity id {int(idx.min())} is not held by this shard {self.entity_range}")
         return w.index_select(0, idx - lo)
 
-    def score_tails_from(self, head_rows: torch.Tensor, relations, entities=None) -> torch.Tensor:
-        """Scores of ``(h_i, r_i, e)``, ``h_i`` given by its entity row, for the local entities ``e``."""
+    def score_tails_from(self, head_rows: torch.Tensor, relations, entities=None, out=None) -> torch.Tensor:
+        """Scores of ``(h_i, r_i, e)``, ``h_i`` given by its entity row, for the local entities ``e``
+        (``out``: a block the scores may be written into, as in :meth:`Model.score_tails`)."""
         m = self.local
         r = _as_index(relations, "relations", m.num_relation_embeddings, m.device)
-        return m._tails_from(head_rows.to(m.device), r, self._local(entities))
+        return m._tails_from(head_rows.to(m.device), r, self._local(entities), out=out)
 
-    def score_heads_from(self, relations, tail_rows: torch.Tensor, entities=None) -> torch.Tensor:
+    def score_heads_from(self, relations, tail_rows: torch.Tensor, entities=None, out=None) -> torch.Tensor:
         """Scores of ``(e, r_i, t_i)``, ``t_i`` given by its entity row, for the local entities ``e``."""
         m = self.local
         r = _as_index(relations, "relations", m.num_relations, m.device)
         rows = tail_rows.to(m.device)
         if m.inverse_relations:
-            return m._tails_from(rows, r + m.num_relations, self._local(entities))
-        return m._heads_from(r, rows, self._local(entities))
+            return m._tails_from(rows, r + m.num_relations, self._local(entities), out=out)
+        return m._heads_from(r, rows, self._local(entities), out=out)
 
 
 def shard_model(model: Model, rank: int, world: int) -> EntityShard:
