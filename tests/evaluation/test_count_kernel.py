@@ -222,9 +222,60 @@ def test_reused_score_block_gives_the_same_ranks(mode, kw, monkeypatch):
     monkeypatch.setattr("kgeval.models.distmult.matmul_into", spy)
     got = evaluate_ranks(model, test, filter_triples=[train], batch_size=16, progress=False, **kw)
     used = [b for b in blocks if b is not None]
-    # one block per side (grown at most once), reused by every batch
-    assert all(b[0] for b in used) and len({b[1] for b in used}) <= 4 and len(used) >= 2
+    # one block per side and chunk walker (grown at most once), reused by every batch
+    assert all(b[0] for b in used) and len({b[1] for b in used}) <= 8 and len(used) >= 2
     ref = evaluate_ranks(_NoOut(model), test, filter_triples=[train], batch_size=16, progress=False, **kw)
     for name in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
         assert np.array_equal(getattr(got.rank_table, name), getattr(ref.rank_table, name)), name
     assert got.extra == ref.extra
+
+
+@pytest.mark.parametrize("kw", [{}, {"filtered": False}, {"restrict_entities": range(0, 300, 2)}, {"tie_tolerance": 0.5}])
+def test_parallel_chunk_walkers_give_the_same_ranks(kw, monkeypatch):
+    """Two threads walking a batch's entity chunks (each scoring on one torch thread, counting with the
+    kernel) give the rank tables of one walker; the thread count is restored afterwards."""
+    from kgeval.models import get_model
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    model = get_model("complex", 300, 6, dim=8, seed=5).eval()
+    with torch.no_grad():
+        model.entity.weight.copy_(torch.round(model.entity.weight * 4) / 4)
+    rng = np.random.default_rng(6)
+    allt = rng.integers(0, [300, 6, 300], size=(900, 3))
+    train, test = allt[:700], allt[700:]
+    walkers = []
+    real = full._walk_in_parallel
+
+    def spy(sc, walk, workers):
+        walkers.append(workers)
+        return real(sc, walk, workers)
+
+    monkeypatch.setattr(full, "_walk_in_parallel", spy)
+    tables = {}
+    threads = torch.get_num_threads()
+    for n in ("1", "2", "3"):
+        monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", n)
+        walkers.clear()
+        tables[n] = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=37, progress=False,
+                                   **kw).rank_table
+        assert (walkers and set(walkers) == {int(n)}) if n != "1" else not walkers
+        assert torch.get_num_threads() == threads
+    for n in ("2", "3"):
+        for name in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
+            assert np.array_equal(getattr(tables[n], name), getattr(tables["1"], name)), (n, name)
+
+
+def test_parallel_chunk_walkers_raise_the_nan_error_and_validate_their_setting(monkeypatch):
+    from kgeval.models import get_model
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    model = get_model("distmult", 200, 3, dim=4, seed=1).eval()
+    with torch.no_grad():
+        model.entity.weight[150] = float("nan")  # in a chunk the second walker scores
+    test = np.array([[0, 0, 1], [2, 1, 3]])
+    with pytest.raises(InvalidInputError, match="NaN scores for triple"):
+        evaluate_ranks(model, test, entity_chunk_size=40, progress=False, filtered=False)
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "two")
+    with pytest.raises(InvalidInputError, match="KGEVAL_CHUNK_WORKERS must be a positive integer"):
+        evaluate_ranks(model, test, entity_chunk_size=40, progress=False, filtered=False)

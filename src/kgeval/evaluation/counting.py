@@ -12,6 +12,7 @@ set to NaN before counting (in a score tensor the evaluator owns).
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import torch
@@ -51,7 +52,15 @@ class Counter:
         self.tol = tol
         #: count CPU blocks with the compiled kernel (:mod:`.count_kernel`, see :func:`.count_kernel.use_kernel`)
         self.fused = fused
-        self.buf: torch.Tensor | None = None
+        self._local = threading.local()  # one comparison buffer per thread (chunk walkers, see full.py)
+
+    @property
+    def buf(self) -> torch.Tensor | None:
+        return getattr(self._local, "buf", None)
+
+    @buf.setter
+    def buf(self, value: torch.Tensor | None) -> None:
+        self._local.buf = value
 
     def _block_rows(self, nrows: int, ncols: int, device: torch.device) -> int:
         """Rows per block; the buffer grows to a block (allocated once, not per batch)."""

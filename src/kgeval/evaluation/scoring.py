@@ -65,7 +65,7 @@ class SideScorer:
         self.score_bytes = float(getattr(scorer, "score_bytes", 0.0) or 0.0)
         #: on the CPU a scorer taking ``out=`` writes each score block into one reused buffer
         self.accepts_out = device.type == "cpu" and accepts_entities(self.method, "out")
-        self._block: torch.Tensor | None = None
+        self._blocks: list[torch.Tensor | None] = []  # one per concurrent chunk walker (slot)
 
     def _call(self, method, ent, rel, *args, **kw):
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
@@ -90,21 +90,27 @@ class SideScorer:
         return out
 
     # ------------------------------------------------------------------ scoring
-    def _reused(self, b: int, m: int) -> dict:
-        """``{"out": a (b, m) view of the reused float32 block}`` for a scorer taking ``out=``, else ``{}``.
+    def _reused(self, b: int, m: int, slot: int = 0) -> dict:
+        """``{"out": a (b, m) view of the reused float32 block of ``slot``}`` for a scorer taking
+        ``out=``, else ``{}``.
 
-        The block is overwritten by the next :meth:`rows` / :meth:`chunk` call: callers use a block's
-        scores before asking for the next (every score kept beyond that is indexed out, i.e. copied).
+        A block is overwritten by the next :meth:`rows` / :meth:`chunk` call of the same slot: callers
+        use a block's scores before asking for the next (every score kept beyond that is indexed out,
+        i.e. copied). Concurrent chunk walkers (:func:`.full.count_chunks`) use one slot each.
         """
         if not self.accepts_out:
             return {}
-        if self._block is None or self._block.numel() < b * m:
+        while len(self._blocks) <= slot:
+            self._blocks.append(None)
+        block = self._blocks[slot]
+        if block is None or block.numel() < b * m:
             # grow at least 2x (up to 4M entries) so batches of slowly rising row counts do not
             # reallocate each time; never more than 16 MiB beyond what a batch needs
-            old = 0 if self._block is None else self._block.numel()
-            self._block = None  # free the old block before allocating the larger one
-            self._block = torch.empty(max(b * m, min(2 * old, 1 << 22)), dtype=torch.float32, device=self.device)
-        return {"out": self._block[: b * m].view(b, m)}
+            old = 0 if block is None else block.numel()
+            self._blocks[slot] = None  # free the old block before allocating the larger one
+            block = torch.empty(max(b * m, min(2 * old, 1 << 22)), dtype=torch.float32, device=self.device)
+            self._blocks[slot] = block
+        return {"out": block[: b * m].view(b, m)}
 
     def rows(self, ent: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
         """Scores of all allowed entities for each query: ``(b, num_columns)``."""
@@ -116,10 +122,10 @@ class SideScorer:
         out = self._checked(self._call(self.method, ent, rel, **kw), (b, self.num_entities), self.method.__name__)
         return out if self.allowed is None else out.index_select(1, self.allowed)
 
-    def chunk(self, ent: torch.Tensor, rel: torch.Tensor, c0: int, c1: int) -> torch.Tensor:
+    def chunk(self, ent: torch.Tensor, rel: torch.Tensor, c0: int, c1: int, slot: int = 0) -> torch.Tensor:
         """Scores of the allowed entities at column positions ``[c0, c1)``: ``(b, c1 - c0)``."""
         entities = slice(c0, c1) if self.allowed is None else self.allowed[c0:c1]
-        out = self._call(self.method, ent, rel, entities=entities, **self._reused(ent.shape[0], c1 - c0))
+        out = self._call(self.method, ent, rel, entities=entities, **self._reused(ent.shape[0], c1 - c0, slot))
         return self._checked(out, (ent.shape[0], c1 - c0), self.method.__name__)
 
     def columns(self, ent: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
@@ -176,9 +182,9 @@ class SideScorer:
         return scores.clone(memory_format=torch.contiguous_format)
 
     def _owns(self, t: torch.Tensor) -> bool:
-        if self._block is not None and t.is_contiguous() and t.untyped_storage().data_ptr() == \
-                self._block.untyped_storage().data_ptr():
-            return True  # the reused block: the evaluator's own buffer, lent to the scorer for one call
+        if t.is_contiguous() and any(b is not None and t.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+                                     for b in self._blocks):
+            return True  # a reused block: the evaluator's own buffer, lent to the scorer for one call
         if not t.is_contiguous() or t.storage_offset() != 0:
             return False
         storage = t.untyped_storage()

@@ -90,7 +90,7 @@ class ShardSideScorer(SideScorer):
         self.num_columns = self.num_local
         self._score_dtype: torch.dtype | None = None
         # on the CPU a shard taking out= writes each local block into one reused buffer, as in one process
-        self.accepts_out, self._block = device.type == "cpu" and accepts_entities(self.method, "out"), None
+        self.accepts_out, self._blocks = device.type == "cpu" and accepts_entities(self.method, "out"), []
 
     def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
         """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
@@ -106,14 +106,14 @@ class ShardSideScorer(SideScorer):
             rows[own] = out.to(device=self.device, dtype=self.row_dtype)
         return rows
 
-    def chunk(self, rows: torch.Tensor, rel: torch.Tensor, c0: int, c1: int) -> torch.Tensor:
+    def chunk(self, rows: torch.Tensor, rel: torch.Tensor, c0: int, c1: int, slot: int = 0) -> torch.Tensor:
         """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``; in the reused
         block (:meth:`SideScorer._reused`) when the shard takes ``out=``."""
         if self.allowed is None:
             entities = None if (c0, c1) == (0, self.num_local) else slice(self.lo + c0, self.lo + c1)
         else:
             entities = self.allowed[self.c_lo + c0:self.c_lo + c1]
-        return self._scored(rows, rel, entities, c1 - c0, **self._reused(rows.shape[0], c1 - c0))
+        return self._scored(rows, rel, entities, c1 - c0, **self._reused(rows.shape[0], c1 - c0, slot))
 
     def columns(self, rows: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Scores of the local columns at the sorted local positions ``cols``: ``(b, len(cols))``."""
