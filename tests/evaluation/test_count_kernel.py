@@ -279,3 +279,33 @@ def test_parallel_chunk_walkers_raise_the_nan_error_and_validate_their_setting(m
     monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "two")
     with pytest.raises(InvalidInputError, match="KGEVAL_CHUNK_WORKERS must be a positive integer"):
         evaluate_ranks(model, test, entity_chunk_size=40, progress=False, filtered=False)
+
+
+def _evaluate_in_child(queue):
+    from kgeval.models import get_model
+
+    model = get_model("distmult", 200, 3, dim=4, seed=1).eval()
+    test = np.array([[0, 0, 1], [2, 1, 3], [5, 2, 7]])
+    table = evaluate_ranks(model, test, entity_chunk_size=40, progress=False).rank_table
+    queue.put(table.optimistic.tolist())
+
+
+def test_chunk_walkers_work_in_a_forked_child(monkeypatch):
+    """The walkers' thread pool of the parent does not exist in a forked child: a new one is made
+    (the child would otherwise wait forever on a pool without threads)."""
+    import multiprocessing as mp
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    _evaluate_in_child(q)  # the parent's pool exists now
+    expected = q.get(timeout=10)
+    assert full._WORKERS is not None
+    child = ctx.Process(target=_evaluate_in_child, args=(q,))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung on the parent's walker pool")
+    assert child.exitcode == 0 and q.get(timeout=10) == expected

@@ -39,6 +39,17 @@ _LOCK = threading.Lock()
 _READY = threading.Event()  # set once the kernel is loaded and has run (compiled or read from cache)
 
 
+def _after_fork_in_child() -> None:
+    """A child forked while the kernel loaded on a thread: that thread and its lock are gone."""
+    global _LOCK, _LOADER
+    _LOCK = threading.Lock()
+    if not _READY.is_set():
+        _LOADER = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _load():
     global _KERNEL
     with _LOCK:

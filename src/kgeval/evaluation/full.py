@@ -262,7 +262,7 @@ def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, tripl
     return better, tied, true
 
 
-_WORKERS = None  # threads that walk chunks beside the caller (see _chunk_workers)
+_WORKERS = None  # (pid, thread pool) walking chunks beside the caller (see _chunk_workers)
 
 
 def _chunk_workers(ctx, sc, nchunks: int, block: int) -> int:
@@ -300,8 +300,10 @@ def _walk_in_parallel(sc, walk, workers: int):
     global _WORKERS
     from concurrent.futures import ThreadPoolExecutor
 
-    if _WORKERS is None or _WORKERS._max_workers < workers - 1:
-        _WORKERS = ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="kgeval-chunks")
+    # a new pool in a forked child: the parent's threads do not exist there (submit would wait forever)
+    if _WORKERS is None or _WORKERS[0] != os.getpid() or _WORKERS[1]._max_workers < workers - 1:
+        _WORKERS = (os.getpid(), ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="kgeval-chunks"))
+    pool = _WORKERS[1]
     threads = sc.threads
     sc.threads = 1  # scorer calls must not change the process-wide thread count under each other
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
@@ -312,7 +314,7 @@ def _walk_in_parallel(sc, walk, workers: int):
 
     try:
         with torch_threads(1):
-            futures = [_WORKERS.submit(walker, slot) for slot in range(1, workers)]
+            futures = [pool.submit(walker, slot) for slot in range(1, workers)]
             try:
                 parts = [walk(0, workers)]
             finally:  # never leave a walker running past this batch (an error is raised after all end)
