@@ -37,32 +37,40 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Measured (2026-11-23, 2-core AMD EPYC VM, load 1.6-2, DistMult dim 64, 5,000 test triples, 100,000
-filter triples, ``--repeat 3``; 10^7 with ``--floor-rows 1024`` and one run; wall clock on this box
-swings up to 2x with other jobs, so treat +-15% as noise):
+Measured (2026-11-23, 2-core AMD EPYC VM, load 1.5-2, DistMult dim 64, 5,000 test triples, 100,000
+filter triples; ``--repeat 5`` at 1e5, 3 at 1e6, 2 at 1e7 with ``--floor-rows 1024``; wall clock on this
+box swings up to 2x from minute to minute, so treat +-15% as noise):
 
     entities  table procs mode      time s  warm s  floor s  ratio  cpu ratio  metrics s  s/1e9 pairs  anon GiB
-      1e5     RAM     1   one          1.9     1.1      0.9   1.31       1.31        0.5         1.15      0.31
-      1e5     RAM     2   tasks        1.9     1.1      0.9   1.24       1.31        0.5         1.07      0.32
-      1e5     RAM     2   entities     2.2     1.5      0.8   1.82       1.73        0.5         1.53      0.35
-      1e6     RAM     1   one         13.0    11.6      7.9   1.48       1.48        0.5         1.16      0.52
-      1e6     RAM     2   tasks       10.8     9.9      8.5   1.16       1.17        0.5         0.99      0.53
-      1e6     RAM     2   entities    13.4    13.8      7.9   1.74       1.81        0.5         1.38      0.54
-      1e7     mmap    1   one        166.4       -    109.5   1.52       1.52        0.5         1.66      0.29
-      1e7     mmap    2   entities   159.5       -     98.7   1.62       1.63        0.6         1.60      0.34
+      1e5     RAM     1   one          2.6     1.3      1.1   1.14       1.07        0.5         1.34      0.34
+      1e5     RAM     2   tasks        3.1     1.6      1.0   1.57       1.35        0.8         1.59      0.34
+      1e5     RAM     2   entities     2.5     1.4      0.9   1.48       1.32        0.6         1.38      0.31
+      1e6     RAM     1   one         16.3    10.7     11.3   0.92       0.90        0.5         1.07      0.58
+      1e6     RAM     2   tasks       14.9    13.0      9.6   1.35       1.30        0.6         1.30      0.54
+      1e6     RAM     2   entities    13.8    10.7      8.3   1.45       1.38        0.5         1.07      0.42
+      1e7     mmap    1   one        115.3   133.7     96.4   1.36       1.31        0.6         1.34      0.39
+      1e7     mmap    2   entities   127.9   113.5     96.3   1.20       1.16        0.6         1.13      0.37
+
+(ratio: median of back-to-back evaluation/floor pairs. One process walks each batch's chunks on two
+threads, each with a one-thread matmul, which can beat the two-thread matmul floor; the 2-process
+modes run one thread each and share the two cores, and the 1e5 tasks/entities rows ran beside a short
+test run.) 10^4 entities (whole rows, no walkers): ~2.5x with torch counting, ~1.9-2.2x with the kernel:
+a 419 x 10^4 product per batch is ~1.4x slower than the floor's 1,024 x 4,096 blocks, plus the filter
+index and the protocol's count of unique known triples (O(#filter triples) per call).
 
 Before the counting kernel and the reused score block (same box, quiet): 10^5 one 2.3 s (2.40x), 10^6 one
 29.4 s (2.55x), 10^6 entities 37.7 s (3.80x); building Results took 5.5 s at 10^6 candidates. Warm, at
-10^5 entities, a ranking pass is now ~1.05-1.1x the floor in scoring calls (model arithmetic, the
-scorer protocol) plus ~0.2x in the counting kernel (memory-bound: it reads each 16 MiB block once at
-~29 GB/s), plus ~0.05x bookkeeping; the cold first call adds the numba load and torch warm-up.
-Entities mode scores into fresh tensors (shards take no ``out=``) and exchanges rows and counts per batch.
+10^5 entities with one walker, a ranking pass was ~1.05-1.1x the floor in scoring calls (model
+arithmetic, the scorer protocol) plus ~0.2x in the counting kernel (memory-bound: it reads each 16 MiB
+block once at ~18-29 GB/s), plus ~0.05x bookkeeping; two walkers hide the counting behind the other
+walker's matmul. The cold first call adds the numba load and torch warm-up.
+Entities mode also exchanges query rows, true scores and counts per batch.
 
 Projection (from the throughput above; re-measure on the target hardware): full filtered evaluation scores
 ``2 x #test x #entities`` pairs (fewer after query deduplication). This 2-core box ranks ~0.86e9 pairs/s at
 dim 64 (1.16 s per 1e9 pairs; the matmul part grows with dim, the counting part, ~0.2 ns per pair, does
 not). ogbl-wikikg2-sized: 2 x 430k x 2.5M = 2.15e12 pairs: ~42 min on this box, ~5-6 min on 16 cores
-with ``distributed="tasks"`` (tasks mode scaled 1.16x/1.48x = near-linearly here). On GPUs: ~4-9e14 FLOP
+with ``distributed="tasks"`` (cost per pair stays flat from 1e5 to 1e7 entities). On GPUs: ~4-9e14 FLOP
 (dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s float32 per H100 is ~10-20 s of matmul per GPU when
 compute-bound, plus one write and one read of every score (8.6 TB in all at ~3 TB/s of HBM, ~3 s), i.e.
 ~2-3 s on 8 GPUs and well under a second per GPU on 4 nodes x 8 (not measured: no GPU was lent).
