@@ -137,9 +137,7 @@ def test_evaluations_use_the_kernel_and_agree_with_torch(kw, monkeypatch):
         calls.clear()
         tables[mode] = evaluate_ranks(scorer, test, filter_triples=[train], progress=False, **kw).rank_table
         assert calls and all(calls) if mode == "numba" else not calls
-    a, b = tables["torch"], tables["numba"]
-    for name in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
-        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    _assert_same_tables(tables["torch"], tables["numba"])
 
 
 @pytest.mark.parametrize("chunk", [None, 5])
@@ -179,6 +177,23 @@ def test_auto_loads_the_kernel_in_the_background_and_counts_the_same(monkeypatch
             assert count_kernel.kernel_ready()
 
 
+def _tied_model_and_triples(name, ne, nr, seed, n, ntrain):
+    """A built-in model whose entity embeddings take few distinct values (many tied scores), and
+    ``(train, test)`` random triples."""
+    from kgeval.models import get_model
+
+    model = get_model(name, ne, nr, dim=8, seed=seed).eval()
+    with torch.no_grad():
+        model.entity.weight.copy_(torch.round(model.entity.weight * 4) / 4)
+    allt = np.random.default_rng(seed + 1).integers(0, [ne, nr, ne], size=(n, 3))
+    return model, allt[:ntrain], allt[ntrain:]
+
+
+def _assert_same_tables(a, b, label=""):
+    for name in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), (label, name)
+
+
 class _NoOut:
     """The same model behind methods without ``out=``: every score block is a fresh tensor."""
 
@@ -202,15 +217,10 @@ class _NoOut:
 def test_reused_score_block_gives_the_same_ranks(mode, kw, monkeypatch):
     """Built-in models write each CPU score block into one reused buffer (``out=``); the ranks, the
     masking (torch path) and the query metrics equal those from fresh blocks."""
-    from kgeval.models import base, get_model
+    from kgeval.models import base
 
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
-    model = get_model("distmult", 60, 5, dim=8, seed=3).eval()
-    with torch.no_grad():  # few distinct values: many ties
-        model.entity.weight.copy_(torch.round(model.entity.weight * 4) / 4)
-    rng = np.random.default_rng(4)
-    allt = rng.integers(0, [60, 5, 60], size=(500, 3))
-    train, test = allt[:400], allt[400:]
+    model, train, test = _tied_model_and_triples("distmult", 60, 5, 3, 500, 400)
     blocks = []
     real = base.matmul_into
 
@@ -225,8 +235,7 @@ def test_reused_score_block_gives_the_same_ranks(mode, kw, monkeypatch):
     # one block per side and chunk walker (grown at most once), reused by every batch
     assert all(b[0] for b in used) and len({b[1] for b in used}) <= 8 and len(used) >= 2
     ref = evaluate_ranks(_NoOut(model), test, filter_triples=[train], batch_size=16, progress=False, **kw)
-    for name in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
-        assert np.array_equal(getattr(got.rank_table, name), getattr(ref.rank_table, name)), name
+    _assert_same_tables(got.rank_table, ref.rank_table)
     assert got.extra == ref.extra
 
 
@@ -234,15 +243,8 @@ def test_reused_score_block_gives_the_same_ranks(mode, kw, monkeypatch):
 def test_parallel_chunk_walkers_give_the_same_ranks(kw, monkeypatch):
     """Two threads walking a batch's entity chunks (each scoring on one torch thread, counting with the
     kernel) give the rank tables of one walker; the thread count is restored afterwards."""
-    from kgeval.models import get_model
-
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
-    model = get_model("complex", 300, 6, dim=8, seed=5).eval()
-    with torch.no_grad():
-        model.entity.weight.copy_(torch.round(model.entity.weight * 4) / 4)
-    rng = np.random.default_rng(6)
-    allt = rng.integers(0, [300, 6, 300], size=(900, 3))
-    train, test = allt[:700], allt[700:]
+    model, train, test = _tied_model_and_triples("complex", 300, 6, 5, 900, 700)
     walkers = []
     real = full._walk_in_parallel
 
@@ -261,8 +263,7 @@ def test_parallel_chunk_walkers_give_the_same_ranks(kw, monkeypatch):
         assert (walkers and set(walkers) == {int(n)}) if n != "1" else not walkers
         assert torch.get_num_threads() == threads
     for n in ("2", "3"):
-        for name in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
-            assert np.array_equal(getattr(tables[n], name), getattr(tables["1"], name)), (n, name)
+        _assert_same_tables(tables[n], tables["1"], n)
 
 
 def test_parallel_chunk_walkers_raise_the_nan_error_and_validate_their_setting(monkeypatch):
