@@ -310,3 +310,32 @@ def test_chunk_walkers_work_in_a_forked_child(monkeypatch):
         child.kill()
         pytest.fail("the forked child hung on the parent's walker pool")
     assert child.exitcode == 0 and q.get(timeout=10) == expected
+
+
+def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatch):
+    """A model in training mode (dropout / batch norm state) or a scorer that does not declare
+    ``concurrent_scoring`` is walked by one thread, ``out=`` or not."""
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    model, train, test = _tied_model_and_triples("distmult", 120, 4, 7, 300, 250)
+    walkers = []
+    real = full._walk_in_parallel
+    monkeypatch.setattr(full, "_walk_in_parallel", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
+
+    class WithOut(_NoOut):  # takes out= but says nothing about threads
+        def score_tails(self, heads, relations, entities=None, out=None):
+            return self.m.score_tails(heads, relations, entities=entities, out=out)
+
+        def score_heads(self, relations, tails, entities=None, out=None):
+            return self.m.score_heads(relations, tails, entities=entities, out=out)
+
+    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=30, progress=False).rank_table
+    assert walkers  # eval mode: walked by two threads
+    for scorer, train_mode in ((WithOut(model), False), (model, True)):
+        walkers.clear()
+        model.train(train_mode)
+        got = evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=30, progress=False,
+                             check_consistency=False).rank_table
+        assert not walkers
+        _assert_same_tables(got, ref)
+    model.eval()

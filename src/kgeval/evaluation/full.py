@@ -273,9 +273,10 @@ def _chunk_workers(ctx, sc, nchunks: int, block: int) -> int:
     with a ``t``-thread matmul leaves ``t - 1`` cores idle while it counts. Measured at 10^6
     entities, dim 64, 2 cores: two walkers ~0.7-0.9x the 2-thread matmul floor of the chunk loop vs
     ~1.0-1.2x for one (the bits of a product do not depend on the thread count here, and pass 2
-    verifies them against pass 1 anyway). Only for the scorers kgeval knows to be thread-safe (those
-    taking ``out=``: built-in models and shards, ``DistMultScorer``), automatic block sizes (each
-    walker holds one block) and once the kernel is loaded (the torch path shares a buffer).
+    verifies them against pass 1 anyway). Only for scorers that say several threads may score at once
+    (``concurrent_scoring``: built-in models and shards in eval mode, ``DistMultScorer``; any scorer
+    may declare it) and take ``out=``, automatic block sizes (each walker holds one block) and once
+    the kernel is loaded.
     ``KGEVAL_CHUNK_WORKERS``: a positive count overrides ``t`` (1 = off).
     """
     raw = os.environ.get("KGEVAL_CHUNK_WORKERS", "").strip()
@@ -289,6 +290,8 @@ def _chunk_workers(ctx, sc, nchunks: int, block: int) -> int:
     else:
         n = ctx.score_threads or 1
     if n < 2 or nchunks < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > CPU_BLOCK:
+        return 1
+    if getattr(sc.scorer, "concurrent_scoring", False) is not True:
         return 1
     if not (ctx.counter.fused and kernel_ready()):
         return 1

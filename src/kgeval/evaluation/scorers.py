@@ -111,6 +111,9 @@ class DistMultScorer:
     integer embeddings, so every score is exact) and the benchmark.
     """
 
+    #: stateless: several threads may score at once (the evaluator's chunk walkers)
+    concurrent_scoring = True
+
     def __init__(self, entity_embeddings, relation_embeddings):
         self.entity = torch.as_tensor(entity_embeddings)
         self.relation = torch.as_tensor(relation_embeddings, dtype=self.entity.dtype, device=self.entity.device)

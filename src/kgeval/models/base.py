@@ -152,6 +152,12 @@ class Model(nn.Module):
 
     # ------------------------------------------------------------------ public scorer API
     @property
+    def concurrent_scoring(self) -> bool:
+        """Whether several threads may score at once (the evaluator's chunk walkers): in eval mode
+        (training-mode dropout / batch norm would update state from several threads)."""
+        return not self.training
+
+    @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
 

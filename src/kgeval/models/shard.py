@@ -101,6 +101,11 @@ class EntityShard(nn.Module):
             raise InvalidInputError(f"entity id {int(idx.min())} is not held by this shard {self.entity_range}")
         return w.index_select(0, idx - lo)
 
+    @property
+    def concurrent_scoring(self) -> bool:
+        """As :attr:`Model.concurrent_scoring` of the local model."""
+        return not self.local.training
+
     def score_tails_from(self, head_rows: torch.Tensor, relations, entities=None, out=None) -> torch.Tensor:
         """Scores of ``(h_i, r_i, e)``, ``h_i`` given by its entity row, for the local entities ``e``
         (``out``: a block the scores may be written into, as in :meth:`Model.score_tails`)."""
