@@ -9,7 +9,7 @@ import torch
 
 from .errors import InvalidInputError
 
-__all__ = ["torch_threads", "bookkeeping_threads"]
+__all__ = ["torch_threads", "bookkeeping_threads", "env_count"]
 
 
 @contextmanager
@@ -37,11 +37,21 @@ def bookkeeping_threads() -> int | None:
     can stall on a descheduled OpenMP thread (measured: 330 small blocks took 10 s with 2 threads,
     0.04 s with 1); the scorer calls keep the caller's count.
     """
-    raw = os.environ.get("KGEVAL_BOOKKEEPING_THREADS", "1").strip() or "1"
+    n = env_count("KGEVAL_BOOKKEEPING_THREADS", minimum=0)
+    return 1 if n is None else (n or None)
+
+
+def env_count(name: str, *, minimum: int) -> int | None:
+    """The integer count in environment variable ``name`` (read now), None when unset or empty; a
+    value below ``minimum`` (0 or 1) or not an integer is a named error."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
     try:
         n = int(raw)
     except ValueError:
-        n = -1
-    if n < 0:
-        raise InvalidInputError(f"KGEVAL_BOOKKEEPING_THREADS must be a non-negative integer, got {raw!r}")
-    return n or None
+        n = minimum - 1
+    if n < minimum:
+        kind = "non-negative" if minimum == 0 else "positive"
+        raise InvalidInputError(f"{name} must be a {kind} integer, got {raw!r}")
+    return n

@@ -103,15 +103,14 @@ def use_kernel(device: torch.device, pairs: int) -> bool:
         raise InvalidInputError(f"KGEVAL_COUNT_KERNEL must be 'auto', 'numba' or 'torch', got {mode!r}")
     if mode == "torch" or device.type != "cpu":
         return False
-    if mode == "auto" and pairs < MIN_PAIRS:
-        return _READY.is_set()  # small: only when an earlier evaluation of this process loaded it
-    if mode == "auto":  # batches count with torch until the kernel is ready (same counts, see tests)
-        _load_in_background()
+    if mode == "auto":
+        if pairs < MIN_PAIRS:
+            return _READY.is_set()  # small: only when an earlier evaluation of this process loaded it
+        _load_in_background()  # batches count with torch until the kernel is ready (same counts, see tests)
         return _KERNEL is not False
-    ok = bool(_load())
-    if mode == "numba" and not ok:
+    if not _load():
         raise InvalidInputError("KGEVAL_COUNT_KERNEL=numba but numba cannot be imported (pip install numba)")
-    return ok
+    return True
 
 
 def _count_rows(S, task_q, lo, hi, krow, kcol, better, tied):  # compiled by numba (see _load)
@@ -171,9 +170,7 @@ def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor,
         return None
     if scores.dtype not in (torch.float32, torch.float64) or true.dtype not in (torch.float32, torch.float64):
         return None
-    S = scores.detach()
-    if S.stride(-1) != 1 or (S.dim() == 2 and S.shape[0] > 1 and S.stride(0) != S.shape[1]):
-        S = S.contiguous()  # the compiled loop is specialised for C-contiguous rows
+    S = scores.detach().contiguous()  # the compiled loop is specialised for C-contiguous rows
     true = true.detach().reshape(-1)
     if tol == 0:  # the same thresholds as the torch path: ``true + tol`` in true's dtype
         hi = lo = true.contiguous().numpy()

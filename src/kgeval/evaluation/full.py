@@ -33,8 +33,7 @@ import warnings
 import numpy as np
 import torch
 
-from .._threads import torch_threads
-from ..errors import InvalidInputError
+from .._threads import env_count, torch_threads
 from .batching import auto_batch, run_batches
 from .context import RunContext, SideResult
 from .count_kernel import fused_counts, kernel_ready
@@ -183,7 +182,7 @@ def count_block(ctx, sc, scores, true, task_q, first, rest, known, triples):
         better, tied, nan_rows = fused
         if nan_rows or bool(torch.isnan(true).any()):
             check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q)
-        return better.to(ctx.device), tied.to(ctx.device)
+        return better, tied  # on the CPU, like the scores (fused_counts declines any other device)
     check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q)
     if known is not None:
         scores = sc.writable(scores)  # never write into the scorer's memory
@@ -262,7 +261,7 @@ def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, tripl
     return better, tied, true
 
 
-_WORKERS = None  # (pid, thread pool) walking chunks beside the caller (see _chunk_workers)
+_WORKERS = None  # (pid, size, thread pool) walking chunks beside the caller (see _chunk_workers)
 
 
 def _chunk_workers(ctx, sc, nchunks: int, block: int) -> int:
@@ -279,16 +278,7 @@ def _chunk_workers(ctx, sc, nchunks: int, block: int) -> int:
     the kernel is loaded.
     ``KGEVAL_CHUNK_WORKERS``: a positive count overrides ``t`` (1 = off).
     """
-    raw = os.environ.get("KGEVAL_CHUNK_WORKERS", "").strip()
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise InvalidInputError(f"KGEVAL_CHUNK_WORKERS must be a positive integer, got {raw!r}")
-    else:
-        n = ctx.score_threads or 1
+    n = env_count("KGEVAL_CHUNK_WORKERS", minimum=1) or ctx.score_threads or 1
     if n < 2 or nchunks < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > CPU_BLOCK:
         return 1
     if getattr(sc.scorer, "concurrent_scoring", False) is not True:
@@ -304,9 +294,10 @@ def _walk_in_parallel(sc, walk, workers: int):
     from concurrent.futures import ThreadPoolExecutor
 
     # a new pool in a forked child: the parent's threads do not exist there (submit would wait forever)
-    if _WORKERS is None or _WORKERS[0] != os.getpid() or _WORKERS[1]._max_workers < workers - 1:
-        _WORKERS = (os.getpid(), ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="kgeval-chunks"))
-    pool = _WORKERS[1]
+    if _WORKERS is None or _WORKERS[0] != os.getpid() or _WORKERS[1] < workers - 1:
+        _WORKERS = (os.getpid(), workers - 1,
+                    ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="kgeval-chunks"))
+    pool = _WORKERS[2]
     threads = sc.threads
     sc.threads = 1  # scorer calls must not change the process-wide thread count under each other
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()

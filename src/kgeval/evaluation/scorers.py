@@ -42,7 +42,7 @@ import torch
 from ..errors import InvalidInputError
 from ..interop.pykeen import PyKEENScorer, is_pykeen_model
 
-__all__ = ["Scorer", "FunctionScorer", "DistMultScorer", "PyKEENScorer", "accepts_entities", "as_scorer"]
+__all__ = ["Scorer", "FunctionScorer", "DistMultScorer", "PyKEENScorer", "accepts_entities", "accepts_keyword", "as_scorer"]
 
 
 @runtime_checkable
@@ -54,8 +54,13 @@ class Scorer(Protocol):
     def score_heads(self, relations: torch.Tensor, tails: torch.Tensor) -> torch.Tensor: ...
 
 
-def accepts_entities(method, keyword: str = "entities") -> bool:
-    """Whether a scoring method takes an ``entities=`` keyword (entity-subset scoring), or ``keyword``."""
+def accepts_entities(method) -> bool:
+    """Whether a scoring method takes an ``entities=`` keyword (entity-subset scoring)."""
+    return accepts_keyword(method, "entities")
+
+
+def accepts_keyword(method, keyword: str) -> bool:
+    """Whether a scoring method takes the keyword ``keyword`` (e.g. ``out=``, a reusable score block)."""
     try:
         params = inspect.signature(method).parameters
     except (TypeError, ValueError):

@@ -19,7 +19,7 @@ import torch
 from .._threads import torch_threads
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL
-from .scorers import accepts_entities
+from .scorers import accepts_entities, accepts_keyword
 
 __all__ = ["SideScorer"]
 
@@ -64,7 +64,7 @@ class SideScorer:
         #: declared working memory per score entry beyond the score matrix (see the scorer protocol)
         self.score_bytes = float(getattr(scorer, "score_bytes", 0.0) or 0.0)
         #: on the CPU a scorer taking ``out=`` writes each score block into one reused buffer
-        self.accepts_out = device.type == "cpu" and accepts_entities(self.method, "out")
+        self.accepts_out = device.type == "cpu" and accepts_keyword(self.method, "out")
         self._blocks: list[torch.Tensor | None] = []  # one per concurrent chunk walker (slot)
 
     def _call(self, method, ent, rel, *args, **kw):

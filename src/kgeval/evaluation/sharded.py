@@ -43,7 +43,7 @@ from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
 from .full import CPU_BLOCK, count_chunks, plan_batches, answer_scores, chunk_true_scores, count_block
 from .querybatch import batch_tasks, group_by_query, known_answers, redo_batch
-from .scorers import accepts_entities
+from .scorers import accepts_keyword
 from .scoring import SideScorer
 
 __all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
@@ -90,7 +90,7 @@ class ShardSideScorer(SideScorer):
         self.num_columns = self.num_local
         self._score_dtype: torch.dtype | None = None
         # on the CPU a shard taking out= writes each local block into one reused buffer, as in one process
-        self.accepts_out, self._blocks = device.type == "cpu" and accepts_entities(self.method, "out"), []
+        self.accepts_out, self._blocks = device.type == "cpu" and accepts_keyword(self.method, "out"), []
 
     def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
         """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
