@@ -339,3 +339,93 @@ def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatc
         assert not walkers
         _assert_same_tables(got, ref)
     model.eval()
+
+
+def _spy_walkers(monkeypatch):
+    walkers = []
+    real = full._walk_in_parallel
+    monkeypatch.setattr(full, "_walk_in_parallel", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
+    return walkers
+
+
+@pytest.mark.parametrize("kw", [{}, {"filtered": False}, {"restrict_entities": range(0, 90, 2)}, {"tie_tolerance": 0.5},
+                                {"nan_policy": "worst"}, {"check_consistency": True}])
+def test_row_walkers_give_the_same_ranks(kw, monkeypatch):
+    """Whole-row batches split over two or three walkers (each scores and counts its query rows)
+    give the rank tables of one walker, the torch path and fresh score blocks."""
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    model, train, test = _tied_model_and_triples("complex", 90, 5, 11, 900, 500)
+    walkers = _spy_walkers(monkeypatch)
+    tables = {}
+    for n in ("1", "2", "3"):
+        monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", n)
+        walkers.clear()
+        tables[n] = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+        # parts of at least _MIN_WALKER_ROWS query rows: a small batch gets fewer walkers
+        assert (walkers and max(walkers) == int(n) and min(walkers) >= 2) if n != "1" else not walkers
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
+    tables["torch"] = evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False, **kw).rank_table
+    for n in ("2", "3", "torch"):
+        _assert_same_tables(tables[n], tables["1"], n)
+
+
+def test_row_walkers_name_the_nan_triple_by_its_batch_index(monkeypatch):
+    """A NaN row in the second walker's part is reported with its index in the batch, not in the part."""
+    from kgeval.models import get_model
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    model = get_model("distmult", 50, 3, dim=4, seed=1).eval()
+    with torch.no_grad():
+        model.relation.weight[2] = float("nan")  # only the last triple uses relation 2
+    test = np.array([[i, i % 2, (i + 1) % 50] for i in range(39)] + [[45, 2, 9]])
+    walkers = _spy_walkers(monkeypatch)
+    with pytest.raises(InvalidInputError, match=r"NaN scores for triple 39 of the batch \(45, 2, 9\), tail"):
+        evaluate_ranks(model, test, progress=False, filtered=False, sides=["tail"])
+    assert walkers == [2]
+
+
+@pytest.mark.parametrize("mode", ["numba", "torch"])
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("kw", [{}, {"filtered": False}, {"restrict_entities": range(1, 299, 3)},
+                                {"check_consistency": True, "tie_tolerance": 0.25}])
+def test_rows_scored_in_tiles_give_the_same_ranks(mode, workers, kw, monkeypatch):
+    """Whole rows of unaligned length scored in column tiles (:func:`full._tile_width`; shrunk here
+    to tiles of 40 columns) give the rank tables of one whole-row product per batch."""
+    model, train, test = _tied_model_and_triples("distmult", 299, 5, 13, 800, 600)
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", workers)
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+    monkeypatch.setattr(full, "_TILE_COLS", 40)
+    monkeypatch.setattr(full, "_TILE_ALIGN", 8)
+    widths = []
+    real = full._tile_width
+    monkeypatch.setattr(full, "_tile_width", lambda ctx, sc: widths.append(real(ctx, sc)) or widths[-1])
+    got = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+    assert widths and set(widths) == {40}  # 299 or 100 columns: unaligned, so tiled
+    _assert_same_tables(got, ref)
+
+
+def test_tiles_only_for_unaligned_rows_and_the_nan_error_names_a_triple(monkeypatch):
+    """At the real tile width: 4,100 entities (aligned) stay whole, 4,099 are tiled (2 tiles of
+    2,176 columns at most), with the same ranks; a NaN in the second tile is still reported."""
+    from kgeval.models import get_model
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    widths = []
+    real = full._tile_width
+    monkeypatch.setattr(full, "_tile_width", lambda ctx, sc: widths.append(real(ctx, sc)) or widths[-1])
+    for ne, expect in ((4112, None), (4099, 2176)):
+        model, train, test = _tied_model_and_triples("distmult", ne, 3, 17, 300, 200)
+        widths.clear()
+        got = evaluate_ranks(model, test, filter_triples=[train], progress=False).rank_table
+        assert set(widths) == {expect}
+        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
+        ref = evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False).rank_table
+        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+        _assert_same_tables(got, ref, ne)
+    model = get_model("distmult", 4099, 3, dim=4, seed=1).eval()
+    with torch.no_grad():
+        model.entity.weight[3000] = float("nan")  # a candidate in the second tile of every row
+    with pytest.raises(InvalidInputError, match=r"NaN scores for triple 0 of the batch \(0, 0, 1\)"):
+        evaluate_ranks(model, np.array([[0, 0, 1], [2, 1, 3]]), progress=False, filtered=False)

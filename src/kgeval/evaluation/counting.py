@@ -121,8 +121,9 @@ def apply_nan_policy(better, tied, true, ncand, policy: str):
     return better, tied
 
 
-def check_nan(policy: str, side: int, scores, true, rows_triples: np.ndarray, task_q) -> None:
-    """Policy ``"raise"``: raise on NaN scores, naming the first offending triple and side."""
+def check_nan(policy: str, side: int, scores, true, rows_triples: np.ndarray, task_q, task0: int = 0) -> None:
+    """Policy ``"raise"``: raise on NaN scores, naming the first offending triple and side (``task0``:
+    the batch index of the first task here, when these are a part of the batch's tasks)."""
     if policy != "raise":
         return
     suspicious = torch.isnan(scores.sum(1))  # a NaN anywhere makes the row sum NaN (or inf - inf)
@@ -133,7 +134,7 @@ def check_nan(policy: str, side: int, scores, true, rows_triples: np.ndarray, ta
         j = int(bad_tasks.nonzero()[0])
         h, r, t = (int(x) for x in rows_triples[j])
         raise InvalidInputError(
-            f"NaN scores for triple {j} of the batch ({h}, {r}, {t}), {SIDE_NAMES[side]} prediction; "
+            f"NaN scores for triple {task0 + j} of the batch ({h}, {r}, {t}), {SIDE_NAMES[side]} prediction; "
             "pass nan_policy='worst' to rank NaN scores last"
         )
 

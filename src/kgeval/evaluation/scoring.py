@@ -96,7 +96,8 @@ class SideScorer:
 
         A block is overwritten by the next :meth:`rows` / :meth:`chunk` call of the same slot: callers
         use a block's scores before asking for the next (every score kept beyond that is indexed out,
-        i.e. copied). Concurrent chunk walkers (:func:`.full.count_chunks`) use one slot each.
+        i.e. copied). Concurrent walkers (:func:`.full.count_chunks`, :func:`.full._split_rows`) use one
+        slot each.
         """
         if not self.accepts_out:
             return {}
@@ -112,13 +113,13 @@ class SideScorer:
             self._blocks[slot] = block
         return {"out": block[: b * m].view(b, m)}
 
-    def rows(self, ent: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
-        """Scores of all allowed entities for each query: ``(b, num_columns)``."""
+    def rows(self, ent: torch.Tensor, rel: torch.Tensor, slot: int = 0) -> torch.Tensor:
+        """Scores of all allowed entities for each query: ``(b, num_columns)`` (``slot``: see :meth:`_reused`)."""
         b = ent.shape[0]
         if self.allowed is not None and self.accepts_entities:
-            out = self._call(self.method, ent, rel, entities=self.allowed, **self._reused(b, self.num_columns))
+            out = self._call(self.method, ent, rel, entities=self.allowed, **self._reused(b, self.num_columns, slot))
             return self._checked(out, (b, self.num_columns), self.method.__name__)
-        kw = self._reused(b, self.num_entities) if self.allowed is None else {}
+        kw = self._reused(b, self.num_entities, slot) if self.allowed is None else {}
         out = self._checked(self._call(self.method, ent, rel, **kw), (b, self.num_entities), self.method.__name__)
         return out if self.allowed is None else out.index_select(1, self.allowed)
 
@@ -127,6 +128,21 @@ class SideScorer:
         entities = slice(c0, c1) if self.allowed is None else self.allowed[c0:c1]
         out = self._call(self.method, ent, rel, entities=entities, **self._reused(ent.shape[0], c1 - c0, slot))
         return self._checked(out, (ent.shape[0], c1 - c0), self.method.__name__)
+
+    def tiles(self, ent: torch.Tensor, rel: torch.Tensor, width: int, slot: int = 0) -> list[torch.Tensor]:
+        """Scores of all allowed entities for each query as column tiles ``[0, width)``,
+        ``[width, 2 width)``, ...: a list of ``(b, c1 - c0)`` tensors, laid out tile after tile in the
+        slot's block of the whole rows' size (:meth:`_reused`; needs ``entities=``)."""
+        b, n, name = ent.shape[0], self.num_columns, self.method.__name__
+        block = self._reused(b, n, slot).get("out")
+        flat = None if block is None else block.view(-1)
+        out = []
+        for c0 in range(0, n, width):
+            c1 = min(n, c0 + width)
+            kw = {} if flat is None else {"out": flat[b * c0 : b * c1].view(b, c1 - c0)}
+            entities = slice(c0, c1) if self.allowed is None else self.allowed[c0:c1]
+            out.append(self._checked(self._call(self.method, ent, rel, entities=entities, **kw), (b, c1 - c0), name))
+        return out
 
     def columns(self, ent: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Scores of the allowed entities at the (sorted) column positions ``cols``: ``(b, len(cols))``."""
