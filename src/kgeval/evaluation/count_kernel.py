@@ -86,10 +86,14 @@ def kernel_ready() -> bool:
     return _READY.is_set()
 
 
-#: evaluations scoring fewer (task, candidate) pairs keep the torch path under "auto": importing
-#: numba and loading the cached kernel costs ~0.5 s once per process (measured 0.19 s + 0.38 s),
-#: about what the kernel saves on ~5e8 pairs (~1 ns per pair at 10^5 entities)
-MIN_PAIRS = 1 << 29
+#: evaluations scoring fewer (task, candidate) pairs keep the torch path under "auto" until an
+#: earlier one loaded the kernel: importing numba and loading the cached kernel costs ~0.5 s of one
+#: core once per process (measured 0.19 s + 0.38 s, on a background thread), and the kernel saves
+#: ~0.5-1 ns per pair (10^4 entities: 65 ms of torch counting per 10^8 pairs vs 16 ms) and lets
+#: score blocks be walked by several threads (:func:`.full._walkers`). From ~7e7 pairs an evaluation
+#: is big enough that the load pays for itself within a few evaluations of the same process (a
+#: validation loop, a benchmark); a one-off evaluation of that size loses at most ~0.5 s of one core.
+MIN_PAIRS = 1 << 26
 
 
 def use_kernel(device: torch.device, pairs: int) -> bool:
