@@ -41,6 +41,7 @@ def test_options_refuse_bools_for_integers(name):
         ({"nan_policy": "ignore"}, "nan_policy"),
         ({"seed": -1}, "seed"),
         ({"memory_budget": 0}, "memory_budget"),
+        ({"memory_budget": 1.5}, r"memory_budget is a whole number of bytes, got 1\.5 \(for 1\.5 GiB pass 1\.5 \* 2\*\*30\)"),
         ({"filtered": "yes"}, "filtered"),
         ({"query_metrics_k": (0,)}, "query_metrics_k"),
         ({"sides": "middle"}, "unknown side"),

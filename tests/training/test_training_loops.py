@@ -117,6 +117,8 @@ def _model():
         ({"epochs": 0}, InvalidInputError, "epochs"),
         ({"batch_size": -1}, InvalidInputError, "batch_size"),
         ({"num_negatives": 0}, InvalidInputError, "num_negatives"),
+        # refused before any allocation (the cap counts the batch as it really is: at most #triples)
+        ({"loop": "slcwa", "num_negatives": 2**30}, InvalidInputError, r"batch_size x num_negatives = \d+ x 1073741824"),
         ({"lr": 0.0}, InvalidInputError, "lr"),
         ({"label_smoothing": 1.0}, InvalidInputError, "label_smoothing"),
         ({"num_entities": N_ENT + 1}, InvalidInputError, "num_entities"),

@@ -165,6 +165,11 @@ class EvaluationOptions:
         budget = check_positive_number("memory_budget", self.memory_budget, allow_none=True)
         if budget is not None and budget < 1:
             raise InvalidInputError(f"memory_budget must be at least 1 byte, got {self.memory_budget!r}")
+        if budget is not None and budget != math.floor(budget):  # 1.5 meant as GiB would silently be 1 byte
+            raise InvalidInputError(
+                f"memory_budget is a whole number of bytes, got {self.memory_budget!r} "
+                f"(for {self.memory_budget!r} GiB pass {self.memory_budget!r} * 2**30)"
+            )
         set_("memory_budget", None if budget is None else int(budget))
         ks = self.query_metrics_k
         ks = () if ks is None else ((ks,) if isinstance(ks, (numbers.Integral, np.integer)) else tuple(ks))

@@ -28,6 +28,10 @@ from .losses import lcwa_labels, regularization
 
 #: sLCWA scores negatives by gathering from 1-to-all scores when num_entities <= this * num_negatives
 GATHER_NEGATIVES_RATIO = 4
+#: most negatives one sLCWA batch may draw: each costs ~70 bytes of ids, flags and scores (plus the
+#: model's activations), so 2^26 is already ~5 GB; more is refused up front instead of failing
+#: inside torch with an out-of-memory error
+MAX_NEGATIVES_PER_BATCH = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,13 @@ class SlcwaEpoch:
     def __init__(self, model, data: TrainingTriples, config: TrainingConfig):
         self.data = data
         self.batch_size, self.num_negatives = config.batch_size, config.num_negatives
+        b = min(config.batch_size, int(data.head.numel()))
+        if b * config.num_negatives > MAX_NEGATIVES_PER_BATCH:
+            raise InvalidInputError(
+                f"sLCWA: batch_size x num_negatives = {b} x {config.num_negatives} = {b * config.num_negatives:,} "
+                f"negatives per batch, more than {MAX_NEGATIVES_PER_BATCH:,} fit in memory; lower batch_size or "
+                "num_negatives (or use loop='lcwa', which scores every entity without drawing negatives)"
+            )
         self.loss_fn = config.loss_function()
         self.penalty = Penalty(model, config.regularizer, config.regularizer_weight)
         # gather negatives from 1-to-all scores when that is cheaper (n <= 4k: one b x n matmul beats
