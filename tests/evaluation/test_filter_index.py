@@ -46,3 +46,40 @@ def test_index_restricted_to_queries_answers_like_the_full_one(side):
         np.testing.assert_array_equal(part.answers_of(int(key)), full.answers_of(int(key)))
     other = np.setdiff1d(query_keys(known, side, R), keys)[:5]
     assert all(part.answers_of(int(k)).size == 0 for k in other)  # not asked for, not indexed
+
+
+def _brute_answers(known, side, R):
+    out = {}
+    for h, r, t in known.tolist():
+        key, ans = (h * R + r, t) if side == SIDE_TAIL else (t * R + r, h)
+        out.setdefault(key, set()).add(ans)
+    return out
+
+
+@pytest.mark.parametrize("side", [SIDE_HEAD, SIDE_TAIL])
+@pytest.mark.parametrize("E, R", [(40, 6), (87_143_637, 1_315), (3_000_000_000, 7)])
+def test_index_answers_equal_brute_force_even_where_the_combined_code_overflows(side, E, R):
+    """E^2 x R >= 2^63 (WikiKG90M-sized: 87M entities, 1,315 relations) would wrap the combined
+    ``key * E + answer`` code around int64 and pair answers with other queries."""
+    rng = np.random.default_rng(E % 97 + side)
+    ids = np.concatenate([rng.integers(0, E, 40), [E - 1, E - 2, 0]])  # the largest ids too
+    known = np.stack([rng.choice(ids, 400), rng.integers(0, R, 400), rng.choice(ids, 400)], 1)
+    known[:, 1][:3] = R - 1
+    known = np.concatenate([known, known[:50]])  # duplicates
+    index = FilterIndex(known, side=side, num_entities=E, num_relations=R)
+    brute = _brute_answers(known, side, R)
+    assert index.num_pairs == sum(len(v) for v in brute.values())
+    for key, answers in brute.items():
+        assert index.answers_of(key).tolist() == sorted(answers)
+
+
+@pytest.mark.parametrize("E, R", [(40, 6), (87_143_637, 1_315), (3_000_000_000, 7)])
+def test_distinct_triples_count_equals_numpy(E, R):
+    from kgeval.evaluation.filter_index import count_distinct_triples
+
+    rng = np.random.default_rng(5)
+    ids = np.concatenate([rng.integers(0, E, 30), [E - 1]])
+    known = np.stack([rng.choice(ids, 3000), rng.integers(0, R, 3000), rng.choice(ids, 3000)], 1)
+    expected = np.unique(known, axis=0).shape[0]
+    assert count_distinct_triples(known, E, R) == expected
+    assert count_distinct_triples(known[:0], E, R) == 0

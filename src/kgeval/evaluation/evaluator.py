@@ -29,7 +29,7 @@ from .batching import default_memory_budget
 from .context import RunContext
 from .count_kernel import use_kernel
 from .counting import ConsistencyCheck, Counter
-from .filter_index import FilterIndex, answer_column, query_keys, sorted_unique
+from .filter_index import FilterIndex, answer_column, count_distinct_triples, query_keys
 from .full import rank_full
 from .inputs import Inputs, prepare_inputs
 from .options import EvaluationOptions, as_options
@@ -207,8 +207,7 @@ def _protocol(inp: Inputs, opts: EvaluationOptions, ctx: RunContext, table: Rank
     filtered = opts.filtered
     num_known = None
     if filtered:  # = the (query, answer) pairs of either side's filter index: unique known triples
-        known = inp.known
-        num_known = int(sorted_unique(known[:, 0] * (nr * ne) + known[:, 1] * ne + known[:, 2]).shape[0])
+        num_known = count_distinct_triples(inp.known, ne, nr)
     sampling = None
     if opts.num_negatives is not None:
         sampling = Sampling(

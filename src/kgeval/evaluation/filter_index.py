@@ -7,9 +7,9 @@ key of ``(?, r, t)`` is ``t * R + r`` (``R`` = number of relations). The index h
 - ``indptr``: ``answers[indptr[i]:indptr[i + 1]]`` are the known answers of ``keys[i]``,
 - ``answers``: the answer entity ids, sorted and unique within each query.
 
-It is built once with one sort of ``key * E + answer``, so duplicate triples anywhere are
-harmless, and lives as torch tensors on the scoring device. Given the evaluation's query keys
-(``queries=``), only the known triples of those queries are indexed: a filter set of 10⁶
+It is built once with one sort of ``key * E + answer`` (a two-column sort where that code would
+overflow int64: :func:`unique_pairs`), so duplicate triples anywhere are harmless, and lives as
+torch tensors on the scoring device. Given the evaluation's query keys (``queries=``), only the known triples of those queries are indexed: a filter set of 10⁶
 training triples for 5,000 test queries is then one O(n) membership pass (:func:`member_mask`,
 ~8 ms) and a sort of the few thousand matching triples, instead of a sort of all 10⁶ (~65 ms
 per side with numpy). A batch lookup
@@ -45,6 +45,41 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     if v.size == 0:
         return v
     return v[np.r_[True, v[1:] != v[:-1]]]
+
+
+def unique_pairs(keys: np.ndarray, values: np.ndarray, *, num_keys: int, num_values: int):
+    """The distinct ``(key, value)`` pairs (``0 <= key < num_keys``, ``0 <= value < num_values``),
+    sorted by key, then value: ``(keys, values)``.
+
+    One sort of the combined code ``key * num_values + value`` when it fits int64; otherwise (a
+    graph with ``num_entities^2 x num_relations >= 2^63``, e.g. WikiKG90M's 87M entities and 1,315
+    relations) a lexicographic sort of the two columns: the combined code would wrap around and
+    pair answers with the wrong queries.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    values = np.asarray(values, dtype=np.int64)
+    if int(num_keys) * int(num_values) <= np.iinfo(np.int64).max:
+        combined = sorted_unique(keys * int(num_values) + values)
+        k = combined // int(num_values)
+        return k, combined - k * int(num_values)
+    order = np.lexsort((values, keys))
+    k, v = keys[order], values[order]
+    new = np.ones(k.shape[0], dtype=bool)
+    new[1:] = (k[1:] != k[:-1]) | (v[1:] != v[:-1])
+    return k[new], v[new]
+
+
+def count_distinct_triples(triples: np.ndarray, num_entities: int, num_relations: int) -> int:
+    """The number of distinct ``(head, relation, tail)`` rows of ``triples`` (ids in range)."""
+    from .count_kernel import count_distinct
+
+    ne, nr = int(num_entities), int(num_relations)
+    if triples.shape[0] == 0:
+        return 0
+    if ne * ne * nr <= np.iinfo(np.int64).max:
+        return count_distinct(triples[:, 0] * (nr * ne) + triples[:, 1].astype(np.int64) * ne + triples[:, 2])
+    keys = query_keys(triples, SIDE_TAIL, nr)
+    return int(unique_pairs(keys, triples[:, 2], num_keys=ne * nr, num_values=ne)[0].shape[0])
 
 
 def member_mask(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -94,15 +129,13 @@ class FilterIndex:
         if queries is not None:
             kept = member_mask(keys, sorted_unique(np.asarray(queries, dtype=np.int64)))
             keys, ans = keys[kept], ans[kept]
-        # one sort of the combined (key, answer) code removes duplicates and orders both levels
-        combined = sorted_unique(keys * self.num_entities + ans)
-        keys_all = combined // self.num_entities
-        answers = combined - keys_all * self.num_entities
+        keys_all, answers = unique_pairs(keys, ans, num_keys=self.num_entities * self.num_relations,
+                                         num_values=self.num_entities)
         # keys_all is sorted: each new key starts where it differs from its predecessor
         starts = np.flatnonzero(np.r_[True, keys_all[1:] != keys_all[:-1]]) if keys_all.size else np.zeros(0, np.int64)
         uniq = keys_all[starts]
-        indptr = np.append(starts, combined.shape[0]).astype(np.int64)
-        self.num_pairs = int(combined.shape[0])
+        indptr = np.append(starts, keys_all.shape[0]).astype(np.int64)
+        self.num_pairs = int(keys_all.shape[0])
         self.keys = torch.as_tensor(uniq, dtype=torch.int64, device=device)
         self.indptr = torch.as_tensor(indptr, dtype=torch.int64, device=device)
         self.answers = torch.as_tensor(answers, dtype=torch.int64, device=device)
