@@ -320,6 +320,24 @@ def wide(rank, world):
     big = _int_weights(get_model("distmult", 40_000, 3, dim=2), seed=13)
     train, test = _graph(40_000, 3, 2000, 300, seed=4)
     run("wide/auto_chunks", big, Widest(big.shard(rank, world)), test, filter_triples=train)
+    # whole local rows of unaligned length are scored in column tiles (tiles of 40 here, not 4,096):
+    # 298 entities, 149 local columns per rank, as one process tiles its 298
+    import kgeval.evaluation.full as full
+
+    tiled, count_tiles, sizes = [], sharded.count_tiles, (full._TILE_COLS, full._TILE_ALIGN)
+    sharded.count_tiles = lambda *a, **k: tiled.append(1) or count_tiles(*a, **k)
+    full._TILE_COLS, full._TILE_ALIGN = 40, 8
+    try:
+        model = _int_weights(get_model("distmult", 298, 4, dim=4), seed=17)
+        train, test = _graph(298, 4, 500, 120, seed=6)
+        for name, kw in (("tiles_filtered", dict(filter_triples=train)), ("tiles_unfiltered", dict(filtered=False)),
+                         ("tiles_restricted", dict(filter_triples=train, restrict_entities=tuple(range(0, 298, 3))))):
+            tiled.clear()
+            run(f"wide/{name}", model, Widest(model.shard(rank, world)), test, **kw)
+            report[f"{mode}/wide/{name}"]["tiled"] = len(tiled)
+    finally:
+        full._TILE_COLS, full._TILE_ALIGN = sizes
+        sharded.count_tiles = count_tiles
     sharded._rerank = rerank
     return report
 

@@ -211,6 +211,16 @@ def test_entity_shards_stream_wide_local_slices_in_automatic_chunks(reports):
         assert r["distributed"] == r["single"] and r["protocol_diff"] == [], f"rank {rank}"
 
 
+@pytest.mark.parametrize("scenario", ["tiles_filtered", "tiles_unfiltered", "tiles_restricted"])
+def test_entity_shards_score_unaligned_local_rows_in_tiles(reports, scenario):
+    """Whole local rows of unaligned length (149 columns, 99 or 100 restricted) are scored in column
+    tiles (shrunk to 40 columns), as one process tiles its rows: the same rank tables."""
+    for rank, rep in enumerate(reports):
+        r = rep[f"entities/wide/{scenario}"]
+        assert r["tiled"] > 0 and r["chunk"] is None, r
+        assert r["distributed"] == r["single"] and r["protocol_diff"] == [], f"rank {rank}"
+
+
 @pytest.mark.slow  # ~13 s on the loaded CI box (two interpreter starts under torchrun)
 def test_cli_torchrun_entities_mode_equals_one_process(tmp_path):
     """``torchrun --nproc-per-node 2 -m kgeval evaluate --model-file M --distributed entities``: each

@@ -390,7 +390,7 @@ def test_row_walkers_name_the_nan_triple_by_its_batch_index(monkeypatch):
 @pytest.mark.parametrize("kw", [{}, {"filtered": False}, {"restrict_entities": range(1, 299, 3)},
                                 {"check_consistency": True, "tie_tolerance": 0.25}])
 def test_rows_scored_in_tiles_give_the_same_ranks(mode, workers, kw, monkeypatch):
-    """Whole rows of unaligned length scored in column tiles (:func:`full._tile_width`; shrunk here
+    """Whole rows of unaligned length scored in column tiles (:func:`full.tile_width`; shrunk here
     to tiles of 40 columns) give the rank tables of one whole-row product per batch."""
     model, train, test = _tied_model_and_triples("distmult", 299, 5, 13, 800, 600)
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
@@ -399,8 +399,8 @@ def test_rows_scored_in_tiles_give_the_same_ranks(mode, workers, kw, monkeypatch
     monkeypatch.setattr(full, "_TILE_COLS", 40)
     monkeypatch.setattr(full, "_TILE_ALIGN", 8)
     widths = []
-    real = full._tile_width
-    monkeypatch.setattr(full, "_tile_width", lambda ctx, sc: widths.append(real(ctx, sc)) or widths[-1])
+    real = full.tile_width
+    monkeypatch.setattr(full, "tile_width", lambda ctx, sc: widths.append(real(ctx, sc)) or widths[-1])
     got = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
     assert widths and set(widths) == {40}  # 299 or 100 columns: unaligned, so tiled
     _assert_same_tables(got, ref)
@@ -413,8 +413,8 @@ def test_tiles_only_for_unaligned_rows_and_the_nan_error_names_a_triple(monkeypa
 
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     widths = []
-    real = full._tile_width
-    monkeypatch.setattr(full, "_tile_width", lambda ctx, sc: widths.append(real(ctx, sc)) or widths[-1])
+    real = full.tile_width
+    monkeypatch.setattr(full, "tile_width", lambda ctx, sc: widths.append(real(ctx, sc)) or widths[-1])
     for ne, expect in ((4112, None), (4099, 2176)):
         model, train, test = _tied_model_and_triples("distmult", ne, 3, 17, 300, 200)
         widths.clear()

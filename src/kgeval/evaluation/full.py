@@ -52,11 +52,12 @@ CPU_BLOCK = 1 << 22  # automatic score block on the CPU, in entries (16 MiB of f
 _CPU_BLOCK_ROWS = 1024  # ... as this many query rows x 4,096 entities when rows are chunked
 _CPU_WHOLE_ROWS = 256  # whole rows while a block holds at least this many (up to 16,384 entities)
 _TILE_COLS = CPU_BLOCK // _CPU_BLOCK_ROWS  # whole rows of unaligned length are scored in tiles of about this width
-_TILE_ALIGN = 128  # ... a multiple of this many columns (see _tile_width)
+_TILE_ALIGN = 128  # ... a multiple of this many columns (see tile_width)
 _MIN_WALKER_ROWS = 16  # whole-row batches are split over walkers (_split_rows) in parts of at least this many rows
 
 
-def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None) -> tuple[int, int | None]:
+def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None,
+                 split_rows: bool = True) -> tuple[int, int | None]:
     """``(batch size in tasks, entity chunk width or None)`` for rows of ``sc.num_columns`` candidate
     columns, whose whole-row call returns ``row_cols`` scores (default: every entity; an entity
     shard's local slice: its own columns).
@@ -67,8 +68,10 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
     cost the same fresh or reused, since the allocator keeps them), and a block that fits the cache
     is counted from the cache. Wide rows are then chunked (``_CPU_BLOCK_ROWS`` queries x
     ``CPU_BLOCK / _CPU_BLOCK_ROWS`` entities) rather than batched a few rows at a time (each batch
-    reads the whole entity table). The memory budget stays an upper bound; explicit
-    ``batch_size`` / ``entity_chunk_size`` are used as given.
+    reads the whole entity table). Whole-row batches hold one such block per row walker
+    (:func:`_split_rows`; ``split_rows=False`` for callers that score a batch's rows in one piece).
+    The memory budget stays an upper bound; explicit ``batch_size`` / ``entity_chunk_size`` are
+    used as given.
     """
     opts, extra = ctx.options, sc.score_bytes
     ncols = max(1, sc.num_columns)
@@ -96,7 +99,7 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
         batch = opts.batch_size or auto_batch(ctx.budget, row_cols, n_tasks, extra=extra)
         if cpu_blocks:
             # row walkers (_split_rows) hold one block each: a batch of one block per walker
-            walkers = _walkers(ctx, sc, 2, 0)
+            walkers = _walkers(ctx, sc, 2, 0) if split_rows else 1
             batch = min(batch, max(_MIN_CHUNK_ROWS, walkers * CPU_BLOCK // ncols))
         return batch, None
     ctx.note_chunk(int(width))
@@ -153,7 +156,7 @@ def _rank_rows(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, qacc
     """Whole score rows: ``(better, tied, true scores, score scale of the checked rows)``."""
     picks = sorted({0, task_q.shape[0] - 1}) if ctx.consistency is not None else []
     if qacc is None:
-        tile = _tile_width(ctx, sc)
+        tile = tile_width(ctx, sc)
         workers = _walkers(ctx, sc, ent.shape[0] // _MIN_WALKER_ROWS, ent.shape[0] * sc.num_columns // 2)
         if workers > 1:
             parts = _split_rows(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile, workers)
@@ -186,7 +189,7 @@ def _scale(abs_sum: float, picks: list, sc) -> float | None:
     return abs_sum / (len(picks) * max(1, sc.num_columns)) if picks else None
 
 
-def _tile_width(ctx, sc) -> int | None:
+def tile_width(ctx, sc) -> int | None:
     """Column tile width for scoring whole rows on the CPU, or None for one product per batch.
 
     A product into rows whose length is not a multiple of 16 floats (64 bytes) is slow: measured
@@ -208,7 +211,7 @@ def _rank_part(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, pick
     ``ent, rel`` (``picks``: task indices, relative to this part, in the consistency check;
     ``task0``: the batch index of this part's first task).
 
-    With ``tile`` (:func:`_tile_width`) the rows are scored tile after tile into one block of the
+    With ``tile`` (:func:`tile_width`) the rows are scored tile after tile into one block of the
     whole rows' size (:meth:`SideScorer.tiles`), the true scores read from those very tiles, then
     each tile counted: exact like a single whole-row product, no second pass.
     """
@@ -219,12 +222,26 @@ def _rank_part(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, pick
         better, tied = count_block(ctx, sc, scores, true, task_q, first, rest, known, triples, task0)
         return better, tied, true, abs_sum
     tiles = sc.tiles(ent, rel, tile, slot=slot)
+    true = tile_scores(tiles, tile, task_q, col)
+    abs_sum = sum(_abs_sum(part[task_q[p]]) for p in picks for part in tiles)
+    better, tied = count_tiles(ctx, sc, tiles, tile, true, task_q, first, rest, known, triples, task0)
+    return better, tied, true, abs_sum
+
+
+def tile_scores(tiles: list, tile: int, task_q: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """Each task's score at its column ``col`` (``>= 0``) of its query row, read from the tiles of
+    :meth:`SideScorer.tiles` (width ``tile``)."""
     of = torch.div(col, tile, rounding_mode="floor")
     true = torch.empty(task_q.shape[0], dtype=tiles[0].dtype, device=task_q.device)
     for k, part in enumerate(tiles):
         sel = (of == k).nonzero().view(-1)
         true[sel] = part[task_q[sel], col[sel] - k * tile]
-    abs_sum = sum(_abs_sum(part[task_q[p]]) for p in picks for part in tiles)
+    return true
+
+
+def count_tiles(ctx, sc, tiles: list, tile: int, true, task_q, first, rest, known, triples, task0: int = 0):
+    """:func:`count_block` summed over the tiles of whole rows (``known``: ``(row, column)`` pairs
+    of the whole rows, split among the tiles by column)."""
     if known is not None:  # known answers by column: each tile's are one contiguous range
         order = torch.argsort(known[1])
         rows, fcol = known[0][order], known[1][order]
@@ -237,7 +254,7 @@ def _rank_part(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, pick
             part_known = (rows[lo:hi], fcol[lo:hi] - k * tile)
         b, t = count_block(ctx, sc, part, true, task_q, first, rest, part_known, triples, task0)
         better, tied = better + b, tied + t
-    return better, tied, true, abs_sum
+    return better, tied
 
 
 def _split_rows(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile, workers: int) -> list:

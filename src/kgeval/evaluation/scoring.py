@@ -130,19 +130,24 @@ class SideScorer:
         return self._checked(out, (ent.shape[0], c1 - c0), self.method.__name__)
 
     def tiles(self, ent: torch.Tensor, rel: torch.Tensor, width: int, slot: int = 0) -> list[torch.Tensor]:
-        """Scores of all allowed entities for each query as column tiles ``[0, width)``,
-        ``[width, 2 width)``, ...: a list of ``(b, c1 - c0)`` tensors, laid out tile after tile in the
-        slot's block of the whole rows' size (:meth:`_reused`; needs ``entities=``)."""
-        b, n, name = ent.shape[0], self.num_columns, self.method.__name__
+        """Scores of all columns for each query as column tiles ``[0, width)``, ``[width, 2 width)``, ...:
+        a list of ``(b, c1 - c0)`` tensors, laid out tile after tile in the slot's block of the whole
+        rows' size (:meth:`_reused`; needs ``entities=``)."""
+        b, n = ent.shape[0], self.num_columns
         block = self._reused(b, n, slot).get("out")
         flat = None if block is None else block.view(-1)
         out = []
         for c0 in range(0, n, width):
             c1 = min(n, c0 + width)
             kw = {} if flat is None else {"out": flat[b * c0 : b * c1].view(b, c1 - c0)}
-            entities = slice(c0, c1) if self.allowed is None else self.allowed[c0:c1]
-            out.append(self._checked(self._call(self.method, ent, rel, entities=entities, **kw), (b, c1 - c0), name))
+            out.append(self._tile(ent, rel, c0, c1, kw))
         return out
+
+    def _tile(self, ent, rel, c0: int, c1: int, kw: dict) -> torch.Tensor:
+        """Scores of the columns ``[c0, c1)`` (``kw``: the ``out=`` of :meth:`tiles`, or nothing)."""
+        entities = slice(c0, c1) if self.allowed is None else self.allowed[c0:c1]
+        return self._checked(self._call(self.method, ent, rel, entities=entities, **kw), (ent.shape[0], c1 - c0),
+                             self.method.__name__)
 
     def columns(self, ent: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Scores of the allowed entities at the (sorted) column positions ``cols``: ``(b, len(cols))``."""

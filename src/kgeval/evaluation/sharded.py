@@ -41,7 +41,8 @@ from ..ranks import SIDE_HEAD, SIDE_TAIL
 from .batching import auto_batch
 from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
-from .full import CPU_BLOCK, count_chunks, plan_batches, answer_scores, chunk_true_scores, count_block
+from .full import (CPU_BLOCK, tile_width, answer_scores, chunk_true_scores, count_block, count_chunks, count_tiles,
+                   plan_batches, tile_scores)
 from .querybatch import batch_tasks, group_by_query, known_answers, redo_batch
 from .scorers import accepts_keyword
 from .scoring import SideScorer
@@ -115,6 +116,11 @@ class ShardSideScorer(SideScorer):
             entities = self.allowed[self.c_lo + c0:self.c_lo + c1]
         return self._scored(rows, rel, entities, c1 - c0, **self._reused(rows.shape[0], c1 - c0, slot))
 
+    def _tile(self, rows, rel, c0: int, c1: int, kw: dict) -> torch.Tensor:
+        """Scores of the local columns ``[c0, c1)`` for :meth:`SideScorer.tiles`."""
+        entities = slice(self.lo + c0, self.lo + c1) if self.allowed is None else self.allowed[self.c_lo + c0:self.c_lo + c1]
+        return self._scored(rows, rel, entities, c1 - c0, **kw)
+
     def columns(self, rows: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Scores of the local columns at the sorted local positions ``cols``: ``(b, len(cols))``."""
         entities = cols + self.lo if self.allowed is None else self.allowed[cols + self.c_lo]
@@ -161,7 +167,7 @@ class _Alone:
 def _plan_local(ctx: RunContext, sc: ShardSideScorer, n_tasks: int) -> tuple[int, int | None]:
     """``(this rank's batch size, local chunk width or None)``: :func:`.full.plan_batches` on the local
     columns (a whole-row call returns the local columns only)."""
-    return plan_batches(ctx, sc, n_tasks, row_cols=sc.num_local)
+    return plan_batches(ctx, sc, n_tasks, row_cols=sc.num_local, split_rows=False)
 
 
 def rank_full_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
@@ -190,6 +196,7 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width,
     rank's chunk width or None; ``flags``: some rank chunks, so phase C carries the re-rank flags."""
     dev, nq, nt, plan = ctx.device, q1 - q0, a1 - a0, ctx.dist
     st = {}
+    tile = tile_width(ctx, sc) if width is None and sc.num_local else None
 
     def phase_a():
         task_q, st["first"], st["rest"] = batch_tasks(queries.qstart[q0:q1] - a0, nt, dev)
@@ -217,7 +224,11 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width,
         task_q, lcol = st["task_q"], st["lcol"]
         mine = (lcol >= 0).nonzero().view(-1)
         true = torch.zeros(nt, dtype=torch.float64, device=dev)
-        if width is None:  # whole local rows: scored once, counted in phase C
+        if width is None and tile is not None:  # whole local rows of unaligned length, in tiles (see full)
+            st["tiles"] = tiles = sc.tiles(qrows, rel, tile)
+            if mine.numel():
+                true[mine] = tile_scores(tiles, tile, task_q[mine], lcol[mine]).double()
+        elif width is None:  # whole local rows: scored once, counted in phase C
             scores = sc.chunk(qrows, rel, 0, sc.num_local)
             st["scores"] = scores
             true[mine] = scores[task_q[mine], lcol[mine]].double()
@@ -229,7 +240,12 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width,
 
     def phase_c():
         task_q, first, rest, known = st["task_q"], st["first"], st["rest"], st["known"]
-        if width is None:
+        if width is None and tile is not None:
+            tiles = st.pop("tiles")
+            true = true64.to(tiles[0].dtype)
+            better, tied = count_tiles(ctx, sc, tiles, tile, true, task_q, first, rest, known, triples)
+            redo = torch.zeros(nt if flags else 0, dtype=torch.long, device=dev)
+        elif width is None:
             scores = st.pop("scores")
             true = true64.to(scores.dtype)
             better, tied = count_block(ctx, sc, scores, true, task_q, first, rest, known, triples)
