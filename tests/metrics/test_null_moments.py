@@ -66,13 +66,13 @@ def test_no_hidden_memo_on_metric_instances():
 def test_results_computes_each_base_moment_once(monkeypatch):
     """One NullMoments per (side, base metric), however many wrappers and rank types use it."""
     calls = []
-    orig = metrics.InverseHarmonicMeanRank.null_moments
+    orig = metrics.InverseHarmonicMeanRank._null_moments
 
     def counting(self, c, w):
         calls.append(c.size)
         return orig(self, c, w)
 
-    monkeypatch.setattr(metrics.InverseHarmonicMeanRank, "null_moments", counting)
+    monkeypatch.setattr(metrics.InverseHarmonicMeanRank, "_null_moments", counting)
     table = RankTable.from_ranks([1, 2, 3, 4], [1, 3, 3, 6], num_candidates=[9, 9, 8, 8], side=[0, 0, 1, 1])
     Results(table)
     assert len(calls) == 3  # head, tail, both

@@ -152,13 +152,23 @@ def wmean(x: np.ndarray, w: np.ndarray | None) -> float:
 
 
 def wsum_sq(v: np.ndarray, w: np.ndarray | None) -> float:
-    """Variance of a weighted mean of independent terms with variances ``v``."""
+    """Variance of a weighted mean of independent terms with variances ``v``: Σ wᵢ² vᵢ for ``w``
+    normalised to sum 1 (the private metric methods' contract; the public ones normalise first)."""
     return float(np.sum(v)) / v.size**2 if w is None else float(np.sum(w * w * v))
 
 
 class Metric:
-    """Base class: subclasses implement :meth:`compute` and, where they can,
-    :meth:`null_moments` and :meth:`tie_expectation`.
+    """Base class: subclasses implement :meth:`_compute` and, where they can,
+    :meth:`_null_moments` and :meth:`_tie_expectation`.
+
+    Public and private halves: the public methods (``__call__`` / :meth:`compute`,
+    :meth:`null_moments`, :meth:`tie_expectation`, :meth:`expected_value`, :meth:`variance`, …)
+    validate their arrays and normalise the weights (:func:`check_weights`: relative, any
+    positive scale; negative, NaN, all-zero or wrong-length weights are an
+    :class:`~kgeval.errors.InvalidInputError`). They call the private ones, which take
+    *validated* arrays and weights summing to 1 and are what internal callers that already hold
+    such arrays use (:mod:`kgeval.results.compute`, :mod:`kgeval.significance`): validation
+    costs O(n) per call, paid once per table there instead of once per metric.
 
     Synonyms live in the registry (:mod:`kgeval.metrics.registry`), the single source:
     :attr:`synonyms` asks it.
@@ -174,6 +184,17 @@ class Metric:
     supports_weights: bool = True
     description: str = ""
 
+    def __init_subclass__(cls, **kwargs):
+        # a subclass overriding a public front end would skip its validation (and Results,
+        # which calls the private methods, would skip the override): say so at class creation
+        super().__init_subclass__(**kwargs)
+        for public in ("compute", "null_moments", "tie_expectation"):
+            if public in vars(cls):
+                raise TypeError(
+                    f"{cls.__name__} overrides {public}; metrics implement _{public} (validated arrays, "
+                    f"weights summing to 1), which the public {public} calls after validating its input"
+                )
+
     @property
     def synonyms(self) -> tuple[str, ...]:
         """The names :func:`kgeval.metrics.get` resolves to this metric's key (from the registry)."""
@@ -183,22 +204,34 @@ class Metric:
 
     # ------------------------------------------------------------------ evaluation
     def __call__(self, ranks, num_candidates=None, weights=None) -> float:
+        """The metric of ``ranks`` (``Σ wᵢ f(rᵢ) / Σ wᵢ`` for the means: weights are relative)."""
         r = check_ranks(ranks)
         c = check_candidates(num_candidates, r.size, required=self.needs_candidates, ranks=r)
         w = check_weights(weights, r.size)
-        return self.compute(r, c, w)
+        return self._compute(r, c, w)
 
-    def compute(self, ranks: np.ndarray, num_candidates, weights) -> float:
-        """Evaluate on validated arrays (weights already normalised to sum 1)."""
+    def compute(self, ranks, num_candidates=None, weights=None) -> float:
+        """The same as calling the metric: validates, weights are relative (normalised here)."""
+        return self(ranks, num_candidates, weights)
+
+    def _compute(self, ranks: np.ndarray, num_candidates, weights) -> float:
+        """Evaluate on validated arrays: float64 ranks, int64 candidates or None, weights
+        normalised to sum 1 or None."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ null model
-    def null_moments(self, c: np.ndarray, w: np.ndarray | None) -> NullMoments:
-        """E[M] and Var[M] under rᵢ ~ U{1..Cᵢ}, computed together.
+    def null_moments(self, c, w=None) -> NullMoments:
+        """E[M] and Var[M] under rᵢ ~ U{1..Cᵢ}, computed together (see :meth:`_null_moments`).
 
-        Takes *validated* arrays: ``c`` the int64 numbers of candidates (≥ 1), ``w`` the weights
-        normalised to sum 1, or None for unweighted. Fields the metric cannot state are None.
+        ``c``: the numbers of candidates (whole numbers ≥ 1); ``w``: relative weights (any positive
+        scale) or None for unweighted. Fields the metric cannot state are None.
         """
+        c = check_candidates(c)
+        return self._null_moments(c, check_weights(w, c.size))
+
+    def _null_moments(self, c: np.ndarray, w: np.ndarray | None) -> NullMoments:
+        """:meth:`null_moments` on *validated* arrays: ``c`` the int64 numbers of candidates
+        (≥ 1), ``w`` the weights normalised to sum 1, or None for unweighted."""
         return UNKNOWN
 
     def expected_value(self, num_candidates, weights=None, *, num_samples: int | None = None, seed: int = 0) -> float:
@@ -213,7 +246,7 @@ class Metric:
     def _null_moment(self, which: str, num_candidates, weights, num_samples, seed) -> float:
         c = check_candidates(num_candidates)
         w = check_weights(weights, c.size)
-        value = getattr(self.null_moments(c, w), which)
+        value = getattr(self._null_moments(c, w), which)
         if value is not None:
             return value
         if num_samples is None:
@@ -228,17 +261,18 @@ class Metric:
         return math.sqrt(self.variance(num_candidates, weights, **kwargs))
 
     # ------------------------------------------------------------------ random tie-breaking
-    def tie_expectation(self, lo: np.ndarray, hi: np.ndarray, c, w) -> float | None:
+    def tie_expectation(self, lo, hi, c=None, w=None) -> float | None:
         """Exact E[M] when each rank is uniform on the integers [loᵢ, hiᵢ] (the ``expected``
-        rank type), or None where no exact form is known.
+        rank type; ``lo`` / ``hi`` the optimistic / pessimistic ranks, ``c`` the numbers of
+        candidates), or None where no exact form is known (validates; weights are relative)."""
+        return self._tie_expectation(*self._tie_inputs(lo, hi, c, w))
 
-        Takes *validated* arrays (int64 ranks with lo ≤ hi ≤ c, ``w`` normalised or None).
-        """
+    def _tie_expectation(self, lo: np.ndarray, hi: np.ndarray, c, w) -> float | None:
+        """:meth:`tie_expectation` on *validated* arrays (int64 ranks with lo ≤ hi ≤ c, ``w``
+        normalised to sum 1 or None)."""
         return None
 
-    def expected_under_ties(self, optimistic, pessimistic, num_candidates=None, weights=None) -> float:
-        """Validating front end of :meth:`tie_expectation`; raises :class:`NoClosedFormError`
-        where no exact form is known."""
+    def _tie_inputs(self, optimistic, pessimistic, num_candidates, weights):
         lo = check_ranks(optimistic, "optimistic ranks")
         hi = check_ranks(pessimistic, "pessimistic ranks")
         if lo.size != hi.size:
@@ -247,7 +281,11 @@ class Metric:
             raise InvalidInputError("pessimistic rank below optimistic rank")
         c = check_candidates(num_candidates, lo.size, required=self.needs_candidates, ranks=hi)
         w = check_weights(weights, lo.size)
-        value = self.tie_expectation(lo.astype(np.int64), hi.astype(np.int64), c, w)
+        return lo.astype(np.int64), hi.astype(np.int64), c, w
+
+    def expected_under_ties(self, optimistic, pessimistic, num_candidates=None, weights=None) -> float:
+        """:meth:`tie_expectation` that raises :class:`NoClosedFormError` where no exact form is known."""
+        value = self.tie_expectation(optimistic, pessimistic, num_candidates, weights)
         if value is None:
             raise NoClosedFormError(f"{self.key}: no exact expectation under random tie-breaking")
         return value
@@ -261,7 +299,7 @@ class Metric:
         out = np.empty(num_samples, dtype=np.float64)
         for s in range(num_samples):
             ranks = np.floor(rng.random(c.size) * c).astype(np.float64) + 1.0
-            out[s] = self.compute(ranks, c, w)
+            out[s] = self._compute(ranks, c, w)
         return out
 
     def monte_carlo(self, num_candidates, weights=None, *, num_samples: int = 1000, seed: int = 0) -> MonteCarloEstimate:

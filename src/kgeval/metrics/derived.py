@@ -74,15 +74,15 @@ class DerivedMetric(Metric):
         var = None if base.variance is None else _ratio(base.variance, scale * scale)
         return NullMoments(_ratio(base.mean - shift, scale), var, base.exact)
 
-    def null_moments(self, c, w) -> NullMoments:
-        return self.moments(self.base.null_moments(c, w))
+    def _null_moments(self, c, w) -> NullMoments:
+        return self.moments(self.base._null_moments(c, w))
 
-    def compute(self, ranks, num_candidates, weights) -> float:
-        return self.adjust(self.base.compute(ranks, num_candidates, weights), self.base.null_moments(num_candidates, weights))
+    def _compute(self, ranks, num_candidates, weights) -> float:
+        return self.adjust(self.base._compute(ranks, num_candidates, weights), self.base._null_moments(num_candidates, weights))
 
-    def tie_expectation(self, lo, hi, c, w) -> float | None:
-        value = self.base.tie_expectation(lo, hi, c, w)
-        base = self.base.null_moments(c, w)
+    def _tie_expectation(self, lo, hi, c, w) -> float | None:
+        value = self.base._tie_expectation(lo, hi, c, w)
+        base = self.base._null_moments(c, w)
         return None if value is None or self.coefficients(base) is None else self.adjust(value, base)
 
 

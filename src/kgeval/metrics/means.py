@@ -82,17 +82,17 @@ class TransformedMean(Metric):
     def d2g(self, x):
         return 0.0
 
-    def compute(self, ranks, num_candidates, weights) -> float:
+    def _compute(self, ranks, num_candidates, weights) -> float:
         return float(self.g(wmean(self.f(ranks), weights)))
 
-    def null_moments(self, c, w) -> NullMoments:
+    def _null_moments(self, c, w) -> NullMoments:
         mu = wmean(self.task_mean(c), w)
         var = wsum_sq(self.task_var(c), w)
         if self.identity_post:
             return NullMoments(mu, var, True)
         return NullMoments(float(self.g(mu) + 0.5 * self.d2g(mu) * var), float(self.dg(mu) ** 2 * var), False)
 
-    def tie_expectation(self, lo, hi, c, w) -> float | None:
+    def _tie_expectation(self, lo, hi, c, w) -> float | None:
         if not self.identity_post:
             return None
         return wmean(self.range_mean(lo, hi), w)
@@ -116,7 +116,7 @@ class _Reciprocal:
     def d2g(self, x):
         return 2.0 / x**3
 
-    def null_moments(self, c, w) -> NullMoments:
+    def _null_moments(self, c, w) -> NullMoments:
         if wsum_sq(self.task_var(c), w) == 0:  # X is deterministic (all Cᵢ = 1): exact, no quadrature noise
             return NullMoments(float(self.g(wmean(self.task_mean(c), w))), 0.0, True)
         e1, e2 = inverse_moments(c, w, self.inverse_kind)
@@ -245,12 +245,12 @@ class PowerMeanRank(TransformedMean):
     def f(self, r):
         return r**self.p
 
-    def null_moments(self, c, w) -> NullMoments:
+    def _null_moments(self, c, w) -> NullMoments:
         """Exact where :func:`~kgeval.metrics.laplace.power_mean_null` applies (one task, small
         enumerations, p < 0 by quadrature), else the delta method (see the module table)."""
         exact = None if self.identity_post else power_mean_null(c, w, self.p)
         if exact is None:
-            return super().null_moments(c, w)
+            return super()._null_moments(c, w)
         return NullMoments(float(exact[0]), float(exact[1]), True)
 
     def g(self, x):
@@ -274,17 +274,17 @@ class _GeometricBase(Metric):
     def _exponents(n: int, w):
         return 1.0 / n if w is None else w
 
-    def compute(self, ranks, num_candidates, weights) -> float:
+    def _compute(self, ranks, num_candidates, weights) -> float:
         return float(math.exp(self.sign * wmean(np.log(ranks), weights)))
 
-    def null_moments(self, c, w) -> NullMoments:
+    def _null_moments(self, c, w) -> NullMoments:
         a = np.asarray(self._exponents(c.size, w))
         log1 = np.sum(log_power_moment(c, self.sign * a))
         log2 = np.sum(log_power_moment(c, 2 * self.sign * a))
         # Var = E[M²] − E[M]² = E[M]² · (exp(log2 − 2·log1) − 1), with expm1 to keep digits
         return NullMoments(float(np.exp(log1)), float(np.exp(2 * log1) * np.expm1(log2 - 2 * log1)), True)
 
-    def tie_expectation(self, lo, hi, c, w) -> float | None:
+    def _tie_expectation(self, lo, hi, c, w) -> float | None:
         a = np.asarray(self._exponents(lo.size, w))
         return float(np.exp(np.sum(log_power_moment(hi, self.sign * a, low=lo))))
 

@@ -207,10 +207,10 @@ class MedianRank(Metric):
     optimum = 1.0
     description = "median of the ranks (mean of the two middle ones for even n)"
 
-    def compute(self, ranks, num_candidates, weights) -> float:
+    def _compute(self, ranks, num_candidates, weights) -> float:
         return weighted_median(ranks, weights)
 
-    def null_moments(self, c, w) -> NullMoments:
+    def _null_moments(self, c, w) -> NullMoments:
         """E only (exact in the tractable cases, see :func:`median_expectation`); none for the
         weighted median."""
         if w is not None:
@@ -227,7 +227,7 @@ class InverseMedianRank(Metric):
     optimum = 1.0
     description = "1 / median rank"
 
-    def compute(self, ranks, num_candidates, weights) -> float:
+    def _compute(self, ranks, num_candidates, weights) -> float:
         return 1.0 / weighted_median(ranks, weights)
 
 
@@ -237,8 +237,8 @@ class StandardDeviation(Metric):
     value_range = ValueRange(0, INF, True, False)
     description = "population standard deviation √(Σ wᵢ (rᵢ − MR)² / W)"
 
-    def compute(self, ranks, num_candidates, weights) -> float:
-        return math.sqrt(Variance().compute(ranks, num_candidates, weights))
+    def _compute(self, ranks, num_candidates, weights) -> float:
+        return math.sqrt(Variance()._compute(ranks, num_candidates, weights))
 
 
 class Variance(Metric):
@@ -247,7 +247,7 @@ class Variance(Metric):
     value_range = ValueRange(0, INF, True, False)
     description = "population variance Σ wᵢ (rᵢ − MR)² / W"
 
-    def compute(self, ranks, num_candidates, weights) -> float:
+    def _compute(self, ranks, num_candidates, weights) -> float:
         m = wmean(ranks, weights)
         return max(wmean((ranks - m) ** 2, weights), 0.0)
 
@@ -258,7 +258,7 @@ class MedianAbsoluteDeviation(Metric):
     value_range = ValueRange(0, INF, True, False)
     description = "1.4826 · median |rᵢ − median(r)| (normal-consistent scale, as PyKEEN/scipy)"
 
-    def compute(self, ranks, num_candidates, weights) -> float:
+    def _compute(self, ranks, num_candidates, weights) -> float:
         med = weighted_median(ranks, weights)
         return MAD_SCALE * weighted_median(np.abs(ranks - med), weights)
 
@@ -269,11 +269,11 @@ class Count(Metric):
     value_range = ValueRange(0, INF, True, False)
     description = "number of ranking tasks (weights do not change it)"
 
-    def compute(self, ranks, num_candidates, weights) -> float:
+    def _compute(self, ranks, num_candidates, weights) -> float:
         return float(ranks.size)
 
-    def null_moments(self, c, w) -> NullMoments:
+    def _null_moments(self, c, w) -> NullMoments:
         return NullMoments(float(c.size), 0.0, True)
 
-    def tie_expectation(self, lo, hi, c, w) -> float | None:
+    def _tie_expectation(self, lo, hi, c, w) -> float | None:
         return float(lo.size)

@@ -39,7 +39,7 @@ def _side_values(
         base = _base_of(metric)
         derived = metric is not base
         if derived and base.key not in null:
-            null[base.key] = UNKNOWN if c is None else base.null_moments(c, w)
+            null[base.key] = UNKNOWN if c is None else base._null_moments(c, w)
         moments = null.get(base.key, UNKNOWN)
         if derived and (c is None or metric.coefficients(moments) is None):
             continue
@@ -49,9 +49,9 @@ def _side_values(
                 if base.needs_candidates and c is None:
                     base_values[bk] = None
                 elif rt == "expected":
-                    base_values[bk] = base.tie_expectation(lo, hi, c, w)
+                    base_values[bk] = base._tie_expectation(lo, hi, c, w)
                 else:
-                    base_values[bk] = base.compute(ranks[rt], c, w)
+                    base_values[bk] = base._compute(ranks[rt], c, w)
             v = base_values[bk]
             if v is not None:
                 out[(rt, metric.key)] = float(metric.adjust(v, moments) if derived else v)

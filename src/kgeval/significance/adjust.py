@@ -108,7 +108,7 @@ def _check_value(name, value, metric, c: np.ndarray) -> float:
     if not math.isfinite(value) or value not in metric.value_range:
         raise InvalidInputError(f"value of {name!r} is {value!r}, outside the range {metric.value_range} of {metric.key}")
     # the best and the worst value any ranking can reach on these tasks (all ranks 1, all ranks Cᵢ)
-    ends = sorted((metric.compute(np.ones(c.size), c, None), metric.compute(c.astype(np.float64), c, None)))
+    ends = sorted((metric._compute(np.ones(c.size), c, None), metric._compute(c.astype(np.float64), c, None)))
     slack = 1e-9 * max(1.0, abs(ends[1]))
     if not ends[0] - slack <= value <= ends[1] + slack:
         raise InvalidInputError(f"value of {name!r} is {value!r}, but {metric.key} lies in "

@@ -34,7 +34,7 @@ def tabulated_metrics() -> list:
     out = [m for m in default_metrics() if not isinstance(m, DerivedMetric) and m.key != "count"]
     out += [PowerMeanRank(2), PowerMeanRank(-0.5)]
     probe = np.array([1, 2, 3], dtype=np.int64)
-    return [m for m in out if m.null_moments(probe, None).mean is not None]
+    return [m for m in out if m._null_moments(probe, None).mean is not None]
 
 
 class NullModel:
@@ -88,7 +88,7 @@ class NullModel:
     def _base_moments(self, side: str, metric) -> NullMoments:
         cache_key = (side, metric.key)
         if cache_key not in self._moments:
-            self._moments[cache_key] = metric.null_moments(self.num_candidates(side), None)
+            self._moments[cache_key] = metric._null_moments(self.num_candidates(side), None)
         return self._moments[cache_key]
 
     def expected_value(self, key: str) -> float:

@@ -124,7 +124,7 @@ def null_p_value(metric: str | Metric, value: float, num_candidates, weights=Non
     w = None if weights is None else check_weights(weights, c.size)
     if w is not None and np.allclose(w, w[0]):
         w = None  # equal weights are the unweighted mean
-    moments = m.null_moments(c, w)
+    moments = m._null_moments(c, w)
     if moments.mean is None or moments.variance is None:
         raise InvalidInputError(f"{m.key} has no null-model moments, so no p-value against chance")
     z = _z(m, float(value), moments)

@@ -78,7 +78,7 @@ def affine_of(metric: Metric, table: RankTable, side_table: RankTable | None = N
         return metric, 0.0, 1.0
     t = side_table if side_table is not None else table
     w = None if t.weight is None else check_weights(t.weight, len(t))
-    coef = metric.coefficients(metric.base.null_moments(np.asarray(t.num_candidates, dtype=np.int64), w))
+    coef = metric.coefficients(metric.base._null_moments(np.asarray(t.num_candidates, dtype=np.int64), w))
     if coef is None:
         return None
     return metric.base, float(coef[0]), float(coef[1])
@@ -102,9 +102,9 @@ def _terms(table: RankTable, metric: Metric, rank_type: str):
 def _value(table: RankTable, metric: Metric, rank_type: str, w: np.ndarray | None) -> float:
     """The metric's own computation (as :mod:`kgeval.results.compute` does it), NaN where undefined."""
     if rank_type == "expected":
-        v = metric.tie_expectation(table.optimistic, table.pessimistic, table.num_candidates, w)
+        v = metric._tie_expectation(table.optimistic, table.pessimistic, table.num_candidates, w)
         return float("nan") if v is None else float(v)
-    return float(metric.compute(table.ranks(rank_type), table.num_candidates, w))
+    return float(metric._compute(table.ranks(rank_type), table.num_candidates, w))
 
 
 def unit_statistics(table: RankTable, metric: Metric, rank_type: str,
