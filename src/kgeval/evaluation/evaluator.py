@@ -141,7 +141,7 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
     opts = ctx.options
     sub = inp.triples[eval_idx]
     keys = query_keys(sub, side, inp.num_relations)
-    answers = answer_column(sub, side).astype(np.int64)
+    answers = answer_column(sub, side).astype(np.int64, copy=False)
     sharded = ctx.dist is not None and ctx.dist.mode == "entities"
 
     def setup():

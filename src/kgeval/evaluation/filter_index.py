@@ -104,7 +104,7 @@ def member_mask(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 def query_keys(triples: np.ndarray, side: int, num_relations: int) -> np.ndarray:
     """int64 query key of each triple for ``side``: ``h*R + r`` (tail side) or ``t*R + r`` (head side)."""
     ent = triples[:, 0] if side == SIDE_TAIL else triples[:, 2]
-    return ent.astype(np.int64) * num_relations + triples[:, 1].astype(np.int64)
+    return ent.astype(np.int64, copy=False) * num_relations + triples[:, 1].astype(np.int64, copy=False)
 
 
 def answer_column(triples: np.ndarray, side: int) -> np.ndarray:
@@ -125,7 +125,7 @@ class FilterIndex:
         self.num_entities = int(num_entities)
         self.num_relations = int(num_relations)
         keys = query_keys(triples, side, num_relations)
-        ans = answer_column(triples, side).astype(np.int64)
+        ans = answer_column(triples, side).astype(np.int64, copy=False)
         if queries is not None:
             kept = member_mask(keys, sorted_unique(np.asarray(queries, dtype=np.int64)))
             keys, ans = keys[kept], ans[kept]
