@@ -37,26 +37,41 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Measured (2026-11-23, 2-core AMD EPYC VM, load 1.5-2, DistMult dim 64, 5,000 test triples, 100,000
-filter triples; ``--repeat 5`` at 1e5, 3 at 1e6, 2 at 1e7 with ``--floor-rows 1024``; wall clock on this
-box swings up to 2x from minute to minute, so treat +-15% as noise):
+Measured (2026-11-23, 15:23-15:50 UTC, 2-core AMD EPYC VM, load ~1, nothing else running; DistMult,
+5,000 test triples, 100,000 filter triples; ``--repeat 5`` at 1e4-1e5, 3 at 1e6 and 1e7, ``--floor-rows
+1024`` at 1e7; wall clock on this box swings up to 2x from minute to minute, and the floor (a two-thread
+matmul) swings more than the evaluation, so the same code measured 0.92x at 1e6 in an earlier hour):
 
-    entities  table procs mode      time s  warm s  floor s  ratio  cpu ratio  metrics s  s/1e9 pairs  anon GiB
-      1e5     RAM     1   one          2.6     1.3      1.1   1.14       1.07        0.5         1.34      0.34
-      1e5     RAM     2   tasks        3.1     1.6      1.0   1.57       1.35        0.8         1.59      0.34
-      1e5     RAM     2   entities     2.5     1.4      0.9   1.48       1.32        0.6         1.38      0.31
-      1e6     RAM     1   one         16.3    10.7     11.3   0.92       0.90        0.5         1.07      0.58
-      1e6     RAM     2   tasks       14.9    13.0      9.6   1.35       1.30        0.6         1.30      0.54
-      1e6     RAM     2   entities    13.8    10.7      8.3   1.45       1.38        0.5         1.07      0.42
-      1e7     mmap    1   one        115.3   133.7     96.4   1.36       1.31        0.6         1.34      0.39
-      1e7     mmap    2   entities   127.9   113.5     96.3   1.20       1.16        0.6         1.13      0.37
+    dim  entities  table procs mode      time s  warm s  floor s  ratio  cpu ratio  metrics s  s/1e9 pairs  anon GiB
+     64     1e4    RAM     1   one          0.8     0.1      0.1   1.46       1.28        0.1         1.34      0.37
+     64     1e4    RAM     2   tasks        0.5     0.2      0.1   2.24       2.03        0.1         1.65      0.31
+     64     1e4    RAM     2   entities     0.9     0.3      0.1   3.29       2.57        0.1         2.58      0.31
+     64     1e5    RAM     1   one          1.9     1.1      0.8   1.35       1.30        0.5         1.10      0.35
+     64     1e5    RAM     2   tasks        1.8     1.0      0.8   1.33       1.29        0.5         1.05      0.33
+     64     1e5    RAM     2   entities     1.9     1.1      0.8   1.43       1.31        0.5         1.14      0.32
+     64     1e6    RAM     1   one         10.7    10.1      8.3   1.16       1.13        0.5         1.01      0.58
+     64     1e6    RAM     2   tasks       11.1     9.7      8.1   1.22       1.20        0.5         0.97      0.55
+     64     1e6    RAM     2   entities    10.9    10.5      8.2   1.27       1.22        0.5         1.05      0.43
+     64     1e7    mmap    1   one        107.0    94.2     82.9   1.09       1.07        0.5         0.94      0.39
+     64     1e7    mmap    2   entities    99.0    99.7     80.6   1.20       1.19        0.5         1.00      0.38
+    128     1e4    RAM     1   one          1.1     0.2      0.1   1.28       1.22        0.1         1.88      0.36
+    128     1e5    RAM     1   one          2.4     1.7      1.4   1.17       1.15        0.5         1.69      0.38
+    128     1e6    RAM     1   one         17.8    17.0     17.5   0.97       0.96        0.5         1.70      0.81
 
-(ratio: median of back-to-back evaluation/floor pairs. One process walks each batch's chunks on two
-threads, each with a one-thread matmul, which can beat the two-thread matmul floor; the 2-process
-modes run one thread each and share the two cores, and the 1e5 tasks/entities rows ran beside a short
-test run.) 10^4 entities (whole rows, no walkers): ~2.5x with torch counting, ~1.9-2.2x with the kernel:
-a 419 x 10^4 product per batch is ~1.4x slower than the floor's 1,024 x 4,096 blocks, plus the filter
-index and the protocol's count of unique known triples (O(#filter triples) per call).
+(ratio: median of back-to-back evaluation/floor pairs after the cold first run. One process walks each
+batch's chunks -- or, up to 16,384 entities, its query rows -- on two threads, each with a one-thread
+matmul; the 2-process modes run one thread each and share the two cores.) The old and the new code
+alternated at 1e5 (4 runs): 1.31-1.32x before this session's changes, 1.28-1.38x after: chunked sizes
+did not change; the whole-row sizes did (10^4: ~1.9-2.5x at the start of the session).
+
+Where the rest goes at dim 64, measured at 1e5 with one walker: the products take what the floor takes
+(836 vs 820 ms), the counting kernel 154 ms (0.16 ns per pair, one thread: it reads each 16 MiB block once
+from L3) and ~60 ms of bookkeeping; two walkers overlap the counting with the other walker's product,
+but the two cores are then both busy, so the wall time cannot drop below (2 x products + counting) / 2.
+The counting cost per pair does not grow with dim, so at dim 128 the same code is 1.17x at 1e5 and
+0.97x at 1e6. At 1e4 a call adds ~15 ms of per-call work (filter index, query grouping, rank table) and
+~1 ms per batch to an 80 ms floor. The 2-process modes at 1e4 pay the same fixed costs twice and a
+collective per batch.
 
 Before the counting kernel and the reused score block (same box, quiet): 10^5 one 2.3 s (2.40x), 10^6 one
 29.4 s (2.55x), 10^6 entities 37.7 s (3.80x); building Results took 5.5 s at 10^6 candidates. Warm, at
@@ -67,16 +82,17 @@ walker's matmul. The cold first call adds the numba load and torch warm-up.
 Entities mode also exchanges query rows, true scores and counts per batch.
 
 Projection (from the throughput above; re-measure on the target hardware): full filtered evaluation scores
-``2 x #test x #entities`` pairs (fewer after query deduplication). This 2-core box ranks ~0.86e9 pairs/s at
-dim 64 (1.16 s per 1e9 pairs; the matmul part grows with dim, the counting part, ~0.2 ns per pair, does
-not). ogbl-wikikg2-sized: 2 x 430k x 2.5M = 2.15e12 pairs: ~42 min on this box, ~5-6 min on 16 cores
+``2 x #test x #entities`` pairs (fewer after query deduplication). This 2-core box ranks ~1e9 pairs/s at
+dim 64 (0.94-1.10 s per 1e9 pairs from 1e5 to 1e7 entities; the matmul part grows with dim, the counting
+part, ~0.16 ns per pair on one core, does not). ogbl-wikikg2-sized: 2 x 430k x 2.5M = 2.15e12 pairs:
+~36-40 min on this box, ~5 min on 16 cores
 with ``distributed="tasks"`` (cost per pair stays flat from 1e5 to 1e7 entities). On GPUs: ~4-9e14 FLOP
 (dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s float32 per H100 is ~10-20 s of matmul per GPU when
 compute-bound, plus one write and one read of every score (8.6 TB in all at ~3 TB/s of HBM, ~3 s), i.e.
 ~2-3 s on 8 GPUs and well under a second per GPU on 4 nodes x 8 (not measured: no GPU was lent).
-Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs, ~55 s on this box (dim 64), well
+Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs, ~45-50 s on this box (dim 64), well
 under a second of matmul per GPU; with a memory-mapped table (4.6M x 128 float32 = 2.4 GB) peak anonymous
-memory stays at the ~1-2 GiB budget bound (0.29 GiB measured at 10^7 x 64).
+memory stays at the ~1-2 GiB budget bound (0.38-0.39 GiB measured at 10^7 x 64).
 Communication: "tasks" mode gathers 3 int64 counts + 1 int64 index per task once per side (430k tasks ->
 ~14 MB per side in total, not per batch); an entity-sharded mode all_reduces 2 int64 counts + 1 float
 score per task per batch (3 counts with chunked local slices: a re-rank flag; O(batch) numbers, e.g.
