@@ -73,9 +73,20 @@ def test_index_answers_equal_brute_force_even_where_the_combined_code_overflows(
         assert index.answers_of(key).tolist() == sorted(answers)
 
 
+@pytest.mark.parametrize("kernel", [True, False])
 @pytest.mark.parametrize("E, R", [(40, 6), (87_143_637, 1_315), (3_000_000_000, 7)])
-def test_distinct_triples_count_equals_numpy(E, R):
+def test_distinct_triples_count_equals_numpy(E, R, kernel, monkeypatch):
+    """With the compiled hash table (kernel loaded) and with the sort it falls back to."""
+    import threading
+
+    from kgeval.evaluation import count_kernel
     from kgeval.evaluation.filter_index import count_distinct_triples
+
+    if kernel:
+        count_kernel._load()
+        assert count_kernel.kernel_ready()
+    else:
+        monkeypatch.setattr(count_kernel, "_READY", threading.Event())  # as if not loaded
 
     rng = np.random.default_rng(5)
     ids = np.concatenate([rng.integers(0, E, 30), [E - 1]])
