@@ -143,3 +143,23 @@ def test_nan_policy_worst_ranks_nan_last():
     better = np.where(np.isnan(pos), K, (np.nan_to_num(neg, nan=-np.inf) > pos[:, None]).sum(1))
     np.testing.assert_array_equal(res.rank_table.optimistic, better + 1)
     assert np.isnan(pos).any() and np.isnan(neg).any()  # both NaN cases really occur
+
+
+def test_tie_tolerance_below_one_float32_spacing():
+    """tol = 1e-6 and scores near 20 (float32 spacing 1.9e-6): the negative one spacing above the
+    true score is better, as in the full ranking (float64 thresholds; float32 ones tied it)."""
+    s = np.float32(20.0)
+    row = torch.tensor([s, np.nextafter(s, np.float32(30)), np.nextafter(s, np.float32(10)), s, 25.0, 17.0])
+
+    class Rows:
+        num_entities = 6
+
+        def score_tails(self, h, r):
+            return row.expand(h.shape[0], -1).clone()
+
+        score_heads = score_tails
+
+    res = kgeval.evaluate(Rows(), np.array([[1, 0, 0]]), candidates={"tail_neg": np.array([[1, 2, 3, 4, 5]])},
+                          tie_tolerance=1e-6)
+    t = res.rank_table
+    assert (int(t.optimistic[0]), int(t.pessimistic[0])) == (3, 4)

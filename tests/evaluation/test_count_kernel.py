@@ -20,12 +20,13 @@ def loaded_kernel():
 
 
 def _brute(S, task_q, true, tol, known):
-    """Per task: #{c not known: S > t + tol}, #{c not known: t - tol <= S <= t + tol} in float arithmetic of S."""
+    """Per task: #{c not known: S > t + tol}, #{c not known: t - tol <= S <= t + tol}, in Python
+    floats (float64: float32 scores are exact there, the definition's real arithmetic up to 2^-53)."""
     known = {(int(r), int(c)) for r, c in zip(*known)} if known is not None else set()
     better, tied = [], []
     for t, i in enumerate(task_q.tolist()):
-        hi = (true[t : t + 1] + tol).item() if tol else true[t].item()
-        lo = (true[t : t + 1] - tol).item() if tol else true[t].item()
+        hi = true[t].item() + tol
+        lo = true[t].item() - tol
         b = g = 0
         for j, s in enumerate(S[i].tolist()):
             if (i, j) in known:
@@ -453,3 +454,32 @@ def test_every_model_ranks_the_same_in_tiles_with_row_walkers(name, monkeypatch)
     _assert_same_tables(got, ref, name)
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
     _assert_same_tables(evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False).rank_table, ref)
+
+
+
+@pytest.mark.parametrize("mode", ["numba", "torch"])
+@pytest.mark.parametrize("sampled", [False, True])
+def test_tie_tolerance_below_one_float32_spacing(mode, sampled, monkeypatch):
+    """tol = 1e-6 with scores in [16, 32), whose float32 spacing is 1.9e-6: a candidate one spacing
+    above the true score is better (1.9e-6 > tol), one spacing below is worse, the true score's
+    equal ties. In float32, s + tol rounded up to s + spacing and the candidate above counted as tied."""
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
+    s = np.float32(20.0)
+    up, down = np.nextafter(s, np.float32(30)), np.nextafter(s, np.float32(10))
+    row = torch.tensor([s, up, down, s, 25.0, 17.0], dtype=torch.float32)  # true answer: entity 0
+
+    class Rows:
+        num_entities = 6
+
+        def score_tails(self, h, r):
+            return row.expand(h.shape[0], -1).clone()
+
+        score_heads = score_tails
+
+    scorer = Rows()
+    kw = {"num_negatives": 5, "seed": 0} if sampled else {}
+    out = evaluate_ranks(scorer, np.array([[1, 0, 0]]), sides="tail", tie_tolerance=1e-6, filtered=False,
+                         progress=False, check_consistency=False, **kw)
+    t = out.rank_table
+    # better: up (20 + 1.9e-6) and 25; tied: the true answer and the other 20.0
+    assert (int(t.optimistic[0]), int(t.pessimistic[0])) == (3, 4)

@@ -33,6 +33,7 @@ from ..protocol import EvaluationProtocol
 from ..ranks import SIDE_NAMES, RankTable, Side
 from ..triples import as_triples, check_ids
 from .batching import default_memory_budget
+from .counting import tolerance_bounds
 from .inputs import evaluation_device
 from .evaluator import EvaluationOutput
 from .options import EvaluationOptions
@@ -149,8 +150,11 @@ def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, 
             raise InvalidInputError(f"the scorer returned NaN for a candidate of {side.label} task {i} "
                                     "(nan_policy='worst' ranks NaN last)")
         s, neg = scores[:, :1], scores[:, 1:]
-        b_ = (neg > s + tol).sum(1)  # comparisons with NaN are False: NaN negatives never beat or tie
-        t_ = ((neg - s).abs() <= tol).sum(1)
+        # comparisons with NaN are False: NaN negatives never beat or tie; thresholds in float64 as in
+        # the full ranking (counting.tolerance_bounds)
+        upper, lower = (s, s) if tol == 0 else tolerance_bounds(s, tol)
+        b_ = (neg > upper).sum(1)
+        t_ = ((neg >= lower) & (neg <= upper)).sum(1)
         worst = nan[:, 0]  # NaN true score: every negative is better
         better[lo:lo + step] = torch.where(worst, neg.shape[1], b_).cpu().numpy()
         tied[lo:lo + step] = torch.where(worst, 0, t_).cpu().numpy()

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..errors import InvalidInputError
+from .counting import tolerance_bounds
 
 __all__ = ["fused_counts", "use_kernel", "kernel_ready", "MIN_PAIRS", "count_distinct"]
 
@@ -61,8 +62,9 @@ def _load():
                 kernel = njit(nogil=True, cache=True, boundscheck=False)(_count_rows)
                 one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
                 t = np.zeros(1, dtype=np.float32)
-                kernel(np.zeros((1, 1), dtype=np.float32), np.zeros(1, dtype=np.int64), t, t, none, none, one,
-                       one.copy())  # the usual signature: compiled (or loaded from numba's cache) now
+                for thresholds in (t, t.astype(np.float64)):  # tolerance 0 / > 0 (float64 thresholds)
+                    kernel(np.zeros((1, 1), dtype=np.float32), np.zeros(1, dtype=np.int64), thresholds, thresholds,
+                           none, none, one, one.copy())  # the usual signatures: compiled (or read from cache) now
                 distinct = njit(nogil=True, cache=True)(_count_distinct)
                 distinct(one)
             except Exception:  # noqa: BLE001 - numba missing or broken: the torch path counts the same
@@ -180,10 +182,10 @@ def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor,
         return None
     S = scores.detach().contiguous()  # the compiled loop is specialised for C-contiguous rows
     true = true.detach().reshape(-1)
-    if tol == 0:  # the same thresholds as the torch path: ``true + tol`` in true's dtype
+    if tol == 0:  # the same thresholds as the torch path (:func:`.counting.tolerance_bounds`)
         hi = lo = true.contiguous().numpy()
     else:
-        hi, lo = (true + tol).numpy(), (true - tol).numpy()
+        hi, lo = (b.contiguous().numpy() for b in tolerance_bounds(true, tol))
     nt = true.shape[0]
     better = np.zeros(nt, dtype=np.int64)
     tied = np.zeros(nt, dtype=np.int64)

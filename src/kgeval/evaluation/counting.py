@@ -40,9 +40,23 @@ def count(scores: torch.Tensor, true: torch.Tensor, tol: float, buf: torch.Tenso
         better = torch.gt(scores, true, out=buf).sum(-1)
         tied = torch.eq(scores, true, out=buf).sum(-1)
     else:
-        better = torch.gt(scores, true + tol, out=buf).sum(-1)
-        tied = torch.ge(scores, true - tol, out=buf).sum(-1) - better  # t - tol <= s <= t + tol
+        hi, lo = tolerance_bounds(true, tol)
+        better = torch.gt(scores, hi, out=buf).sum(-1)
+        tied = torch.ge(scores, lo, out=buf).sum(-1) - better  # t - tol <= s <= t + tol
     return better.long(), tied.long()
+
+
+def tolerance_bounds(true: torch.Tensor, tol: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(true + tol, true - tol)`` in float64, whatever the scores' dtype.
+
+    In float32 the sum is rounded to the float32 grid: with ``ulp / 2 < tol < ulp`` (e.g. tol 1e-6
+    and scores in [16, 32), whose spacing is 1.9e-6) ``s + tol`` rounded up to ``s + ulp``, and a
+    candidate one ulp above the true score counted as tied instead of better. float32 scores are
+    exact in float64, and the float64 sum is off by at most 2^-53 relative: comparisons then follow
+    the definition ``score > s + tol``. (On devices without float64 the scores' dtype is used.)
+    """
+    t = true if true.dtype == torch.float64 or true.device.type == "mps" else true.double()
+    return t + tol, t - tol
 
 
 class Counter:
