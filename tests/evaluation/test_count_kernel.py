@@ -195,6 +195,14 @@ def _assert_same_tables(a, b, label=""):
         assert np.array_equal(getattr(a, name), getattr(b, name)), (label, name)
 
 
+def _spy_walkers(monkeypatch):
+    """The walker counts of every parallel walk (``_walk_in_parallel`` calls), as a list."""
+    walkers = []
+    real = full._walk_in_parallel
+    monkeypatch.setattr(full, "_walk_in_parallel", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
+    return walkers
+
+
 class _NoOut:
     """The same model behind methods without ``out=``: every score block is a fresh tensor."""
 
@@ -246,14 +254,7 @@ def test_parallel_chunk_walkers_give_the_same_ranks(kw, monkeypatch):
     kernel) give the rank tables of one walker; the thread count is restored afterwards."""
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("complex", 300, 6, 5, 900, 700)
-    walkers = []
-    real = full._walk_in_parallel
-
-    def spy(sc, walk, workers):
-        walkers.append(workers)
-        return real(sc, walk, workers)
-
-    monkeypatch.setattr(full, "_walk_in_parallel", spy)
+    walkers = _spy_walkers(monkeypatch)
     tables = {}
     threads = torch.get_num_threads()
     for n in ("1", "2", "3"):
@@ -319,9 +320,7 @@ def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatc
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
     model, train, test = _tied_model_and_triples("distmult", 120, 4, 7, 300, 250)
-    walkers = []
-    real = full._walk_in_parallel
-    monkeypatch.setattr(full, "_walk_in_parallel", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
+    walkers = _spy_walkers(monkeypatch)
 
     class WithOut(_NoOut):  # takes out= but says nothing about threads
         def score_tails(self, heads, relations, entities=None, out=None):
@@ -340,13 +339,6 @@ def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatc
         assert not walkers
         _assert_same_tables(got, ref)
     model.eval()
-
-
-def _spy_walkers(monkeypatch):
-    walkers = []
-    real = full._walk_in_parallel
-    monkeypatch.setattr(full, "_walk_in_parallel", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
-    return walkers
 
 
 @pytest.mark.parametrize("kw", [{}, {"filtered": False}, {"restrict_entities": range(0, 90, 2)}, {"tie_tolerance": 0.5},
