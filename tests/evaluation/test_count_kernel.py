@@ -203,6 +203,20 @@ def _spy_walkers(monkeypatch):
     return walkers
 
 
+def _tables_by_walker_count(monkeypatch, model, test, train, **kw):
+    """Rank tables with ``KGEVAL_CHUNK_WORKERS`` 1, 2 and 3, the walker counts each evaluation used,
+    and whether torch's thread count came back after each."""
+    walkers = _spy_walkers(monkeypatch)
+    tables, used, threads = {}, {}, torch.get_num_threads()
+    for n in ("1", "2", "3"):
+        monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", n)
+        walkers.clear()
+        tables[n] = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+        used[n] = list(walkers)
+        assert torch.get_num_threads() == threads
+    return tables, used
+
+
 class _NoOut:
     """The same model behind methods without ``out=``: every score block is a fresh tensor."""
 
@@ -254,16 +268,9 @@ def test_parallel_chunk_walkers_give_the_same_ranks(kw, monkeypatch):
     kernel) give the rank tables of one walker; the thread count is restored afterwards."""
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("complex", 300, 6, 5, 900, 700)
-    walkers = _spy_walkers(monkeypatch)
-    tables = {}
-    threads = torch.get_num_threads()
+    tables, used = _tables_by_walker_count(monkeypatch, model, test, train, entity_chunk_size=37, **kw)
     for n in ("1", "2", "3"):
-        monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", n)
-        walkers.clear()
-        tables[n] = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=37, progress=False,
-                                   **kw).rank_table
-        assert (walkers and set(walkers) == {int(n)}) if n != "1" else not walkers
-        assert torch.get_num_threads() == threads
+        assert (used[n] and set(used[n]) == {int(n)}) if n != "1" else not used[n]
     for n in ("2", "3"):
         _assert_same_tables(tables[n], tables["1"], n)
 
@@ -348,14 +355,9 @@ def test_row_walkers_give_the_same_ranks(kw, monkeypatch):
     give the rank tables of one walker, the torch path and fresh score blocks."""
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("complex", 90, 5, 11, 900, 500)
-    walkers = _spy_walkers(monkeypatch)
-    tables = {}
-    for n in ("1", "2", "3"):
-        monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", n)
-        walkers.clear()
-        tables[n] = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
-        # parts of at least _MIN_WALKER_ROWS query rows: a small batch gets fewer walkers
-        assert (walkers and max(walkers) == int(n) and min(walkers) >= 2) if n != "1" else not walkers
+    tables, used = _tables_by_walker_count(monkeypatch, model, test, train, **kw)
+    for n in ("1", "2", "3"):  # parts of at least _MIN_WALKER_ROWS query rows: a small batch gets fewer walkers
+        assert (used[n] and max(used[n]) == int(n) and min(used[n]) >= 2) if n != "1" else not used[n]
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
     tables["torch"] = evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False, **kw).rank_table
     for n in ("2", "3", "torch"):
