@@ -253,6 +253,7 @@ def test_reused_score_block_gives_the_same_ranks(mode, kw, monkeypatch):
         return res
 
     monkeypatch.setattr("kgeval.models.distmult.matmul_into", spy)
+    monkeypatch.setattr("kgeval.models.base.matmul_into", spy)  # prepared queries (Model.prepare_tails)
     got = evaluate_ranks(model, test, filter_triples=[train], batch_size=16, progress=False, **kw)
     used = [b for b in blocks if b is not None]
     # one block per side and chunk walker (grown at most once), reused by every batch
@@ -477,3 +478,31 @@ def test_tie_tolerance_below_one_float32_spacing(mode, sampled, monkeypatch):
     t = out.rank_table
     # better: up (20 + 1.9e-6) and 25; tied: the true answer and the other 20.0
     assert (int(t.optimistic[0]), int(t.pessimistic[0])) == (3, 4)
+
+
+@pytest.mark.parametrize("name", ["distmult", "complex", "tucker", "rotate"])
+@pytest.mark.parametrize("kw", [{"entity_chunk_size": 37}, {"restrict_entities": range(0, 299, 2), "entity_chunk_size": 29},
+                                {"tiles": True}])
+def test_chunks_and_tiles_score_prepared_queries_with_the_same_ranks(name, kw, monkeypatch):
+    """Chunked batches and tiled rows build each batch's queries once (Model.prepare_tails) and give
+    the rank tables of per-chunk scorer calls."""
+    from kgeval.evaluation import scoring
+    from kgeval.models import Model, get_model
+
+    kw = dict(kw)
+    if kw.pop("tiles", False):
+        monkeypatch.setattr(full, "_TILE_COLS", 40)
+        monkeypatch.setattr(full, "_TILE_ALIGN", 8)
+    model = get_model(name, 299, 5, dim=8, seed=3).eval()
+    allt = np.random.default_rng(6).integers(0, [299, 5, 299], size=(700, 3))
+    train, test = allt[:500], allt[500:]
+    calls = []
+    real = Model.score_prepared
+    monkeypatch.setattr(Model, "score_prepared", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    got = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+    assert calls
+    monkeypatch.setattr(scoring, "_prepare_method", lambda scorer, side: None)
+    calls.clear()
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+    assert not calls
+    _assert_same_tables(got, ref, name)

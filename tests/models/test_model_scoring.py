@@ -191,3 +191,49 @@ def test_out_block_is_not_used_when_gradients_are_tracked():
     assert scores.requires_grad and scores.data_ptr() != block.data_ptr()
     scores.sum().backward()
     assert model.entity.weight.grad is not None
+
+
+@pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)
+@pytest.mark.parametrize("inverse", [False, True])
+def test_prepared_queries_give_the_same_scores_bit_for_bit(name, kw, inverse):
+    """``score_prepared(prepare_tails(h, r), entities, out)`` equals ``score_tails(h, r, entities,
+    out)`` exactly (the evaluator mixes both within a batch: pass 1 and pass 2 must agree), for every
+    candidate spec, with and without an ``out=`` block; heads likewise."""
+    model = _model(name, kw, inverse=inverse).float()
+    anchors, rels = _all_pairs(N_REL)
+    with torch.inference_mode():
+        for method, prep, args in (("score_tails", "prepare_tails", (anchors, rels)),
+                                   ("score_heads", "prepare_heads", (rels, anchors))):
+            prepared = getattr(model, prep)(*args)
+            for entities in (None, slice(2, 7), torch.tensor([0, 3, 8])):
+                ref = getattr(model, method)(*args, entities=entities)
+                assert torch.equal(model.score_prepared(prepared, entities=entities), ref)
+                block = torch.full(ref.shape, float("nan"))
+                assert torch.equal(model.score_prepared(prepared, entities=entities, out=block), ref)
+    with pytest.raises(InvalidInputError, match="heads"):
+        model.prepare_tails(torch.tensor([N_ENT]), torch.tensor([0]))
+
+
+def test_prepared_queries_follow_a_subclass_and_are_not_used_past_its_own_scoring():
+    """A subclass overriding ``_tails_from`` is scored by it (the parent's prepared query vectors are
+    not used); one overriding the public ``score_tails`` is not prepared by the evaluator at all."""
+    from kgeval.evaluation.scoring import _prepare_method
+    from kgeval.models import DistMult
+    from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
+
+    class Shifted(DistMult):
+        def _tails_from(self, h_rows, r, cand_rows, out=None):
+            return super()._tails_from(h_rows, r, cand_rows) + 1.0
+
+    class Public(DistMult):
+        def score_tails(self, heads, relations, entities=None, out=None):
+            return super().score_tails(heads, relations, entities) * 2
+
+    shifted = Shifted(N_ENT, N_REL, dim=DIM).eval()
+    anchors, rels = _all_pairs(N_REL)
+    with torch.inference_mode():
+        ref = shifted.score_tails(anchors, rels, entities=slice(1, 5))
+        assert torch.equal(shifted.score_prepared(shifted.prepare_tails(anchors, rels), entities=slice(1, 5)), ref)
+    public = Public(N_ENT, N_REL, dim=DIM)
+    assert _prepare_method(public, SIDE_TAIL) is None and _prepare_method(public, SIDE_HEAD) is not None
+    assert _prepare_method(shifted, SIDE_TAIL) is not None

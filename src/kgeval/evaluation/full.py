@@ -456,6 +456,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     ans_at = torch.searchsorted(col_sorted, starts).tolist() if verify else None
     known_at = torch.searchsorted(fcol, starts).tolist() if known is not None else None
     nchunks = len(starts) - 1
+    prepared = sc.prepared(ent, rel)  # the batch's queries, built once for all its chunks
 
     def walk(slot: int, step: int):
         """Chunks ``slot, slot + step, ...``: their summed counts and differing tasks."""
@@ -464,7 +465,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         differ = []
         for k in range(slot, nchunks, step):  # count chunk by chunk, excluding the known answers in it
             c0, c1 = k * width, min(ncols, (k + 1) * width)
-            part = sc.chunk(ent, rel, c0, c1, slot=slot)
+            part = sc.chunk(ent, rel, c0, c1, slot=slot, prepared=prepared)
             if verify and ans_at[k + 1] > ans_at[k]:
                 sel = by_col[ans_at[k] : ans_at[k + 1]]
                 bad = ~_same(part[task_q[sel], col[sel] - c0].to(true.dtype), true[sel])

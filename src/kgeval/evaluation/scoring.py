@@ -23,6 +23,19 @@ from .scorers import accepts_entities, accepts_keyword
 
 __all__ = ["SideScorer"]
 
+
+def _prepare_method(scorer, side: int):
+    """``scorer.prepare_heads`` / ``prepare_tails`` of a built-in model whose public scoring methods
+    are its own (a subclass overriding ``score_tails`` / ``score_heads`` is scored through them)."""
+    from ..models.base import Model
+
+    if not isinstance(scorer, Model):
+        return None
+    name = "score_heads" if side == SIDE_HEAD else "score_tails"
+    if getattr(type(scorer), name) is not getattr(Model, name) or type(scorer).score_prepared is not Model.score_prepared:
+        return None
+    return scorer.prepare_heads if side == SIDE_HEAD else scorer.prepare_tails
+
 _WIDEN = (torch.float16, torch.bfloat16)
 
 
@@ -66,6 +79,8 @@ class SideScorer:
         #: on the CPU a scorer taking ``out=`` writes each score block into one reused buffer
         self.accepts_out = device.type == "cpu" and accepts_keyword(self.method, "out")
         self._blocks: list[torch.Tensor | None] = []  # one per concurrent chunk walker (slot)
+        #: a built-in model's prepare_heads / prepare_tails (queries built once per batch), or None
+        self.prepare = _prepare_method(scorer, side)
 
     def _call(self, method, ent, rel, *args, **kw):
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
@@ -123,11 +138,20 @@ class SideScorer:
         out = self._checked(self._call(self.method, ent, rel, **kw), (b, self.num_entities), self.method.__name__)
         return out if self.allowed is None else out.index_select(1, self.allowed)
 
-    def chunk(self, ent: torch.Tensor, rel: torch.Tensor, c0: int, c1: int, slot: int = 0) -> torch.Tensor:
-        """Scores of the allowed entities at column positions ``[c0, c1)``: ``(b, c1 - c0)``."""
-        entities = slice(c0, c1) if self.allowed is None else self.allowed[c0:c1]
-        out = self._call(self.method, ent, rel, entities=entities, **self._reused(ent.shape[0], c1 - c0, slot))
-        return self._checked(out, (ent.shape[0], c1 - c0), self.method.__name__)
+    def prepared(self, ent: torch.Tensor, rel: torch.Tensor):
+        """This batch's queries prepared once (:meth:`kgeval.models.Model.prepare_tails`) for
+        :meth:`chunk` / :meth:`tiles`, or None when the scorer has no such method."""
+        if self.prepare is None:
+            return None
+        q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
+        with torch_threads(self.threads):
+            return self.prepare(*q)
+
+    def chunk(self, ent: torch.Tensor, rel: torch.Tensor, c0: int, c1: int, slot: int = 0,
+              prepared=None) -> torch.Tensor:
+        """Scores of the allowed entities at column positions ``[c0, c1)``: ``(b, c1 - c0)``
+        (``prepared``: :meth:`prepared` of these queries, the same scores without rebuilding them)."""
+        return self._tile(ent, rel, c0, c1, self._reused(ent.shape[0], c1 - c0, slot), prepared)
 
     def tiles(self, ent: torch.Tensor, rel: torch.Tensor, width: int, slot: int = 0) -> list[torch.Tensor]:
         """Scores of all columns for each query as column tiles ``[0, width)``, ``[width, 2 width)``, ...:
@@ -136,18 +160,24 @@ class SideScorer:
         b, n = ent.shape[0], self.num_columns
         block = self._reused(b, n, slot).get("out")
         flat = None if block is None else block.view(-1)
+        prepared = self.prepared(ent, rel)
         out = []
         for c0 in range(0, n, width):
             c1 = min(n, c0 + width)
             kw = {} if flat is None else {"out": flat[b * c0 : b * c1].view(b, c1 - c0)}
-            out.append(self._tile(ent, rel, c0, c1, kw))
+            out.append(self._tile(ent, rel, c0, c1, kw, prepared))
         return out
 
-    def _tile(self, ent, rel, c0: int, c1: int, kw: dict) -> torch.Tensor:
-        """Scores of the columns ``[c0, c1)`` (``kw``: the ``out=`` of :meth:`tiles`, or nothing)."""
+    def _tile(self, ent, rel, c0: int, c1: int, kw: dict, prepared=None) -> torch.Tensor:
+        """Scores of the columns ``[c0, c1)`` (``kw``: an ``out=`` block, or nothing; ``prepared``:
+        see :meth:`chunk`)."""
         entities = slice(c0, c1) if self.allowed is None else self.allowed[c0:c1]
-        return self._checked(self._call(self.method, ent, rel, entities=entities, **kw), (ent.shape[0], c1 - c0),
-                             self.method.__name__)
+        if prepared is not None:
+            with torch_threads(self.threads):
+                out = self.scorer.score_prepared(prepared, entities=entities, **kw)
+        else:
+            out = self._call(self.method, ent, rel, entities=entities, **kw)
+        return self._checked(out, (ent.shape[0], c1 - c0), self.method.__name__)
 
     def columns(self, ent: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Scores of the allowed entities at the (sorted) column positions ``cols``: ``(b, len(cols))``."""

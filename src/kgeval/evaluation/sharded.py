@@ -92,6 +92,7 @@ class ShardSideScorer(SideScorer):
         self._score_dtype: torch.dtype | None = None
         # on the CPU a shard taking out= writes each local block into one reused buffer, as in one process
         self.accepts_out, self._blocks = device.type == "cpu" and accepts_keyword(self.method, "out"), []
+        self.prepare = None  # shard scoring takes query rows; nothing to prepare
 
     def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
         """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
@@ -107,16 +108,17 @@ class ShardSideScorer(SideScorer):
             rows[own] = out.to(device=self.device, dtype=self.row_dtype)
         return rows
 
-    def chunk(self, rows: torch.Tensor, rel: torch.Tensor, c0: int, c1: int, slot: int = 0) -> torch.Tensor:
+    def chunk(self, rows: torch.Tensor, rel: torch.Tensor, c0: int, c1: int, slot: int = 0,
+              prepared=None) -> torch.Tensor:
         """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``; in the reused
-        block (:meth:`SideScorer._reused`) when the shard takes ``out=``."""
+        block (:meth:`SideScorer._reused`) when the shard takes ``out=`` (``prepared``: always None here)."""
         if self.allowed is None:
             entities = None if (c0, c1) == (0, self.num_local) else slice(self.lo + c0, self.lo + c1)
         else:
             entities = self.allowed[self.c_lo + c0:self.c_lo + c1]
         return self._scored(rows, rel, entities, c1 - c0, **self._reused(rows.shape[0], c1 - c0, slot))
 
-    def _tile(self, rows, rel, c0: int, c1: int, kw: dict) -> torch.Tensor:
+    def _tile(self, rows, rel, c0: int, c1: int, kw: dict, prepared=None) -> torch.Tensor:
         """Scores of the local columns ``[c0, c1)`` for :meth:`SideScorer.tiles`."""
         entities = slice(self.lo + c0, self.lo + c1) if self.allowed is None else self.allowed[self.c_lo + c0:self.c_lo + c1]
         return self._scored(rows, rel, entities, c1 - c0, **kw)

@@ -36,17 +36,22 @@ class ComplEx(Model):
     def _split(self, x):
         return x[..., : self.dim], x[..., self.dim:]
 
-    def _tails_from(self, h_rows, r, cand_rows, out=None):
+    # _tails_from / _heads_from are products with these query vectors (Model.prepare_tails builds them once)
+    def _tail_query(self, h_rows, r):
         a, b = self._split(h_rows)
         c, d = self._split(self.relation(r))
-        q = torch.cat([a * c - b * d, a * d + b * c], dim=-1)
-        return matmul_into(q, cand_rows, out)
+        return torch.cat([a * c - b * d, a * d + b * c], dim=-1)
 
-    def _heads_from(self, r, t_rows, cand_rows, out=None):
+    def _head_query(self, r, t_rows):
         c, d = self._split(self.relation(r))
         e, f = self._split(t_rows)
-        q = torch.cat([c * e + d * f, c * f - d * e], dim=-1)
-        return matmul_into(q, cand_rows, out)
+        return torch.cat([c * e + d * f, c * f - d * e], dim=-1)
+
+    def _tails_from(self, h_rows, r, cand_rows, out=None):
+        return matmul_into(self._tail_query(h_rows, r), cand_rows, out)
+
+    def _heads_from(self, r, t_rows, cand_rows, out=None):
+        return matmul_into(self._head_query(r, t_rows), cand_rows, out)
 
     def _score_triples(self, h, r, t):
         a, b = self._split(self.entity(h))

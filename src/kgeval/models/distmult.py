@@ -29,11 +29,18 @@ class DistMult(Model):
     def relation_embeddings(self, idx):
         return self.relation(idx)
 
+    # _tails_from / _heads_from are products with these query vectors (Model.prepare_tails builds them once)
+    def _tail_query(self, h_rows, r):
+        return h_rows * self.relation(r)
+
+    def _head_query(self, r, t_rows):
+        return self.relation(r) * t_rows
+
     def _tails_from(self, h_rows, r, cand_rows, out=None):
-        return matmul_into(h_rows * self.relation(r), cand_rows, out)
+        return matmul_into(self._tail_query(h_rows, r), cand_rows, out)
 
     def _heads_from(self, r, t_rows, cand_rows, out=None):
-        return matmul_into(self.relation(r) * t_rows, cand_rows, out)
+        return matmul_into(self._head_query(r, t_rows), cand_rows, out)
 
     def _score_triples(self, h, r, t):
         return (self.entity(h) * self.relation(r) * self.entity(t)).sum(-1)

@@ -88,8 +88,11 @@ class TuckER(Model):
         x = torch.bmm(x.unsqueeze(1), self._core_slices(r)).squeeze(1)
         return self.hidden_dropout2(self._bn(self.bn1, x))
 
+    def _tail_query(self, h_rows, r):  # _tails_from is a product with these (Model.prepare_tails builds them once)
+        return self._tail_queries(h_rows, r)
+
     def _tails_from(self, h_rows, r, cand_rows, out=None):
-        return matmul_into(self._tail_queries(h_rows, r), cand_rows, out)
+        return matmul_into(self._tail_query(h_rows, r), cand_rows, out)
 
     def _score_triples(self, h, r, t):
         return (self._tail_queries(self.entity(h), r) * self.entity(t)).sum(-1)
