@@ -58,6 +58,12 @@ matmul) swings more than the evaluation, so the same code measured 0.92x at 1e6 
     128     1e5    RAM     1   one          2.4     1.7      1.4   1.17       1.15        0.5         1.69      0.38
     128     1e6    RAM     1   one         17.8    17.0     17.5   0.97       0.96        0.5         1.70      0.81
 
+A second run at 16:13 (after prepared queries, 3480d20; dim 64, one process, --repeat 7 / 3): 10^4 1.54x,
+10^5 0.79x (floor 1.2 s: a slow floor moment), 10^6 1.21x; seconds per 1e9 pairs 1.25 / 0.93 / 0.90 (10^5 and
+10^6 ~10% faster than above in absolute terms). The ratio's spread comes mostly from the floor: compare
+``s/1e9 pairs`` across runs, and ratios only within one run. In-process A/B of prepared queries (9
+alternations): 10^5 1.088x -> 1.055x, 14,541 entities (tiles) 1.66x -> 1.58x.
+
 (ratio: median of back-to-back evaluation/floor pairs after the cold first run. One process walks each
 batch's chunks -- or, up to 16,384 entities, its query rows -- on two threads, each with a one-thread
 matmul; the 2-process modes run one thread each and share the two cores.) The old and the new code
