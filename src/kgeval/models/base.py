@@ -204,7 +204,7 @@ class Model(nn.Module):
         h = _as_index(heads, "heads", self.num_entities, self.device)
         r = _as_index(relations, "relations", self.num_relation_embeddings, self.device)
         self._same_length(h, r)
-        return self._prepared_tails(h, r)
+        return self._prepared("tails", h, r)
 
     def prepare_heads(self, relations, tails):
         """The head queries ``(r, t)`` prepared once, as :meth:`prepare_tails`."""
@@ -212,30 +212,31 @@ class Model(nn.Module):
         t = _as_index(tails, "tails", self.num_entities, self.device)
         self._same_length(r, t)
         if self.inverse_relations:
-            return self._prepared_tails(t, r + self.num_relations)
-        cls = type(self)
-        if cls._score_heads is not Model._score_heads:  # a subclass scoring its own way: its method, per call
-            return lambda cand, out: self._score_heads(r, t, cand, out)
-        t_rows = self.entity(t)
-        if _defined_together(cls, "_heads_from", "_head_query"):
-            q = self._head_query(r, t_rows)
-            return lambda cand, out: matmul_into(q, self._rows(self.entity.weight, cand), out)
-        return lambda cand, out: self._heads_from(r, t_rows, self._rows(self.entity.weight, cand), out=out)
+            return self._prepared("tails", t, r + self.num_relations)
+        return self._prepared("heads", t, r)
 
     def score_prepared(self, prepared, entities=None, out=None) -> torch.Tensor:
         """Scores of prepared queries (:meth:`prepare_tails` / :meth:`prepare_heads`) against
         ``entities`` (as in :meth:`score_tails`); ``out`` as there."""
         return prepared(self._candidates(entities), out)
 
-    def _prepared_tails(self, h: torch.Tensor, r: torch.Tensor):
+    def _prepared(self, side: str, anchor: torch.Tensor, r: torch.Tensor):
+        """``(candidate spec, out) -> scores`` of the queries ``(anchor, r)`` predicting ``side``
+        ("tails": anchor = heads; "heads": anchor = tails), by the same arithmetic as
+        ``_score_tails`` / ``_score_heads``."""
         cls = type(self)
-        if cls._score_tails is not Model._score_tails:
-            return lambda cand, out: self._score_tails(h, r, cand, out)
-        h_rows = self.entity(h)
-        if _defined_together(cls, "_tails_from", "_tail_query"):
-            q = self._tail_query(h_rows, r)
+        score, rows_fn, query_fn = (("_score_tails", "_tails_from", "_tail_query") if side == "tails"
+                                    else ("_score_heads", "_heads_from", "_head_query"))
+        if getattr(cls, score) is not getattr(Model, score):  # a subclass scoring its own way: per call
+            method, ids = getattr(self, score), ((anchor, r) if side == "tails" else (r, anchor))
+            return lambda cand, out: method(*ids, cand, out)
+        rows = self.entity(anchor)
+        args = (rows, r) if side == "tails" else (r, rows)
+        if _defined_together(cls, rows_fn, query_fn):
+            q = getattr(self, query_fn)(*args)
             return lambda cand, out: matmul_into(q, self._rows(self.entity.weight, cand), out)
-        return lambda cand, out: self._tails_from(h_rows, r, self._rows(self.entity.weight, cand), out=out)
+        method = getattr(self, rows_fn)
+        return lambda cand, out: method(*args, self._rows(self.entity.weight, cand), out=out)
 
     def score_triples(self, heads, relations, tails) -> torch.Tensor:
         """Scores of the given triples: shape (batch,)."""
