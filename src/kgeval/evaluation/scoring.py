@@ -36,6 +36,7 @@ def _prepare_method(scorer, side: int):
         return None
     return scorer.prepare_heads if side == SIDE_HEAD else scorer.prepare_tails
 
+
 _WIDEN = (torch.float16, torch.bfloat16)
 
 
