@@ -13,6 +13,12 @@ paths use matrix products so that no ``batch x entities x dim`` tensor is ever b
 L1-distance variants, which have no such identity, are evaluated in bounded chunks instead,
 see :func:`chunked_pairwise`).
 
+A batch scored against many candidate slices (the evaluator's entity chunks) can be prepared once:
+``score_prepared(prepare_tails(heads, relations), entities, out)`` gives the scores of
+``score_tails`` bit for bit without re-checking the ids and rebuilding the query vectors per slice.
+Product models define ``_tail_query`` / ``_head_query`` next to ``_tails_from`` / ``_heads_from``
+(which are then ``matmul_into(query, candidates, out)``); the others are prepared up to their rows.
+
 With ``inverse_relations=True`` the model holds ``2R`` relation embeddings: relation
 ``r + R`` is the inverse of ``r`` and head prediction ``(?, r, t)`` is answered as tail
 prediction ``(t, r + R, ?)`` (PyKEEN's approach). ``score_triples`` always scores the triple
