@@ -102,3 +102,36 @@ def test_load_model_shard_equals_shard_of_loaded_model(tmp_path, name):
     torch.save(blob, path)
     with pytest.raises(InvalidInputError, match="checksum"):
         load_model(path, shard=(0, 2))
+
+
+@pytest.mark.parametrize("name", model_names())
+@pytest.mark.parametrize("inverse", [False, True])
+def test_prepared_shard_queries_score_bit_for_bit_like_score_from(name, inverse):
+    """``score_prepared_from(prepare_tails_from(rows, r), entities, out)`` is ``score_tails_from``
+    exactly (the sharded evaluator mixes both within a batch), heads likewise; the evaluator
+    prepares an :class:`EntityShard` but not a shard class scoring its own way."""
+    from kgeval.evaluation.sharded import _prepare_from
+    from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
+
+    model = get_model(name, 23, 3, dim=4, inverse_relations=inverse, seed=1).eval()
+    shard = model.shard(1, 3)
+    rows = model.entity.weight.detach()[[0, 5, 22, 9]]
+    r = torch.tensor([0, 2, 1, 1])
+    with torch.inference_mode():
+        for score, prep, args in (("score_tails_from", "prepare_tails_from", (rows, r)),
+                                  ("score_heads_from", "prepare_heads_from", (r, rows))):
+            prepared = getattr(shard, prep)(*args)
+            for entities in (None, slice(9, 12), torch.tensor([14, 7])):
+                ref = getattr(shard, score)(*args, entities=entities)
+                assert torch.equal(shard.score_prepared_from(prepared, entities=entities), ref)
+                block = torch.full(ref.shape, float("nan"))
+                assert torch.equal(shard.score_prepared_from(prepared, entities=entities, out=block), ref)
+    assert _prepare_from(shard, SIDE_TAIL) is not None and _prepare_from(shard, SIDE_HEAD) is not None
+
+    class Own(EntityShard):
+        def score_tails_from(self, head_rows, relations, entities=None, out=None):
+            return super().score_tails_from(head_rows, relations, entities) + 1
+
+    own = Own.__new__(Own)
+    own.__dict__.update(shard.__dict__)
+    assert _prepare_from(own, SIDE_TAIL) is None and _prepare_from(own, SIDE_HEAD) is not None

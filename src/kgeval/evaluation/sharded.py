@@ -36,6 +36,7 @@ import math
 import numpy as np
 import torch
 
+from .._threads import torch_threads
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_TAIL
 from .batching import auto_batch
@@ -48,6 +49,19 @@ from .scorers import accepts_keyword
 from .scoring import SideScorer
 
 __all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
+
+
+def _prepare_from(shard, side: int):
+    """``shard.prepare_heads_from`` / ``prepare_tails_from`` of a kgeval :class:`EntityShard` whose
+    scoring methods are its own, else None (a user's shard is called per slice)."""
+    from ..models.shard import EntityShard
+
+    if not isinstance(shard, EntityShard):
+        return None
+    names = ("score_heads_from", "prepare_heads_from") if side == SIDE_HEAD else ("score_tails_from", "prepare_tails_from")
+    if any(getattr(type(shard), n) is not getattr(EntityShard, n) for n in (*names, "score_prepared_from")):
+        return None
+    return getattr(shard, names[1])
 
 
 def _int_of(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
@@ -92,7 +106,8 @@ class ShardSideScorer(SideScorer):
         self._score_dtype: torch.dtype | None = None
         # on the CPU a shard taking out= writes each local block into one reused buffer, as in one process
         self.accepts_out, self._blocks = device.type == "cpu" and accepts_keyword(self.method, "out"), []
-        self.prepare = None  # shard scoring takes query rows; nothing to prepare
+        #: the shard's prepare_heads_from / prepare_tails_from (queries built once per batch), or None
+        self.prepare = _prepare_from(shard, side)
 
     def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
         """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
@@ -111,26 +126,31 @@ class ShardSideScorer(SideScorer):
     def chunk(self, rows: torch.Tensor, rel: torch.Tensor, c0: int, c1: int, slot: int = 0,
               prepared=None) -> torch.Tensor:
         """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``; in the reused
-        block (:meth:`SideScorer._reused`) when the shard takes ``out=`` (``prepared``: always None here)."""
+        block (:meth:`SideScorer._reused`) when the shard takes ``out=`` (``prepared``: see
+        :meth:`SideScorer.chunk`)."""
         if self.allowed is None:
             entities = None if (c0, c1) == (0, self.num_local) else slice(self.lo + c0, self.lo + c1)
         else:
             entities = self.allowed[self.c_lo + c0:self.c_lo + c1]
-        return self._scored(rows, rel, entities, c1 - c0, **self._reused(rows.shape[0], c1 - c0, slot))
+        return self._scored(rows, rel, entities, c1 - c0, prepared, **self._reused(rows.shape[0], c1 - c0, slot))
 
     def _tile(self, rows, rel, c0: int, c1: int, kw: dict, prepared=None) -> torch.Tensor:
         """Scores of the local columns ``[c0, c1)`` for :meth:`SideScorer.tiles`."""
         entities = slice(self.lo + c0, self.lo + c1) if self.allowed is None else self.allowed[self.c_lo + c0:self.c_lo + c1]
-        return self._scored(rows, rel, entities, c1 - c0, **kw)
+        return self._scored(rows, rel, entities, c1 - c0, prepared, **kw)
 
     def columns(self, rows: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Scores of the local columns at the sorted local positions ``cols``: ``(b, len(cols))``."""
         entities = cols + self.lo if self.allowed is None else self.allowed[cols + self.c_lo]
         return self._scored(rows, rel, entities, int(cols.shape[0]))
 
-    def _scored(self, rows, rel, entities, m: int, **kw) -> torch.Tensor:
-        out = self._checked(self._call(self.method, rows, rel, entities=entities, **kw), (rows.shape[0], m),
-                            self.method.__name__)
+    def _scored(self, rows, rel, entities, m: int, prepared=None, **kw) -> torch.Tensor:
+        if prepared is not None:  # the batch's queries, built once (EntityShard.prepare_tails_from)
+            with torch_threads(self.threads):
+                out = self.scorer.score_prepared_from(prepared, entities=entities, **kw)
+        else:
+            out = self._call(self.method, rows, rel, entities=entities, **kw)
+        out = self._checked(out, (rows.shape[0], m), self.method.__name__)
         self._score_dtype = out.dtype
         return out
 

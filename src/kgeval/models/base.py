@@ -230,19 +230,24 @@ class Model(nn.Module):
         """``(candidate spec, out) -> scores`` of the queries ``(anchor, r)`` predicting ``side``
         ("tails": anchor = heads; "heads": anchor = tails), by the same arithmetic as
         ``_score_tails`` / ``_score_heads``."""
-        cls = type(self)
-        score, rows_fn, query_fn = (("_score_tails", "_tails_from", "_tail_query") if side == "tails"
-                                    else ("_score_heads", "_heads_from", "_head_query"))
-        if getattr(cls, score) is not getattr(Model, score):  # a subclass scoring its own way: per call
+        score = "_score_tails" if side == "tails" else "_score_heads"
+        if getattr(type(self), score) is not getattr(Model, score):  # a subclass scoring its own way: per call
             method, ids = getattr(self, score), ((anchor, r) if side == "tails" else (r, anchor))
             return lambda cand, out: method(*ids, cand, out)
-        rows = self.entity(anchor)
+        scores_of = self._query_scorer(side, self.entity(anchor), r)
+        return lambda cand, out: scores_of(self._rows(self.entity.weight, cand), out)
+
+    def _query_scorer(self, side: str, rows: torch.Tensor, r: torch.Tensor):
+        """``(candidate rows, out) -> scores`` of the queries with entity rows ``rows`` (heads for
+        "tails", tails for "heads"): ``_tails_from`` / ``_heads_from`` with the query vectors built
+        once where the class defining them also defines ``_tail_query`` / ``_head_query``."""
+        rows_fn, query_fn = ("_tails_from", "_tail_query") if side == "tails" else ("_heads_from", "_head_query")
         args = (rows, r) if side == "tails" else (r, rows)
-        if _defined_together(cls, rows_fn, query_fn):
+        if _defined_together(type(self), rows_fn, query_fn):
             q = getattr(self, query_fn)(*args)
-            return lambda cand, out: matmul_into(q, self._rows(self.entity.weight, cand), out)
+            return lambda cand_rows, out: matmul_into(q, cand_rows, out)
         method = getattr(self, rows_fn)
-        return lambda cand, out: method(*args, self._rows(self.entity.weight, cand), out=out)
+        return lambda cand_rows, out: method(*args, cand_rows, out=out)
 
     def score_triples(self, heads, relations, tails) -> torch.Tensor:
         """Scores of the given triples: shape (batch,)."""

@@ -123,6 +123,27 @@ class EntityShard(nn.Module):
         return m._heads_from(r, rows, self._local(entities), out=out)
 
 
+    def prepare_tails_from(self, head_rows: torch.Tensor, relations):
+        """:meth:`score_tails_from`'s queries prepared once for several local slices
+        (:meth:`score_prepared_from`; as :meth:`Model.prepare_tails`, bit for bit the same scores)."""
+        m = self.local
+        r = _as_index(relations, "relations", m.num_relation_embeddings, m.device)
+        return m._query_scorer("tails", head_rows.to(m.device), r)
+
+    def prepare_heads_from(self, relations, tail_rows: torch.Tensor):
+        """:meth:`score_heads_from`'s queries prepared once (see :meth:`prepare_tails_from`)."""
+        m = self.local
+        r = _as_index(relations, "relations", m.num_relations, m.device)
+        rows = tail_rows.to(m.device)
+        if m.inverse_relations:
+            return m._query_scorer("tails", rows, r + m.num_relations)
+        return m._query_scorer("heads", rows, r)
+
+    def score_prepared_from(self, prepared, entities=None, out=None) -> torch.Tensor:
+        """Scores of prepared queries against the local ``entities`` (as :meth:`score_tails_from`)."""
+        return prepared(self._local(entities), out)
+
+
 def shard_model(model: Model, rank: int, world: int) -> EntityShard:
     """:meth:`Model.shard`: a new model of the same class on the local entity rows only."""
     if not isinstance(model, Model) or type(model)._tails_from is Model._tails_from:
