@@ -239,19 +239,25 @@ def tile_scores(tiles: list, tile: int, task_q: torch.Tensor, col: torch.Tensor)
     return true
 
 
+def known_by_column(known, bounds: list[int]) -> list:
+    """The known ``(row, column)`` pairs of each column range ``[bounds[k], bounds[k + 1])``, columns
+    relative to the range's start; None for a range holding none (or ``known`` None). One sort of
+    the batch's pairs by column, one ``searchsorted`` for all ranges."""
+    if known is None:
+        return [None] * (len(bounds) - 1)
+    order = torch.argsort(known[1])
+    rows, fcol = known[0][order], known[1][order]
+    at = torch.searchsorted(fcol, torch.tensor(bounds, device=fcol.device)).tolist()
+    return [(rows[at[k]:at[k + 1]], fcol[at[k]:at[k + 1]] - bounds[k]) if at[k + 1] > at[k] else None
+            for k in range(len(bounds) - 1)]
+
+
 def count_tiles(ctx, sc, tiles: list, tile: int, true, task_q, first, rest, known, triples, task0: int = 0):
     """:func:`count_block` summed over the tiles of whole rows (``known``: ``(row, column)`` pairs
     of the whole rows, split among the tiles by column)."""
-    if known is not None:  # known answers by column: each tile's are one contiguous range
-        order = torch.argsort(known[1])
-        rows, fcol = known[0][order], known[1][order]
-        bounds = torch.searchsorted(fcol, torch.arange(0, len(tiles) + 1, device=fcol.device) * tile).tolist()
+    parts_known = known_by_column(known, [k * tile for k in range(len(tiles) + 1)])
     better = tied = 0
-    for k, part in enumerate(tiles):
-        part_known = None
-        if known is not None:
-            lo, hi = bounds[k], bounds[k + 1]
-            part_known = (rows[lo:hi], fcol[lo:hi] - k * tile)
+    for part, part_known in zip(tiles, parts_known):
         b, t = count_block(ctx, sc, part, true, task_q, first, rest, part_known, triples, task0)
         better, tied = better + b, tied + t
     return better, tied
@@ -445,17 +451,12 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     """Pass 2 over the ``sc.num_columns`` columns: ``(better, tied, tasks whose in-batch true score
     differs from ``true`` or None)``; tasks with ``col < 0`` (answer on another entity shard) are not verified."""
     dev, nt, ncols = ctx.device, task_q.shape[0], sc.num_columns
-    if known is not None:
-        order = torch.argsort(known[1])
-        rows, fcol = known[0][order], known[1][order]
+    bounds = list(range(0, ncols, width)) + [ncols]
+    nchunks = len(bounds) - 1
+    parts_known = known_by_column(known, bounds)  # each chunk's known answers
     if verify:  # tasks sorted by answer column: each chunk's answers are one contiguous range
         by_col = torch.argsort(col)
-        col_sorted = col[by_col]
-    # where each chunk's answers / known answers start: one searchsorted per batch, not per chunk
-    starts = torch.tensor(list(range(0, ncols, width)) + [ncols], device=dev)
-    ans_at = torch.searchsorted(col_sorted, starts).tolist() if verify else None
-    known_at = torch.searchsorted(fcol, starts).tolist() if known is not None else None
-    nchunks = len(starts) - 1
+        ans_at = torch.searchsorted(col[by_col], torch.tensor(bounds, device=dev)).tolist()
     prepared = sc.prepared(ent, rel)  # the batch's queries, built once for all its chunks
 
     def walk(slot: int, step: int):
@@ -471,11 +472,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                 bad = ~_same(part[task_q[sel], col[sel] - c0].to(true.dtype), true[sel])
                 if bool(bad.any()):
                     differ.append(sel[bad])
-            part_known = None
-            if known is not None and known_at[k + 1] > known_at[k]:
-                lo, hi = known_at[k], known_at[k + 1]
-                part_known = (rows[lo:hi], fcol[lo:hi] - c0)
-            b, t = count_block(ctx, sc, part, true, task_q, first, rest, part_known, triples)
+            b, t = count_block(ctx, sc, part, true, task_q, first, rest, parts_known[k], triples)
             better += b
             tied += t
         return better, tied, differ
