@@ -152,7 +152,7 @@ def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, 
         s, neg = scores[:, :1], scores[:, 1:]
         # comparisons with NaN are False: NaN negatives never beat or tie; thresholds in float64 as in
         # the full ranking (counting.tolerance_bounds)
-        upper, lower = (s, s) if tol == 0 else tolerance_bounds(s, tol)
+        upper, lower = tolerance_bounds(s, tol)
         b_ = (neg > upper).sum(1)
         t_ = ((neg >= lower) & (neg <= upper)).sum(1)
         worst = nan[:, 0]  # NaN true score: every negative is better

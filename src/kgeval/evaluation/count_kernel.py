@@ -182,10 +182,8 @@ def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor,
         return None
     S = scores.detach().contiguous()  # the compiled loop is specialised for C-contiguous rows
     true = true.detach().reshape(-1)
-    if tol == 0:  # the same thresholds as the torch path (:func:`.counting.tolerance_bounds`)
-        hi = lo = true.contiguous().numpy()
-    else:
-        hi, lo = (b.contiguous().numpy() for b in tolerance_bounds(true, tol))
+    # the same thresholds as the torch path (:func:`.counting.tolerance_bounds`)
+    hi, lo = (b.contiguous().numpy() for b in tolerance_bounds(true, tol))
     nt = true.shape[0]
     better = np.zeros(nt, dtype=np.int64)
     tied = np.zeros(nt, dtype=np.int64)

@@ -47,7 +47,8 @@ def count(scores: torch.Tensor, true: torch.Tensor, tol: float, buf: torch.Tenso
 
 
 def tolerance_bounds(true: torch.Tensor, tol: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(true + tol, true - tol)`` in float64, whatever the scores' dtype.
+    """``(true + tol, true - tol)`` in float64, whatever the scores' dtype (``(true, true)`` for tol 0:
+    exact comparison in the scores' own dtype).
 
     In float32 the sum is rounded to the float32 grid: with ``ulp / 2 < tol < ulp`` (e.g. tol 1e-6
     and scores in [16, 32), whose spacing is 1.9e-6) ``s + tol`` rounded up to ``s + ulp``, and a
@@ -55,6 +56,8 @@ def tolerance_bounds(true: torch.Tensor, tol: float) -> tuple[torch.Tensor, torc
     exact in float64, and the float64 sum is off by at most 2^-53 relative: comparisons then follow
     the definition ``score > s + tol``. (On devices without float64 the scores' dtype is used.)
     """
+    if tol == 0:
+        return true, true
     t = true if true.dtype == torch.float64 or true.device.type == "mps" else true.double()
     return t + tol, t - tol
 
