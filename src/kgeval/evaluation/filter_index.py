@@ -58,7 +58,7 @@ def unique_pairs(keys: np.ndarray, values: np.ndarray, *, num_keys: int, num_val
     """
     keys = np.asarray(keys, dtype=np.int64)
     values = np.asarray(values, dtype=np.int64)
-    if int(num_keys) * int(num_values) <= np.iinfo(np.int64).max:
+    if _code_fits(num_keys, num_values):
         combined = sorted_unique(keys * int(num_values) + values)
         k = combined // int(num_values)
         return k, combined - k * int(num_values)
@@ -76,10 +76,15 @@ def count_distinct_triples(triples: np.ndarray, num_entities: int, num_relations
     ne, nr = int(num_entities), int(num_relations)
     if triples.shape[0] == 0:
         return 0
-    if ne * ne * nr <= np.iinfo(np.int64).max:
-        return count_distinct(triples[:, 0] * (nr * ne) + triples[:, 1].astype(np.int64) * ne + triples[:, 2])
-    keys = query_keys(triples, SIDE_TAIL, nr)
+    keys = query_keys(triples, SIDE_TAIL, nr)  # (head, relation) codes, as the tail side's filter index
+    if _code_fits(ne * nr, ne):  # the code of unique_pairs, counted by hash when the kernel is loaded
+        return count_distinct(keys * ne + triples[:, 2])
     return int(unique_pairs(keys, triples[:, 2], num_keys=ne * nr, num_values=ne)[0].shape[0])
+
+
+def _code_fits(num_keys: int, num_values: int) -> bool:
+    """Whether ``key * num_values + value`` fits int64 for every key and value below these bounds."""
+    return int(num_keys) * int(num_values) <= np.iinfo(np.int64).max
 
 
 def member_mask(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
