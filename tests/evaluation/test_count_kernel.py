@@ -484,8 +484,8 @@ def test_tie_tolerance_below_one_float32_spacing(mode, sampled, monkeypatch):
 @pytest.mark.parametrize("kw", [{"entity_chunk_size": 37}, {"restrict_entities": range(0, 299, 2), "entity_chunk_size": 29},
                                 {"tiles": True}])
 def test_chunks_and_tiles_score_prepared_queries_with_the_same_ranks(name, kw, monkeypatch):
-    """Chunked batches and tiled rows build each batch's queries once (Model.prepare_tails) and give
-    the rank tables of per-chunk scorer calls."""
+    """Chunked batches and tiled rows build each batch's queries once (Model.prepare_tails), not once
+    per chunk or tile call, and give the rank tables of per-call scoring."""
     from kgeval.evaluation import scoring
     from kgeval.models import Model, get_model
 
@@ -496,13 +496,14 @@ def test_chunks_and_tiles_score_prepared_queries_with_the_same_ranks(name, kw, m
     model = get_model(name, 299, 5, dim=8, seed=3).eval()
     allt = np.random.default_rng(6).integers(0, [299, 5, 299], size=(700, 3))
     train, test = allt[:500], allt[500:]
-    calls = []
-    real = Model.score_prepared
-    monkeypatch.setattr(Model, "score_prepared", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    built = []  # every preparation of a batch's queries (score_tails / score_heads prepare per call)
+    for method in ("prepare_tails", "prepare_heads"):
+        real = getattr(Model, method)
+        monkeypatch.setattr(Model, method, lambda self, *a, _real=real: built.append(1) or _real(self, *a))
     got = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
-    assert calls
+    once_per_batch = len(built)
     monkeypatch.setattr(scoring, "_prepare_method", lambda scorer, side: None)
-    calls.clear()
+    built.clear()
     ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
-    assert not calls
+    assert 0 < once_per_batch < len(built)
     _assert_same_tables(got, ref, name)

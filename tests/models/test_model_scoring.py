@@ -196,17 +196,27 @@ def test_out_block_is_not_used_when_gradients_are_tracked():
 @pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)
 @pytest.mark.parametrize("inverse", [False, True])
 def test_prepared_queries_give_the_same_scores_bit_for_bit(name, kw, inverse):
-    """``score_prepared(prepare_tails(h, r), entities, out)`` equals ``score_tails(h, r, entities,
-    out)`` exactly (the evaluator mixes both within a batch: pass 1 and pass 2 must agree), for every
-    candidate spec, with and without an ``out=`` block; heads likewise."""
+    """``score_prepared(prepare_tails(h, r), entities, out)`` (what ``score_tails`` runs) equals the
+    model's per-call arithmetic ``_tails_from(entity rows, r, candidate rows)`` exactly: the query
+    vectors built once (``_tail_query``) round as when built inside each call, for every candidate
+    spec, with and without an ``out=`` block; heads likewise (inverse relations: the tail form)."""
     model = _model(name, kw, inverse=inverse).float()
     anchors, rels = _all_pairs(N_REL)
+    W = model.entity.weight
+
+    def per_call(side, entities):
+        cand = model._rows(W, model._candidates(entities))
+        if side == "tails":
+            return model._tails_from(model.entity(anchors), rels, cand)
+        if inverse:
+            return model._tails_from(model.entity(anchors), rels + N_REL, cand)
+        return model._heads_from(rels, model.entity(anchors), cand)
+
     with torch.inference_mode():
-        for method, prep, args in (("score_tails", "prepare_tails", (anchors, rels)),
-                                   ("score_heads", "prepare_heads", (rels, anchors))):
+        for side, prep, args in (("tails", "prepare_tails", (anchors, rels)), ("heads", "prepare_heads", (rels, anchors))):
             prepared = getattr(model, prep)(*args)
             for entities in (None, slice(2, 7), torch.tensor([0, 3, 8])):
-                ref = getattr(model, method)(*args, entities=entities)
+                ref = per_call(side, entities)
                 assert torch.equal(model.score_prepared(prepared, entities=entities), ref)
                 block = torch.full(ref.shape, float("nan"))
                 assert torch.equal(model.score_prepared(prepared, entities=entities, out=block), ref)

@@ -107,9 +107,9 @@ def test_load_model_shard_equals_shard_of_loaded_model(tmp_path, name):
 @pytest.mark.parametrize("name", model_names())
 @pytest.mark.parametrize("inverse", [False, True])
 def test_prepared_shard_queries_score_bit_for_bit_like_score_from(name, inverse):
-    """``score_prepared_from(prepare_tails_from(rows, r), entities, out)`` is ``score_tails_from``
-    exactly (the sharded evaluator mixes both within a batch), heads likewise; the evaluator
-    prepares an :class:`EntityShard` but not a shard class scoring its own way."""
+    """``score_prepared_from(prepare_tails_from(rows, r), entities, out)`` (what ``score_tails_from``
+    runs) is exactly the local model's per-call arithmetic (``_tails_from`` on the rows), heads
+    likewise; the evaluator prepares an :class:`EntityShard` but not a shard class scoring its own way."""
     from kgeval.evaluation.sharded import _prepare_from
     from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
 
@@ -117,12 +117,20 @@ def test_prepared_shard_queries_score_bit_for_bit_like_score_from(name, inverse)
     shard = model.shard(1, 3)
     rows = model.entity.weight.detach()[[0, 5, 22, 9]]
     r = torch.tensor([0, 2, 1, 1])
+    m = shard.local
+
+    def per_call(side, entities):  # the local model's own arithmetic, queries rebuilt in the call
+        cand = shard._local(entities)
+        if side == "tails":
+            return m._tails_from(rows, r, cand)
+        return m._tails_from(rows, r + 3, cand) if inverse else m._heads_from(r, rows, cand)
+
     with torch.inference_mode():
-        for score, prep, args in (("score_tails_from", "prepare_tails_from", (rows, r)),
-                                  ("score_heads_from", "prepare_heads_from", (r, rows))):
+        for side, prep, args in (("tails", "prepare_tails_from", (rows, r)), ("heads", "prepare_heads_from", (r, rows))):
             prepared = getattr(shard, prep)(*args)
             for entities in (None, slice(9, 12), torch.tensor([14, 7])):
-                ref = getattr(shard, score)(*args, entities=entities)
+                ref = per_call(side, entities)
+                assert torch.equal(getattr(shard, f"score_{side}_from")(*args, entities=entities), ref)
                 assert torch.equal(shard.score_prepared_from(prepared, entities=entities), ref)
                 block = torch.full(ref.shape, float("nan"))
                 assert torch.equal(shard.score_prepared_from(prepared, entities=entities, out=block), ref)

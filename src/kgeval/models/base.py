@@ -183,23 +183,14 @@ class Model(nn.Module):
         ``out``: an optional tensor of that shape the scores may be written into (the result is
         then ``out`` itself); models whose last step is not a matrix product ignore it.
         """
-        h = _as_index(heads, "heads", self.num_entities, self.device)
-        r = _as_index(relations, "relations", self.num_relation_embeddings, self.device)
-        self._same_length(h, r)
-        return self._score_tails(h, r, self._candidates(entities), out)
+        return self.score_prepared(self.prepare_tails(heads, relations), entities, out)
 
     def score_heads(self, relations, tails, entities=None, out=None) -> torch.Tensor:
         """Scores of ``(e, r, t)`` for every candidate ``e``: shape (batch, num_candidates).
 
         With inverse relations this is ``score_tails(tails, relations + R, entities)``; ``out`` as there.
         """
-        r = _as_index(relations, "relations", self.num_relations, self.device)
-        t = _as_index(tails, "tails", self.num_entities, self.device)
-        self._same_length(r, t)
-        cand = self._candidates(entities)
-        if self.inverse_relations:
-            return self._score_tails(t, r + self.num_relations, cand, out)
-        return self._score_heads(r, t, cand, out)
+        return self.score_prepared(self.prepare_heads(relations, tails), entities, out)
 
     def prepare_tails(self, heads, relations):
         """The tail queries ``(h, r)`` prepared once for scoring against several candidate slices with

@@ -109,18 +109,11 @@ class EntityShard(nn.Module):
     def score_tails_from(self, head_rows: torch.Tensor, relations, entities=None, out=None) -> torch.Tensor:
         """Scores of ``(h_i, r_i, e)``, ``h_i`` given by its entity row, for the local entities ``e``
         (``out``: a block the scores may be written into, as in :meth:`Model.score_tails`)."""
-        m = self.local
-        r = _as_index(relations, "relations", m.num_relation_embeddings, m.device)
-        return m._tails_from(head_rows.to(m.device), r, self._local(entities), out=out)
+        return self.score_prepared_from(self.prepare_tails_from(head_rows, relations), entities, out)
 
     def score_heads_from(self, relations, tail_rows: torch.Tensor, entities=None, out=None) -> torch.Tensor:
         """Scores of ``(e, r_i, t_i)``, ``t_i`` given by its entity row, for the local entities ``e``."""
-        m = self.local
-        r = _as_index(relations, "relations", m.num_relations, m.device)
-        rows = tail_rows.to(m.device)
-        if m.inverse_relations:
-            return m._tails_from(rows, r + m.num_relations, self._local(entities), out=out)
-        return m._heads_from(r, rows, self._local(entities), out=out)
+        return self.score_prepared_from(self.prepare_heads_from(relations, tail_rows), entities, out)
 
 
     def prepare_tails_from(self, head_rows: torch.Tensor, relations):
