@@ -24,17 +24,23 @@ from .scorers import accepts_entities, accepts_keyword
 __all__ = ["SideScorer"]
 
 
+def own_prepare(obj, base: type, score: str, prepare: str, run: str):
+    """``obj.<prepare>`` when ``obj`` is a ``base`` whose ``score``, ``prepare`` and ``run`` methods
+    are ``base``'s own, else None: a subclass scoring its own way is called per slice, never bypassed
+    by queries prepared the parent's way."""
+    if not isinstance(obj, base):
+        return None
+    if any(getattr(type(obj), name) is not getattr(base, name) for name in (score, prepare, run)):
+        return None
+    return getattr(obj, prepare)
+
+
 def _prepare_method(scorer, side: int):
-    """``scorer.prepare_heads`` / ``prepare_tails`` of a built-in model whose public scoring methods
-    are its own (a subclass overriding ``score_tails`` / ``score_heads`` is scored through them)."""
+    """``scorer.prepare_heads`` / ``prepare_tails`` of a built-in model (see :func:`own_prepare`)."""
     from ..models.base import Model
 
-    if not isinstance(scorer, Model):
-        return None
-    name = "score_heads" if side == SIDE_HEAD else "score_tails"
-    if getattr(type(scorer), name) is not getattr(Model, name) or type(scorer).score_prepared is not Model.score_prepared:
-        return None
-    return scorer.prepare_heads if side == SIDE_HEAD else scorer.prepare_tails
+    kind = "heads" if side == SIDE_HEAD else "tails"
+    return own_prepare(scorer, Model, f"score_{kind}", f"prepare_{kind}", "score_prepared")
 
 
 _WIDEN = (torch.float16, torch.bfloat16)

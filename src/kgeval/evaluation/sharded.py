@@ -46,22 +46,18 @@ from .full import (CPU_BLOCK, tile_width, answer_scores, chunk_true_scores, coun
                    plan_batches, tile_scores)
 from .querybatch import batch_tasks, group_by_query, known_answers, redo_batch
 from .scorers import accepts_keyword
-from .scoring import SideScorer
+from .scoring import SideScorer, own_prepare
 
 __all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
 
 
 def _prepare_from(shard, side: int):
-    """``shard.prepare_heads_from`` / ``prepare_tails_from`` of a kgeval :class:`EntityShard` whose
-    scoring methods are its own, else None (a user's shard is called per slice)."""
+    """``shard.prepare_heads_from`` / ``prepare_tails_from`` of a kgeval :class:`EntityShard` (see
+    :func:`.scoring.own_prepare`; a user's shard is called per slice)."""
     from ..models.shard import EntityShard
 
-    if not isinstance(shard, EntityShard):
-        return None
-    names = ("score_heads_from", "prepare_heads_from") if side == SIDE_HEAD else ("score_tails_from", "prepare_tails_from")
-    if any(getattr(type(shard), n) is not getattr(EntityShard, n) for n in (*names, "score_prepared_from")):
-        return None
-    return getattr(shard, names[1])
+    kind = "heads" if side == SIDE_HEAD else "tails"
+    return own_prepare(shard, EntityShard, f"score_{kind}_from", f"prepare_{kind}_from", "score_prepared_from")
 
 
 def _int_of(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
