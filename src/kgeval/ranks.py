@@ -134,8 +134,9 @@ def _check_columns(side, optimistic, pessimistic, num_candidates, weight, triple
     nc = None
     if num_candidates is not None:
         _refuse_bools("num_candidates", num_candidates)
+        scalar = np.ndim(num_candidates) == 0  # one count for every task; a list keeps its length
         nc = as_1d("num_candidates", num_candidates)
-        nc = _rank_column("num_candidates", np.repeat(nc, n) if nc.shape[0] == 1 and n > 1 else nc)
+        nc = _rank_column("num_candidates", np.repeat(nc, n) if scalar else nc)
         if nc.shape[0] != n:
             raise InvalidInputError(f"length mismatch: {n} ranks but {nc.shape[0]} num_candidates")
         if np.any(pes > nc):

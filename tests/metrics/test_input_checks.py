@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
         ([-2, 1], None, None, r">= 1 .*position 0"),
         ([1, 11], [10, 10], None, r"rank above its number of candidates at position 1"),
         ([1, 2, 3], [10, 10], None, r"length mismatch: 3 ranks but 2 num_candidates"),
+        ([1, 2, 3], [10], None, r"length mismatch: 3 ranks but 1 num_candidates"),  # a list is not a scalar
         ([1, 2], None, [1.0], r"length mismatch: 2 ranks but 1 weights"),
         ([1, 2], None, [1.0, -0.5], r"non-negative"),
         ([1, 2], None, [0.0, 0.0], r"all zero"),
@@ -40,6 +41,11 @@ REPO = Path(__file__).resolve().parents[2]
 def test_metric_bad_input(ranks, c, w, match):
     with pytest.raises(InvalidInputError, match=match):
         metrics.get("mrr")(ranks, c, w)
+
+
+def test_a_scalar_number_of_candidates_serves_every_task():
+    m = metrics.get("adjusted_mrr")
+    assert m([1, 2, 3], 10) == m([1, 2, 3], [10, 10, 10])
 
 
 def test_hits_k_must_be_positive():

@@ -21,6 +21,8 @@ from kgeval.ranks import RankTable, read_rank_file
         ({"optimistic": [1, 5], "num_candidates": [4, 4]}, r"rank above its number of candidates at position 1 "
                                                            r"\(pessimistic rank 5 > num_candidates 4\)"),
         ({"optimistic": [1, 2], "num_candidates": [4, 4, 4]}, r"length mismatch: 2 ranks but 3 num_candidates"),
+        # a one-element list is a column, not a scalar: it was repeated for every task (the fuzz test found it)
+        ({"optimistic": [1, 1], "num_candidates": [4]}, r"length mismatch: 2 ranks but 1 num_candidates"),
         ({"optimistic": [1, 2], "weights": [1.0, -1.0]}, "non-negative"),
         ({"optimistic": [1, 2], "weights": [0.0, 0.0]}, "all zero"),
         ({"optimistic": [1, 2], "side": "middle"}, "unknown side"),

@@ -112,7 +112,7 @@ def check_candidates(num_candidates, n: int | None = None, *, required: bool = T
             raise InvalidInputError("this metric needs num_candidates (the number of candidates of each task)")
         return None
     c = as_float_array("num_candidates", num_candidates)
-    if n is not None and c.size == 1 and n > 1:
+    if n is not None and np.ndim(num_candidates) == 0:  # one count for every task; a list keeps its length
         c = np.repeat(c, n)
     if c.size == 0:
         raise InvalidInputError("num_candidates is empty: at least one ranking task is needed")
