@@ -159,6 +159,26 @@ def test_nan_rule_is_the_same_with_the_kernel(chunk, monkeypatch):
     assert messages["torch-worst"] == messages["numba-worst"]
 
 
+@pytest.mark.parametrize("chunk", [None, 5])
+def test_rows_holding_both_infinities_are_counted_not_taken_for_nan(chunk, monkeypatch):
+    """The kernel's NaN hint is a row sum, NaN also for a row holding +inf and -inf: such rows are
+    flagged, the exact check finds no NaN, and the counts are brute force's and the torch path's."""
+    S = torch.tensor([[0.0, float("inf"), float("-inf"), 1.0, 1.0], [0.0, 1.0, 2.0, 3.0, float("nan")]])
+    task_q, true = torch.tensor([0, 0, 1]), torch.tensor([1.0, float("inf"), 2.0])
+    b, t, nan_rows = fused_counts(S, true, task_q, 0.0, None)
+    assert (b.tolist(), t.tolist()) == _brute(S, task_q, true, 0.0, None)
+    assert nan_rows == 2  # row 0 (inf - inf) and row 1 (a NaN): the caller's exact check tells them apart
+    scorer, table, train, test = _graph(2)
+    h, r, _ = test[3]
+    table[h, r, 11], table[h, r, 12] = float("inf"), float("-inf")
+    tables = {}
+    for mode in ("torch", "numba"):
+        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
+        tables[mode] = evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=chunk,
+                                      progress=False).rank_table
+    _assert_same_tables(tables["numba"], tables["torch"])
+
+
 def test_auto_loads_the_kernel_in_the_background_and_counts_the_same(monkeypatch):
     """Under "auto" the first batches count with torch while numba loads on a daemon thread."""
     scorer, _, train, test = _graph(2)

@@ -8,8 +8,11 @@ For task ``t`` on query row ``i = task_q[t]`` with thresholds ``hi[t] = s_t + to
 
 NaN compares neither greater nor equal, exactly as in the torch path (:func:`.counting.count`),
 and the known answers are *subtracted* (O(#known) reads) instead of being overwritten with NaN,
-so the block is never written and never copied. The NaN check rides on the same pass (``s != s``
-on each row's first task) and reports how many rows hold a NaN; the caller raises or not.
+so the block is never written and never copied. The NaN check rides on the same pass: each row's
+first task also sums the row, which is NaN when the row holds a NaN (or both +inf and -inf, or
+overflows both ways); it reports how many rows look so, and the caller makes the exact check
+(:func:`.counting.check_nan`) before raising or not. A sum (vectorised, reassociated) instead of
+counting ``s != s``: measured 0.10 vs 0.14 ns per pair on one core, 209 x 10^4 blocks in cache.
 
 Why a compiled loop: torch needs two comparisons, two buffers and two sums per block, plus a
 NaN scan and a masking write (measured at 10^5 entities, 1,024 x 4,096 blocks: 2.1 ms per block
@@ -59,7 +62,8 @@ def _load():
             try:
                 from numba import njit
 
-                kernel = njit(nogil=True, cache=True, boundscheck=False)(_count_rows)
+                # reassoc (only): the NaN sum may be vectorised; comparisons keep IEEE semantics
+                kernel = njit(nogil=True, cache=True, boundscheck=False, fastmath={"reassoc"})(_count_rows)
                 one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
                 t = np.zeros(1, dtype=np.float32)
                 for thresholds in (t, t.astype(np.float64)):  # tolerance 0 / > 0 (float64 thresholds)
@@ -138,14 +142,14 @@ def _count_rows(S, task_q, lo, hi, krow, kcol, better, tied):  # compiled by num
         lw = lo[t]
         b = 0
         g = 0
-        if t == start[i]:  # the row's first task also looks for NaN
-            bad = 0
+        if t == start[i]:  # the row's first task also looks for NaN: a NaN anywhere makes the sum NaN
+            z = np.float32(0.0)
             for j in range(w):
                 s = S[i, j]
                 b += s > h
                 g += s >= lw
-                bad += s != s
-            if bad:
+                z += s  # (reassociated: vectorised; +inf and -inf in one row also give NaN, see below)
+            if z != z:
                 nan_rows += 1
         else:
             for j in range(w):
@@ -166,7 +170,7 @@ def _count_rows(S, task_q, lo, hi, krow, kcol, better, tied):  # compiled by num
 
 def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor, tol: float,
                  known: tuple[torch.Tensor, torch.Tensor] | None):
-    """``(better, tied, rows holding NaN)`` of every task against its row ``scores[task_q[t]]``,
+    """``(better, tied, rows that may hold NaN: check them)`` of every task against its row ``scores[task_q[t]]``,
     the ``known`` ``(row, column)`` pairs (unique) excluded; None when the kernel does not apply
     (not loaded yet, not on the CPU, not float32/float64): then use the torch path. The caller
     decides whether to use the kernel at all (:func:`use_kernel`).
