@@ -16,8 +16,9 @@ default) ``entity`` is the path of a float32 ``.npy`` file on local disk (``KGEV
   slowest rank; ``metrics s``: building :class:`kgeval.Results` from it (all default metrics with their
   null-model expectations; ``kgeval.evaluate`` = the two);
 - ``floor s``: the same number of ``(query, dim) @ (dim, entities)`` products (deduplicated query rows x
-  entities, 1,024-row x 4,096-column blocks into a reused output: the fastest shape measured here, and
-  the evaluator's own automatic CPU block), no counting, in the same process; measured
+  entities, into a reused output), no counting, in the same process, on torch's threads: the fastest
+  of 1,024-row x 1,024-, 2,048- and 4,096-column blocks (``FLOOR_WIDTHS``; until 2026-11-23 4,096 only,
+  which was 10-15% slower than the others on this box); measured
   on ``--floor-rows`` query rows (all by default) and scaled linearly, right after each evaluation;
   ``ratio`` = evaluation / floor of each back-to-back pair, the median over the warm pairs (all
   ``--repeat`` runs after the first; the cold one with ``--repeat 1``), ``cpu ratio`` the same in
@@ -127,6 +128,10 @@ MODES = {
     "entities": (2, "entities"),  # each rank holds and scores half of the entity table
 }
 
+#: the floor's block widths (1,024 query rows each): the fastest of them at each measurement is the floor
+#: (measured on the 2-core box: 1,024 x 1,024 and x 2,048 ~10% faster than x 4,096 at 1e4-1e6 entities)
+FLOOR_WIDTHS = (1024, 2048, 4096)
+
 
 def _rss_anon() -> int:
     with open("/proc/self/status") as fh:
@@ -201,18 +206,20 @@ def _worker(a) -> None:
         nq = len(range(nq * rank // world, nq * (rank + 1) // world))
     rows = min(nq, a.floor_rows or nq)
     q = torch.from_numpy(rng.standard_normal((min(rows, 1024), a.dim), dtype=np.float32))
-    width = 4096
-    block = torch.empty(q.shape[0], width)
+    block = torch.empty(q.shape[0], max(FLOOR_WIDTHS))
 
-    def floor_once() -> tuple[float, float]:
+    def floor_width(width: int) -> tuple[float, float]:
         t0, c0 = time.perf_counter(), cpu()
         with torch.inference_mode():
             for r0 in range(0, rows, q.shape[0]):
                 b = min(q.shape[0], rows - r0)
                 for c0_ in range(0, hi - lo, width):
                     c1 = min(hi - lo, c0_ + width)
-                    torch.mm(q[:b], ent[c0_:c1].T, out=block[:b, : c1 - c0_])
+                    torch.mm(q[:b], ent[c0_:c1].T, out=block.view(-1)[: b * (c1 - c0_)].view(b, c1 - c0_))
         return (time.perf_counter() - t0) * nq / rows, (cpu() - c0) * nq / rows
+
+    def floor_once() -> tuple[float, float]:  # the fastest block shape of this moment
+        return min(floor_width(w) for w in FLOOR_WIDTHS)
 
     # each evaluation is followed by a floor measurement: on a box whose speed drifts from minute to
     # minute, the ratio of a back-to-back pair is steadier than min(time) / min(floor)

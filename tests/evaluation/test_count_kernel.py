@@ -502,10 +502,11 @@ def test_tie_tolerance_below_one_float32_spacing(mode, sampled, monkeypatch):
 
 @pytest.mark.parametrize("name", ["distmult", "complex", "tucker", "rotate"])
 @pytest.mark.parametrize("kw", [{"entity_chunk_size": 37}, {"restrict_entities": range(0, 299, 2), "entity_chunk_size": 29},
-                                {"tiles": True}])
+                                {"tiles": True}, {"groups": True}, {"groups": True, "tiles": True}])
 def test_chunks_and_tiles_score_prepared_queries_with_the_same_ranks(name, kw, monkeypatch):
-    """Chunked batches and tiled rows build each batch's queries once (Model.prepare_tails), not once
-    per chunk or tile call, and give the rank tables of per-call scoring."""
+    """Chunked batches, tiled rows and row groups build each batch's queries once
+    (Model.prepare_tails), not once per chunk, tile call or group, and give the rank tables of
+    per-call scoring."""
     from kgeval.evaluation import scoring
     from kgeval.models import Model, get_model
 
@@ -513,6 +514,12 @@ def test_chunks_and_tiles_score_prepared_queries_with_the_same_ranks(name, kw, m
     if kw.pop("tiles", False):
         monkeypatch.setattr(full, "_TILE_COLS", 40)
         monkeypatch.setattr(full, "_TILE_ALIGN", 8)
+    if kw.pop("groups", False):  # row groups of 16 query rows (one walker: groups are not a thread's share)
+        monkeypatch.setattr(full, "CPU_BLOCK", 16 * 299)
+        monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "1")
+        groups = []
+        real_groups = full._row_groups
+        monkeypatch.setattr(full, "_row_groups", lambda *a: groups.append(real_groups(*a)) or groups[-1])
     model = get_model(name, 299, 5, dim=8, seed=3).eval()
     allt = np.random.default_rng(6).integers(0, [299, 5, 299], size=(700, 3))
     train, test = allt[:500], allt[500:]
@@ -522,6 +529,8 @@ def test_chunks_and_tiles_score_prepared_queries_with_the_same_ranks(name, kw, m
         monkeypatch.setattr(Model, method, lambda self, *a, _real=real: built.append(1) or _real(self, *a))
     got = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
     once_per_batch = len(built)
+    if full.CPU_BLOCK == 16 * 299:
+        assert groups and min(len(g) for g in groups) > 2 and once_per_batch == len(groups)
     monkeypatch.setattr(scoring, "_prepare_method", lambda scorer, side: None)
     built.clear()
     ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table

@@ -14,7 +14,7 @@ masking is applied per chunk. The true scores are read first from the batch scor
 answer columns only (~#rows / #columns extra work), and checked to be bitwise the in-batch values
 compared against (rows that differ are re-ranked exactly, see
 :func:`_rank_chunks`). On the CPU, automatic sizes keep score blocks near 2M entries (rows of more
-than 16,384 entities: 1,024 queries x 2,048 entities; shorter rows: groups of whole rows, see
+than 16,384 entities: 1,024 queries x 1,024 entities; shorter rows: groups of whole rows, see
 :func:`plan_batches`), so a large (e.g. memory-mapped) entity table is read once per ~1,024
 queries; when the memory budget forces chunking elsewhere, batches aim at ``_CHUNK_ROWS`` query rows. A scorer without ``entities=``
 cannot be chunked (whole rows, with a warning). Query-level metrics need whole rows.
@@ -50,8 +50,9 @@ __all__ = ["rank_full"]
 _MIN_CHUNK_ROWS = 64  # automatic chunking starts when the budget holds fewer whole rows than this
 _CHUNK_ROWS = 512  # ... and then aims at this many query rows per batch (fewer passes over the table)
 _MIN_TRUE_COLUMNS = 64  # pass 1 of chunked batches scores at least this many columns
-CPU_BLOCK = 1 << 21  # one walker's score block on the CPU, in entries (8 MiB of float32; see plan_batches)
-_CPU_BLOCK_ROWS = 1024  # ... as this many query rows x 2,048 entities when rows are chunked
+CPU_BLOCK = 1 << 21  # one walker's score block on the CPU at most, in entries (8 MiB of float32; see plan_batches)
+_CPU_CHUNK_BLOCK = 1 << 20  # ... when rows are chunked: this many entries (4 MiB),
+_CPU_BLOCK_ROWS = 1024  # ... as this many query rows x 1,024 entities
 _CPU_WHOLE_COLS = 1 << 14  # whole rows up to this many candidate columns, scored in row groups of one block
 _WHOLE_BATCH_BLOCKS = 16  # a whole-row batch holds up to this many row groups per walker
 _SHARD_ROW_BLOCK = 1 << 22  # whole local rows of an entity shard, scored in one piece (split_rows=False)
@@ -70,10 +71,11 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
     block costs page faults and zeroing on every batch (measured: a 766 x 10^5 DistMult product took
     4.3-4.8 ns per score into a fresh tensor vs 2.4-2.5 into a reused one; blocks of 2-4 M entries
     cost the same fresh or reused, since the allocator keeps them), and a block that fits the cache
-    is counted from the cache. One-thread products (one per walker) into blocks of 1-2M entries
-    run at ~1.34-1.41 ns per pair at dim 64 vs ~1.55-1.69 into 4M (1,024 x 4,096, 16 MiB) and 10M
-    (measured on the 2-core machine with both cores busy). Rows of more than ``_CPU_WHOLE_COLS``
-    entities are chunked (``_CPU_BLOCK_ROWS`` queries x ``CPU_BLOCK / _CPU_BLOCK_ROWS`` entities)
+    is counted from the cache. One-thread products (one per walker, both cores busy, dim 64) ran at
+    1.37 ns per pair into 1,024 x 1,024 blocks, 1.47 into 1,024 x 2,048 and 1.64 into 1,024 x 4,096;
+    whole rows of 10^4 entities at 1.49-1.59 in groups of 104-209 rows (1-2M entries) vs 1.82 in
+    419 (measured on the 2-core machine, interleaved). Rows of more than ``_CPU_WHOLE_COLS``
+    entities are chunked (``_CPU_BLOCK_ROWS`` queries x ``_CPU_CHUNK_BLOCK / _CPU_BLOCK_ROWS`` entities)
     rather than batched a few rows at a time (each batch reads the whole entity table). Shorter
     rows are whole; a batch holds up to ``_WHOLE_BATCH_BLOCKS`` row groups of one block per walker
     (:func:`_row_groups`; ``split_rows=False`` for callers that score a batch's rows in one piece:
@@ -91,7 +93,7 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
             rows = min(n_tasks, _CHUNK_ROWS)
             width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
         if cpu_blocks and sc.accepts_entities and ncols > _CPU_WHOLE_COLS:
-            cap = max(1, CPU_BLOCK // min(n_tasks, _CPU_BLOCK_ROWS))
+            cap = max(1, _CPU_CHUNK_BLOCK // min(n_tasks, _CPU_BLOCK_ROWS))
             width = cap if width is None else min(width, cap)
     if width is not None and width >= ncols:
         width = None
@@ -115,7 +117,7 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
     ctx.note_chunk(int(width))
     batch = opts.batch_size or auto_batch(ctx.budget, width, n_tasks, extra=extra)
     if cpu_blocks:
-        batch = min(batch, max(_MIN_CHUNK_ROWS, CPU_BLOCK // width))
+        batch = min(batch, max(_MIN_CHUNK_ROWS, _CPU_CHUNK_BLOCK // width))
     return batch, int(width)
 
 
@@ -211,22 +213,23 @@ def tile_width(ctx, sc) -> int | None:
     return -(-even // _TILE_ALIGN) * _TILE_ALIGN
 
 
-def _rank_part(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, picks, tile, slot, task0=0):
+def _rank_part(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, picks, tile, slot, task0=0, prepared=None):
     """``(better, tied, true scores, |score| sum of the picked tasks' rows)`` of whole-row queries
     ``ent, rel`` (``picks``: task indices, relative to this part, in the consistency check;
-    ``task0``: the batch index of this part's first task).
+    ``task0``: the batch index of this part's first task; ``prepared``: these queries prepared, see
+    :meth:`SideScorer.rows`).
 
     With ``tile`` (:func:`tile_width`) the rows are scored tile after tile into one block of the
     whole rows' size (:meth:`SideScorer.tiles`), the true scores read from those very tiles, then
     each tile counted: exact like a single whole-row product, no second pass.
     """
     if tile is None:
-        scores = sc.rows(ent, rel, slot=slot)
+        scores = sc.rows(ent, rel, slot=slot, prepared=prepared)
         true = scores[task_q, col]
         abs_sum = sum(_abs_sum(scores[task_q[p]]) for p in picks)
         better, tied = count_block(ctx, sc, scores, true, task_q, first, rest, known, triples, task0)
         return better, tied, true, abs_sum
-    tiles = sc.tiles(ent, rel, tile, slot=slot)
+    tiles = sc.tiles(ent, rel, tile, slot=slot, prepared=prepared)
     true = tile_scores(tiles, tile, task_q, col)
     abs_sum = sum(_abs_sum(part[task_q[p]]) for p in picks for part in tiles)
     better, tied = count_tiles(ctx, sc, tiles, tile, true, task_q, first, rest, known, triples, task0)
@@ -300,6 +303,8 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
     at = torch.tensor(bounds, device=dev)
     tb = torch.searchsorted(task_q, at).tolist()
     kb = torch.searchsorted(known[0], at).tolist() if known is not None else None
+    # the batch's queries prepared once, each group scored from its rows (~0.1-0.2 ms per group saved)
+    prepared = sc.prepared(ent, rel) if ngroups > 1 else None
 
     def group(g: int, slot: int):
         q0, q1, t0, t1 = bounds[g], bounds[g + 1], tb[g], tb[g + 1]
@@ -307,7 +312,8 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
         part_known = None if known is None else (known[0][kb[g]:kb[g + 1]] - q0, known[1][kb[g]:kb[g + 1]])
         first, rest = first_rest(tq)
         return _rank_part(ctx, sc, ent[q0:q1], rel[q0:q1], tq, col[t0:t1], first, rest, part_known,
-                          triples[t0:t1], [p - t0 for p in picks if t0 <= p < t1], tile, slot, t0)
+                          triples[t0:t1], [p - t0 for p in picks if t0 <= p < t1], tile, slot, t0,
+                          None if prepared is None else prepared.rows(q0, q1))
 
     widest = max(b - a for a, b in zip(bounds, bounds[1:]))
     workers = _walkers(ctx, sc, ngroups, widest * sc.num_columns)

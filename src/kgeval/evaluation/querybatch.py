@@ -80,6 +80,15 @@ def batch_tasks(qstart: np.ndarray, nt: int, dev):
 def first_rest(task_q: torch.Tensor):
     """``(first, rest)`` of sorted ``task_q`` as :meth:`Counter.rows` takes them (None, None: one task per row)."""
     nt = task_q.shape[0]
+    if task_q.device.type == "cpu":  # numpy: ~10 us where five small torch ops took ~0.1 ms (once per row group)
+        a = task_q.numpy()
+        change = np.empty(nt, dtype=bool)
+        change[:1] = True
+        np.not_equal(a[1:], a[:-1], out=change[1:])
+        first = np.flatnonzero(change)
+        if first.shape[0] == nt:
+            return None, None
+        return torch.from_numpy(first), torch.from_numpy(np.flatnonzero(~change))
     change = torch.ones(nt, dtype=torch.bool, device=task_q.device)
     change[1:] = task_q[1:] != task_q[:-1]
     first = change.nonzero().view(-1)

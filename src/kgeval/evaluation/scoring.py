@@ -135,9 +135,12 @@ class SideScorer:
             self._blocks[slot] = block
         return {"out": block[: b * m].view(b, m)}
 
-    def rows(self, ent: torch.Tensor, rel: torch.Tensor, slot: int = 0) -> torch.Tensor:
-        """Scores of all allowed entities for each query: ``(b, num_columns)`` (``slot``: see :meth:`_reused`)."""
+    def rows(self, ent: torch.Tensor, rel: torch.Tensor, slot: int = 0, prepared=None) -> torch.Tensor:
+        """Scores of all allowed entities for each query: ``(b, num_columns)`` (``slot``: see :meth:`_reused`;
+        ``prepared``: these queries prepared, e.g. ``batch_prepared.rows(a, b)``, see :meth:`prepared`)."""
         b = ent.shape[0]
+        if prepared is not None:
+            return self._tile(ent, rel, 0, self.num_columns, self._reused(b, self.num_columns, slot), prepared)
         if self.allowed is not None and self.accepts_entities:
             out = self._call(self.method, ent, rel, entities=self.allowed, **self._reused(b, self.num_columns, slot))
             return self._checked(out, (b, self.num_columns), self.method.__name__)
@@ -147,7 +150,8 @@ class SideScorer:
 
     def prepared(self, ent: torch.Tensor, rel: torch.Tensor):
         """This batch's queries prepared once (:meth:`kgeval.models.Model.prepare_tails`) for
-        :meth:`chunk` / :meth:`tiles`, or None when the scorer has no such method."""
+        :meth:`chunk` / :meth:`tiles` / :meth:`rows`, or None when the scorer has no such method.
+        ``prepared.rows(a, b)``: the queries ``a:b`` of them (:class:`kgeval.models.base.PreparedQueries`)."""
         if self.prepare is None:
             return None
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
@@ -160,14 +164,15 @@ class SideScorer:
         (``prepared``: :meth:`prepared` of these queries, the same scores without rebuilding them)."""
         return self._tile(ent, rel, c0, c1, self._reused(ent.shape[0], c1 - c0, slot), prepared)
 
-    def tiles(self, ent: torch.Tensor, rel: torch.Tensor, width: int, slot: int = 0) -> list[torch.Tensor]:
+    def tiles(self, ent: torch.Tensor, rel: torch.Tensor, width: int, slot: int = 0, prepared=None) -> list[torch.Tensor]:
         """Scores of all columns for each query as column tiles ``[0, width)``, ``[width, 2 width)``, ...:
         a list of ``(b, c1 - c0)`` tensors, laid out tile after tile in the slot's block of the whole
-        rows' size (:meth:`_reused`; needs ``entities=``)."""
+        rows' size (:meth:`_reused`; needs ``entities=``; ``prepared`` as in :meth:`rows`)."""
         b, n = ent.shape[0], self.num_columns
         block = self._reused(b, n, slot).get("out")
         flat = None if block is None else block.view(-1)
-        prepared = self.prepared(ent, rel)
+        if prepared is None:
+            prepared = self.prepared(ent, rel)
         out = []
         for c0 in range(0, n, width):
             c1 = min(n, c0 + width)

@@ -15,8 +15,9 @@ see :func:`chunked_pairwise`).
 
 A batch scored against many candidate slices (the evaluator's entity chunks) can be prepared once:
 ``score_prepared(prepare_tails(heads, relations), entities, out)`` gives the scores of
-``score_tails`` bit for bit without re-checking the ids and rebuilding the query vectors per slice.
-Product models define ``_tail_query`` / ``_head_query`` next to ``_tails_from`` / ``_heads_from``
+``score_tails`` bit for bit without re-checking the ids and rebuilding the query vectors per slice;
+the prepared queries (:class:`PreparedQueries`) also give any contiguous range of their rows
+prepared (``prepared.rows(a, b)``: the evaluator's row groups of a batch). Product models define ``_tail_query`` / ``_head_query`` next to ``_tails_from`` / ``_heads_from``
 (which are then ``matmul_into(query, candidates, out)``); the others are prepared up to their rows.
 
 With ``inverse_relations=True`` the model holds ``2R`` relation embeddings: relation
@@ -109,6 +110,35 @@ def neg_l1_distance(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Te
         return -torch.cdist(queries, candidates[lo:hi], p=1)
 
     return chunked_pairwise(block, b, candidates.shape[0], d)
+
+
+class PreparedQueries:
+    """Queries prepared once (:meth:`Model.prepare_tails` / :meth:`Model.prepare_heads`, an entity
+    shard's ``prepare_*_from``): ``prepared(candidates, out)`` scores them all, as
+    ``fn(candidates, out, *tensors)``; row ``i`` of every tensor belongs to query ``i``, so
+    :meth:`rows` gives a range of the queries prepared without preparing anything again."""
+
+    __slots__ = ("_fn", "_tensors")
+
+    def __init__(self, fn: Callable, *tensors: torch.Tensor):
+        self._fn, self._tensors = fn, tensors
+
+    def __call__(self, candidates, out: torch.Tensor | None = None) -> torch.Tensor:
+        return self._fn(candidates, out, *self._tensors)
+
+    def rows(self, a: int, b: int) -> "PreparedQueries":
+        """The queries ``a:b`` (views of these rows: the same query numbers; their scores are those
+        rows of the whole batch's up to the product's rounding, which may depend on the row count)."""
+        return PreparedQueries(self._fn, *(t[a:b] for t in self._tensors))
+
+    def on(self, candidates_of: Callable) -> "PreparedQueries":
+        """These queries scored against ``candidates_of(candidates)`` (e.g. the rows of candidate ids)."""
+        fn = self._fn
+        return PreparedQueries(lambda cand, out, *ts: fn(candidates_of(cand), out, *ts), *self._tensors)
+
+
+def _product(cand_rows: torch.Tensor, out, q: torch.Tensor) -> torch.Tensor:
+    return matmul_into(q, cand_rows, out)
 
 
 def _defined_together(cls, method: str, query: str) -> bool:
@@ -223,22 +253,23 @@ class Model(nn.Module):
         ``_score_tails`` / ``_score_heads``."""
         score = "_score_tails" if side == "tails" else "_score_heads"
         if getattr(type(self), score) is not getattr(Model, score):  # a subclass scoring its own way: per call
-            method, ids = getattr(self, score), ((anchor, r) if side == "tails" else (r, anchor))
-            return lambda cand, out: method(*ids, cand, out)
-        scores_of = self._query_scorer(side, self.entity(anchor), r)
-        return lambda cand, out: scores_of(self._rows(self.entity.weight, cand), out)
+            method = getattr(self, score)
+            if side == "tails":
+                return PreparedQueries(lambda cand, out, a, rr: method(a, rr, cand, out), anchor, r)
+            return PreparedQueries(lambda cand, out, rr, a: method(rr, a, cand, out), r, anchor)
+        weight = self.entity.weight
+        return self._query_scorer(side, self.entity(anchor), r).on(lambda cand: self._rows(weight, cand))
 
-    def _query_scorer(self, side: str, rows: torch.Tensor, r: torch.Tensor):
+    def _query_scorer(self, side: str, rows: torch.Tensor, r: torch.Tensor) -> PreparedQueries:
         """``(candidate rows, out) -> scores`` of the queries with entity rows ``rows`` (heads for
         "tails", tails for "heads"): ``_tails_from`` / ``_heads_from`` with the query vectors built
         once where the class defining them also defines ``_tail_query`` / ``_head_query``."""
         rows_fn, query_fn = ("_tails_from", "_tail_query") if side == "tails" else ("_heads_from", "_head_query")
         args = (rows, r) if side == "tails" else (r, rows)
         if _defined_together(type(self), rows_fn, query_fn):
-            q = getattr(self, query_fn)(*args)
-            return lambda cand_rows, out: matmul_into(q, cand_rows, out)
+            return PreparedQueries(_product, getattr(self, query_fn)(*args))
         method = getattr(self, rows_fn)
-        return lambda cand_rows, out: method(*args, cand_rows, out=out)
+        return PreparedQueries(lambda cand_rows, out, *ts: method(*ts, cand_rows, out=out), *args)
 
     def score_triples(self, heads, relations, tails) -> torch.Tensor:
         """Scores of the given triples: shape (batch,)."""
