@@ -385,6 +385,32 @@ def test_row_walkers_give_the_same_ranks(kw, monkeypatch):
         _assert_same_tables(tables[n], tables["1"], n)
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_row_groups_hold_one_block_each_and_query_metrics_batches_stay_one_block_per_walker(workers, monkeypatch):
+    """Whole rows are scored in row groups of at most ``CPU_BLOCK`` scores (several per batch), with
+    the ranks of one product per batch; query metrics score each batch in one piece, so their
+    batches stay at one block per walker (never ``_WHOLE_BATCH_BLOCKS`` of them at once)."""
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", workers)
+    model, train, test = _tied_model_and_triples("distmult", 300, 5, 21, 1300, 500)
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, batch_size=10**6).rank_table
+    monkeypatch.setattr(full, "CPU_BLOCK", 20 * 300)  # groups of 20 query rows
+    blocks = []
+    real_rows = full.SideScorer.rows
+
+    def rows(self, ent, rel, *a, **k):
+        blocks.append(ent.shape[0] * self.num_columns)
+        return real_rows(self, ent, rel, *a, **k)
+
+    monkeypatch.setattr(full.SideScorer, "rows", rows)
+    got = evaluate_ranks(model, test, filter_triples=[train], progress=False).rank_table
+    _assert_same_tables(got, ref)
+    assert len(blocks) > 2 * 20 and max(blocks) <= 20 * 300  # ~400 query rows per side in groups of 20
+    blocks.clear()
+    evaluate_ranks(model, test, filter_triples=[train], progress=False, query_metrics_k=(1,))
+    assert blocks and max(blocks) <= max(64, int(workers) * 20) * 300
+
+
 def test_row_walkers_name_the_nan_triple_by_its_batch_index(monkeypatch):
     """A NaN row in the second walker's part is reported with its index in the batch, not in the part."""
     from kgeval.models import get_model

@@ -108,9 +108,11 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
         batch = opts.batch_size or auto_batch(ctx.budget, row_cols, n_tasks, extra=extra)
         if cpu_blocks and split_rows:
             # rows are scored and counted in groups of one block (_row_groups): a batch of several
-            # groups per walker pays the per-batch work (known answers, task bookkeeping) once for all
+            # groups per walker pays the per-batch work (known answers, task bookkeeping) once for
+            # all; query metrics score a batch's rows in one piece (one block per walker's share)
             walkers = _walkers(ctx, sc, 2, 0)
-            batch = min(batch, max(_MIN_CHUNK_ROWS, _WHOLE_BATCH_BLOCKS * walkers * CPU_BLOCK // ncols))
+            groups = 1 if ctx.want_query_metrics else _WHOLE_BATCH_BLOCKS
+            batch = min(batch, max(_MIN_CHUNK_ROWS, groups * walkers * CPU_BLOCK // ncols))
         elif cpu_blocks:
             batch = min(batch, max(_MIN_CHUNK_ROWS, _SHARD_ROW_BLOCK // ncols))
         return batch, None
