@@ -38,47 +38,46 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Measured (2026-11-23, 15:23-15:50 UTC, 2-core AMD EPYC VM, load ~1, nothing else running; DistMult,
-5,000 test triples, 100,000 filter triples; ``--repeat 5`` at 1e4-1e5, 3 at 1e6 and 1e7, ``--floor-rows
-1024`` at 1e7; wall clock on this box swings up to 2x from minute to minute, and the floor (a two-thread
-matmul) swings more than the evaluation, so the same code measured 0.92x at 1e6 in an earlier hour):
+Measured (2026-11-23, 17:42-18:15 UTC, 2-core AMD EPYC VM, load ~0.4, nothing else running; DistMult,
+5,000 test triples, 100,000 filter triples; ``--repeat 5`` (9 for the 1e4-1e5 re-runs), 3 at 1e7 with
+``--floor-rows 1024``; the floor is the fastest of three block widths at each measurement (see above):
 
     dim  entities  table procs mode      time s  warm s  floor s  ratio  cpu ratio  metrics s  s/1e9 pairs  anon GiB
-     64     1e4    RAM     1   one          0.8     0.1      0.1   1.46       1.28        0.1         1.34      0.37
-     64     1e4    RAM     2   tasks        0.5     0.2      0.1   2.24       2.03        0.1         1.65      0.31
-     64     1e4    RAM     2   entities     0.9     0.3      0.1   3.29       2.57        0.1         2.58      0.31
-     64     1e5    RAM     1   one          1.9     1.1      0.8   1.35       1.30        0.5         1.10      0.35
-     64     1e5    RAM     2   tasks        1.8     1.0      0.8   1.33       1.29        0.5         1.05      0.33
-     64     1e5    RAM     2   entities     1.9     1.1      0.8   1.43       1.31        0.5         1.14      0.32
-     64     1e6    RAM     1   one         10.7    10.1      8.3   1.16       1.13        0.5         1.01      0.58
-     64     1e6    RAM     2   tasks       11.1     9.7      8.1   1.22       1.20        0.5         0.97      0.55
-     64     1e6    RAM     2   entities    10.9    10.5      8.2   1.27       1.22        0.5         1.05      0.43
-     64     1e7    mmap    1   one        107.0    94.2     82.9   1.09       1.07        0.5         0.94      0.39
-     64     1e7    mmap    2   entities    99.0    99.7     80.6   1.20       1.19        0.5         1.00      0.38
-    128     1e4    RAM     1   one          1.1     0.2      0.1   1.28       1.22        0.1         1.88      0.36
-    128     1e5    RAM     1   one          2.4     1.7      1.4   1.17       1.15        0.5         1.69      0.38
-    128     1e6    RAM     1   one         17.8    17.0     17.5   0.97       0.96        0.5         1.70      0.81
+     64     1e4    RAM     1   one          0.6     0.1      0.1   1.79       1.67        0.1         1.20      0.34
+     64     1e4    RAM     2   tasks        0.4     0.1      0.1   2.00       1.75        0.1         1.32      0.31
+     64     1e4    RAM     2   entities     0.9     0.3      0.1   3.90       3.09        0.1         2.54      0.31
+     64     1e5    RAM     1   one          1.8     1.0      0.8   1.25       1.17        0.5         0.96      0.32
+     64     1e5    RAM     2   tasks        1.5     0.9      0.7   1.37       1.28        0.5         0.93      0.32
+     64     1e5    RAM     2   entities     1.8     1.0      0.7   1.59       1.34        0.5         1.02      0.31
+     64     1e6    RAM     1   one         10.9     8.4      8.1   1.03       1.01        0.5         0.84      0.54
+     64     1e6    RAM     2   tasks        9.1     8.3      6.9   1.23       1.20        0.6         0.83      0.53
+     64     1e6    RAM     2   entities     9.3     8.4      6.9   1.21       1.18        0.5         0.84      0.41
+     64     1e7    mmap    1   one         87.1    80.2     71.6   1.07       1.06        0.5         0.80      0.37
+     64     1e7    mmap    2   entities    81.5    79.9     69.9   1.19       1.16        0.5         0.80      0.36
+    128     1e4    RAM     1   one          1.0     0.2      0.1   1.54       1.45        0.1         2.13      0.36
+    128     1e5    RAM     1   one          2.3     1.6      1.4   1.13       1.10        0.5         1.62      0.36
+    128     1e6    RAM     1   one         17.1    14.9     13.9   1.07       1.05        0.6         1.49      0.79
 
-A second run at 16:13 (after prepared queries, 3480d20; dim 64, one process, --repeat 7 / 3): 10^4 1.54x,
-10^5 0.79x (floor 1.2 s: a slow floor moment), 10^6 1.21x; seconds per 1e9 pairs 1.25 / 0.93 / 0.90 (10^5 and
-10^6 ~10% faster than above in absolute terms). The ratio's spread comes mostly from the floor: compare
-``s/1e9 pairs`` across runs, and ratios only within one run. In-process A/B of prepared queries (9
-alternations): 10^5 1.088x -> 1.055x, 14,541 entities (tiles) 1.66x -> 1.58x.
+Re-runs (dim 64, one process, ``--repeat 9``): 1e4 1.69x / 1.74x, 1e5 1.26x. The code before these
+changes (cc45597: 4M-entry blocks, 1,024 x 4,096 chunks, whole rows in one block per walker), under the
+same floor, right after: 1e4 1.95x, 1e5 1.48x; in one process, alternating, 1e6 8.38 s with 2M-entry
+chunks vs 8.14 s with 1M (1.08x vs 1.05x the best floor). The previous table (floor: 4,096-wide blocks
+only) read 1.46x / 1.35x / 1.16x / 1.09x at 1e4 / 1e5 / 1e6 / 1e7; its floor was the slower one.
 
-(ratio: median of back-to-back evaluation/floor pairs after the cold first run. One process walks each
-batch's chunks -- or, up to 16,384 entities, its query rows -- on two threads, each with a one-thread
-matmul; the 2-process modes run one thread each and share the two cores.) The old and the new code
-alternated at 1e5 (4 runs): 1.31-1.32x before this session's changes, 1.28-1.38x after: chunked sizes
-did not change; the whole-row sizes did (10^4: ~1.9-2.5x at the start of the session).
+(ratio: median of back-to-back evaluation/floor pairs after the cold first run. One process walks a
+batch's chunks -- or, up to 16,384 entities, its row groups -- on two threads, each with a one-thread
+matmul into its own reused block; the 2-process modes run one thread each and share the two cores.)
 
-Where the rest goes at dim 64, measured at 1e5 with one walker: the products take what the floor takes
-(836 vs 820 ms), the counting kernel 154 ms (0.16 ns per pair, one thread: it reads each 16 MiB block once
-from L3) and ~60 ms of bookkeeping; two walkers overlap the counting with the other walker's product,
-but the two cores are then both busy, so the wall time cannot drop below (2 x products + counting) / 2.
-The counting cost per pair does not grow with dim, so at dim 128 the same code is 1.17x at 1e5 and
-0.97x at 1e6. At 1e4 a call adds ~15 ms of per-call work (filter index, query grouping, rank table) and
-~1 ms per batch to an 80 ms floor. The 2-process modes at 1e4 pay the same fixed costs twice and a
-collective per batch.
+Where the rest goes at 1e4 (dim 64, ~0.11 s per evaluation against a ~0.07 s floor): the products of
+whole rows in groups of 209 x 10^4 take ~1.5-1.6 ns per pair on one core against ~1.37-1.4 for the
+floor's best blocks (the output of a whole row is wide; groups of 104 rows run at 1.49 but double the
+per-group calls); the counting kernel reads each block once after its product (~11 ms per walker,
+~0.2 ns per pair from L3); ~9 ms per call is fixed work (input checks, the filter index of each side,
+query grouping, the rank table, the protocol's distinct count), serial while the other core idles.
+So 1e4 stays at ~1.4-1.8x; from 1e5 the fixed part is amortised and the ratio is that of products
+(1.37-1.47 ns per pair in 1,024 x 1,024 blocks) plus counting (~0.1-0.2 ns) to the floor. The
+2-process modes at 1e4-1e5 pay the fixed costs in each process, a collective per batch and, in
+entities mode, a pass over each batch's answer columns.
 
 Before the counting kernel and the reused score block (same box, quiet): 10^5 one 2.3 s (2.40x), 10^6 one
 29.4 s (2.55x), 10^6 entities 37.7 s (3.80x); building Results took 5.5 s at 10^6 candidates. Warm, at
@@ -89,17 +88,17 @@ walker's matmul. The cold first call adds the numba load and torch warm-up.
 Entities mode also exchanges query rows, true scores and counts per batch.
 
 Projection (from the throughput above; re-measure on the target hardware): full filtered evaluation scores
-``2 x #test x #entities`` pairs (fewer after query deduplication). This 2-core box ranks ~1e9 pairs/s at
-dim 64 (0.94-1.10 s per 1e9 pairs from 1e5 to 1e7 entities; the matmul part grows with dim, the counting
-part, ~0.16 ns per pair on one core, does not). ogbl-wikikg2-sized: 2 x 430k x 2.5M = 2.15e12 pairs:
-~36-40 min on this box, ~5 min on 16 cores
+``2 x #test x #entities`` pairs (fewer after query deduplication). This 2-core box ranks ~1.0-1.25e9
+pairs/s at dim 64 (0.80-0.96 s per 1e9 pairs from 1e5 to 1e7 entities; the matmul part grows with dim, the
+counting part, ~0.1-0.2 ns per pair on one core, does not). ogbl-wikikg2-sized: 2 x 430k x 2.5M = 2.15e12
+pairs: ~29-34 min on this box, ~4-5 min on 16 cores
 with ``distributed="tasks"`` (cost per pair stays flat from 1e5 to 1e7 entities). On GPUs: ~4-9e14 FLOP
 (dim 100-200, x2 for multiply-add) at ~5e13 FLOP/s float32 per H100 is ~10-20 s of matmul per GPU when
 compute-bound, plus one write and one read of every score (8.6 TB in all at ~3 TB/s of HBM, ~3 s), i.e.
 ~2-3 s on 8 GPUs and well under a second per GPU on 4 nodes x 8 (not measured: no GPU was lent).
-Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs, ~45-50 s on this box (dim 64), well
+Wikidata5M-sized (4.6M entities, 5,133 test triples): 4.7e10 pairs, ~38-45 s on this box (dim 64), well
 under a second of matmul per GPU; with a memory-mapped table (4.6M x 128 float32 = 2.4 GB) peak anonymous
-memory stays at the ~1-2 GiB budget bound (0.38-0.39 GiB measured at 10^7 x 64).
+memory stays at the ~1-2 GiB budget bound (0.36-0.39 GiB measured at 10^7 x 64).
 Communication: "tasks" mode gathers 3 int64 counts + 1 int64 index per task once per side (430k tasks ->
 ~14 MB per side in total, not per batch); an entity-sharded mode all_reduces 2 int64 counts + 1 float
 score per task per batch (3 counts with chunked local slices: a re-rank flag; O(batch) numbers, e.g.

@@ -13,8 +13,8 @@ The counts then go through the same NaN policy and ``num_candidates`` rule as on
 (:mod:`.full`, :mod:`.sampled`); the rank table is the same on every rank.
 
 Local slices are planned as one process plans its columns (:func:`.full.plan_batches`: on the CPU score
-blocks near 4M entries, so a wide slice is streamed in entity chunks, e.g. 1,024 queries x 4,096
-entities). Whole local rows are scored once in B and counted in C. Chunked slices use one
+blocks of 1M entries, so a wide slice is streamed in entity chunks, e.g. 1,024 queries x 1,024
+entities; whole local rows in one block of up to 4M entries per batch). Whole local rows are scored once in B and counted in C. Chunked slices use one
 process's one-pass method (:func:`.full._rank_chunks`) on the local columns: in B the owner scores
 the batch against its answer columns only (:func:`.full.answer_scores`, ~#rows / #local columns
 of the work); in C every rank counts chunk by chunk and the owner checks that the in-batch score
