@@ -296,6 +296,35 @@ def test_parallel_chunk_walkers_give_the_same_ranks(kw, monkeypatch):
         _assert_same_tables(tables[n], tables["1"], n)
 
 
+def test_chunk_walkers_take_the_next_chunk_so_a_slow_walker_takes_fewer(monkeypatch):
+    """Walkers take chunks as they finish one (not a fixed share of every other chunk): with the second
+    walker slowed down, the first takes most chunks, each chunk is counted exactly once and the rank
+    table is the one walker's."""
+    import time
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 700, 600)
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "1")
+    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    taken = []
+    real_chunk = full.SideScorer.chunk
+
+    def chunk(self, ent, rel, c0, c1, slot=0, prepared=None):
+        taken.append((slot, c0))
+        if slot == 1:
+            time.sleep(0.003)
+        return real_chunk(self, ent, rel, c0, c1, slot=slot, prepared=prepared)
+
+    monkeypatch.setattr(full.SideScorer, "chunk", chunk)
+    walkers = _spy_walkers(monkeypatch)
+    got = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    _assert_same_tables(got, ref)
+    assert walkers and set(walkers) == {2}
+    by_slot = [sum(1 for s, _ in taken if s == k) for k in (0, 1)]
+    assert by_slot[0] > 2 * by_slot[1]  # a fixed share of every other chunk: 7-8 of the 15 per batch each
+
+
 def test_parallel_chunk_walkers_raise_the_nan_error_and_validate_their_setting(monkeypatch):
     from kgeval.models import get_model
 

@@ -503,13 +503,18 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         by_col = torch.argsort(col)
         ans_at = torch.searchsorted(col[by_col], torch.tensor(bounds, device=dev)).tolist()
     prepared = sc.prepared(ent, rel)  # the batch's queries, built once for all its chunks
+    # walkers take the next chunk as they finish one: measured at 1e5 entities, a fixed share of every
+    # other chunk left the first walker waiting ~5 ms per batch (~6% of the run) for the second
+    order = itertools.count()  # next() is atomic under the GIL: each chunk is taken by one walker
 
     def walk(slot: int, step: int):
-        """Chunks ``slot, slot + step, ...``: their summed counts and differing tasks."""
+        """The chunks this walker takes: their summed counts and differing tasks."""
         better = torch.zeros(nt, dtype=torch.long, device=dev)
         tied = torch.zeros(nt, dtype=torch.long, device=dev)
         differ = []
-        for k in range(slot, nchunks, step):  # count chunk by chunk, excluding the known answers in it
+        for k in order:  # count chunk by chunk, excluding the known answers in it
+            if k >= nchunks:
+                break
             c0, c1 = k * width, min(ncols, (k + 1) * width)
             part = sc.chunk(ent, rel, c0, c1, slot=slot, prepared=prepared)
             if verify and ans_at[k + 1] > ans_at[k]:
