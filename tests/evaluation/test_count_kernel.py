@@ -62,6 +62,27 @@ def test_kernel_matches_brute_force(seed, tol):
 
 
 @pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("tol", [0.0, 1.0])
+def test_fused_counts_summed_over_column_blocks_match_brute_force(seed, tol):
+    """FusedCounts (one walker's chunks of a batch) summed over column blocks, each with its own known
+    pairs (columns relative to the block), equals brute force on the whole rows; NaN rows are flagged."""
+    from kgeval.evaluation.full import known_by_column
+
+    S, task_q, true, known = _case(seed, torch.float32 if seed % 2 else torch.float64)
+    w = S.shape[1]
+    bounds = sorted({0, w, *np.random.default_rng(seed).integers(0, w, 3).tolist()})
+    acc = count_kernel.FusedCounts.start(true, task_q, tol)
+    flagged = 0
+    for (c0, c1), part_known in zip(zip(bounds, bounds[1:]), known_by_column(known, bounds)):
+        flagged += acc.add(S[:, c0:c1], part_known)
+    b, t = acc.result()
+    assert (b.tolist(), t.tolist()) == _brute(S, task_q, true, tol, known)
+    assert bool(flagged) == bool(torch.isnan(S).any())
+    assert count_kernel.FusedCounts.start(true.half(), task_q, tol) is None  # float16: the caller's other path
+    assert acc.add(S[:, :1].half(), None) is None
+
+
+@pytest.mark.parametrize("seed", range(20))
 def test_kernel_matches_the_torch_path_on_float_scores(seed):
     """Continuous scores, tasks sharing rows, known answers: the torch path (NaN-masking a copy) gives the same."""
     rng = np.random.default_rng(100 + seed)
@@ -122,16 +143,24 @@ def _graph(seed=0, e=50, r=4):
 @pytest.mark.parametrize("kw", [{}, {"entity_chunk_size": 7}, {"filtered": False}, {"restrict_entities": range(0, 50, 2)},
                                 {"tie_tolerance": 1.0}])
 def test_evaluations_use_the_kernel_and_agree_with_torch(kw, monkeypatch):
+    """Whole rows (fused_counts per block) and chunks (FusedCounts summing a walker's chunks) are
+    counted by the kernel under KGEVAL_COUNT_KERNEL=numba, never under torch, with the same ranks."""
     scorer, _, train, test = _graph()
     calls = []
-    real = full.fused_counts
+    real, real_add = full.fused_counts, count_kernel.FusedCounts.add
 
     def spy(*a, **k):
         out = real(*a, **k)
         calls.append(out is not None)
         return out
 
+    def spy_add(self, *a, **k):
+        out = real_add(self, *a, **k)
+        calls.append(out is not None)
+        return out
+
     monkeypatch.setattr(full, "fused_counts", spy)
+    monkeypatch.setattr(count_kernel.FusedCounts, "add", spy_add)
     tables = {}
     for mode in ("torch", "numba"):
         monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)

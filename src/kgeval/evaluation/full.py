@@ -38,7 +38,7 @@ import torch
 from .._threads import env_count, torch_threads
 from .batching import auto_batch, run_batches
 from .context import RunContext, SideResult
-from .count_kernel import fused_counts, kernel_ready
+from .count_kernel import FusedCounts, fused_counts, kernel_ready
 from .counting import apply_nan_policy, check_nan
 from .filter_index import FilterIndex
 from .query_metrics import QueryMetricAccumulator, add_query_metrics
@@ -507,10 +507,14 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     # other chunk left the first walker waiting ~5 ms per batch (~6% of the run) for the second
     order = itertools.count()  # next() is atomic under the GIL: each chunk is taken by one walker
 
+    true_nan = bool(torch.isnan(true).any())
+
     def walk(slot: int, step: int):
         """The chunks this walker takes: their summed counts and differing tasks."""
         better = torch.zeros(nt, dtype=torch.long, device=dev)
         tied = torch.zeros(nt, dtype=torch.long, device=dev)
+        # the kernel sums this walker's chunks into one pair of arrays (no per-chunk conversions)
+        fused = FusedCounts.start(true, task_q, ctx.counter.tol) if ctx.counter.fused else None
         differ = []
         for k in order:  # count chunk by chunk, excluding the known answers in it
             if k >= nchunks:
@@ -522,9 +526,17 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                 bad = ~_same(part[task_q[sel], col[sel] - c0].to(true.dtype), true[sel])
                 if bool(bad.any()):
                     differ.append(sel[bad])
-            b, t = count_block(ctx, sc, part, true, task_q, first, rest, parts_known[k], triples)
-            better += b
-            tied += t
+            nan_rows = None if fused is None else fused.add(part, parts_known[k])
+            if nan_rows is None:  # the kernel does not take this block: count_block's own path
+                b, t = count_block(ctx, sc, part, true, task_q, first, rest, parts_known[k], triples)
+                better += b
+                tied += t
+            elif nan_rows or true_nan:
+                check_nan(ctx.options.nan_policy, sc.side, part, true, triples, task_q)
+        if fused is not None:
+            b, t = fused.result()
+            better += b.to(dev)
+            tied += t.to(dev)
         return better, tied, differ
 
     workers = _walkers(ctx, sc, nchunks, ent.shape[0] * width)
