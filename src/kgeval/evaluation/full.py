@@ -16,8 +16,9 @@ compared against (rows that differ are re-ranked exactly, see
 :func:`_rank_chunks`). On the CPU, automatic sizes keep score blocks near 2M entries (rows of more
 than 16,384 entities: 1,024 queries x 1,024 entities; shorter rows: groups of whole rows, see
 :func:`plan_batches`), so a large (e.g. memory-mapped) entity table is read once per ~1,024
-queries; when the memory budget forces chunking elsewhere, batches aim at ``_CHUNK_ROWS`` query rows. A scorer without ``entities=``
-cannot be chunked (whole rows, with a warning). Query-level metrics need whole rows.
+queries; when the memory budget forces chunking elsewhere, batches aim at ``_CHUNK_ROWS`` query
+rows. A scorer without ``entities=`` cannot be chunked (whole rows, with a warning). Query-level
+metrics need whole rows.
 
 Memory of one batch: the score block ``rows x width`` (on the CPU one per walker, each holding
 one row group or chunk at a time; plus a comparison buffer of at most 2^18 entries and the masked

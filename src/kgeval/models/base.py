@@ -17,8 +17,9 @@ A batch scored against many candidate slices (the evaluator's entity chunks) can
 ``score_prepared(prepare_tails(heads, relations), entities, out)`` gives the scores of
 ``score_tails`` bit for bit without re-checking the ids and rebuilding the query vectors per slice;
 the prepared queries (:class:`PreparedQueries`) also give any contiguous range of their rows
-prepared (``prepared.rows(a, b)``: the evaluator's row groups of a batch). Product models define ``_tail_query`` / ``_head_query`` next to ``_tails_from`` / ``_heads_from``
-(which are then ``matmul_into(query, candidates, out)``); the others are prepared up to their rows.
+prepared (``prepared.rows(a, b)``: the evaluator's row groups of a batch). Product models define
+``_tail_query`` / ``_head_query`` next to ``_tails_from`` / ``_heads_from`` (which are then
+``matmul_into(query, candidates, out)``); the others are prepared up to their rows.
 
 With ``inverse_relations=True`` the model holds ``2R`` relation embeddings: relation
 ``r + R`` is the inverse of ``r`` and head prediction ``(?, r, t)`` is answered as tail
