@@ -59,7 +59,9 @@ Measured (2026-11-23, 17:42-18:15 UTC, 2-core AMD EPYC VM, load ~0.4, nothing el
     128     1e6    RAM     1   one         17.1    14.9     13.9   1.07       1.05        0.6         1.49      0.79
 
 Re-runs (dim 64, one process, ``--repeat 9``): 1e4 1.69x / 1.74x, 1e5 1.26x; after chunk walkers took
-the next chunk instead of every other one (18:25): 1e4 1.62x, 1e5 1.23x (0.87 s per 1e9 pairs). The code before these
+the next chunk instead of every other one (18:25): 1e4 1.62x, 1e5 1.23x (0.87 s per 1e9 pairs); and with one
+FusedCounts per walker and batch (18:30): 1e4 1.72x, 1e5 1.06x / 1.09x (0.88 s per 1e9 pairs), 1e6 0.95x
+(``--repeat 3``; 8.0 s warm, 0.80 s per 1e9 pairs). The code before these
 changes (cc45597: 4M-entry blocks, 1,024 x 4,096 chunks, whole rows in one block per walker), under the
 same floor, right after: 1e4 1.95x, 1e5 1.48x; in one process, alternating, 1e6 8.38 s with 2M-entry
 chunks vs 8.14 s with 1M (1.08x vs 1.05x the best floor). The previous table (floor: 4,096-wide blocks
