@@ -20,6 +20,47 @@ def test_member_mask_equals_isin(key_range):
     np.testing.assert_array_equal(member_mask(values, wanted), np.isin(values, wanted))
 
 
+@pytest.mark.parametrize("side", [SIDE_HEAD, SIDE_TAIL])
+@pytest.mark.parametrize("num_entities", [50, 10**6, 2**40])
+def test_member_rows_kernel_equals_isin_on_the_query_keys(side, num_entities):
+    """The compiled one-pass membership of the triples' query keys (no n-long temporaries) finds the
+    rows np.isin finds, with keys that collide in the hashed pre-filter; it declines what its
+    compiled signature does not take (int32 triples, a non-contiguous view)."""
+    from kgeval.evaluation import count_kernel
+
+    assert count_kernel._load()
+    rng = np.random.default_rng(num_entities % 997 + side)
+    R = 7
+    triples = rng.integers(0, [num_entities, R, num_entities], size=(20_000, 3), dtype=np.int64)
+    keys = query_keys(triples, side, R)
+    wanted = sorted_unique(np.concatenate([keys[:300], rng.integers(0, num_entities * R, 200, dtype=np.int64)]))
+    colliding = triples[:50].copy()  # same table slot as a wanted key, not wanted itself (most of them)
+    col = 0 if side == SIDE_TAIL else 2
+    colliding[:, col] = (colliding[:, col] + (1 << 22)) % num_entities
+    triples = np.concatenate([triples, colliding])
+    keys = query_keys(triples, side, R)
+    got = count_kernel.member_rows(triples, col, R, wanted)
+    np.testing.assert_array_equal(got, np.flatnonzero(np.isin(keys, wanted)))
+    assert count_kernel.member_rows(triples.astype(np.int32), col, R, wanted) is None
+    assert count_kernel.member_rows(np.asfortranarray(triples), col, R, wanted) is None
+
+
+@pytest.mark.parametrize("side", [SIDE_HEAD, SIDE_TAIL])
+def test_index_is_the_same_with_and_without_the_compiled_membership(side, monkeypatch):
+    from kgeval.evaluation import count_kernel, filter_index
+
+    assert count_kernel._load()
+    rng = np.random.default_rng(side + 11)
+    known = rng.integers(0, [300, 5, 300], size=(50_000, 3), dtype=np.int64)
+    queries = query_keys(rng.integers(0, [300, 5, 300], size=(400, 3)), side, 5)
+    a = FilterIndex(known, side=side, num_entities=300, num_relations=5, queries=queries)
+    monkeypatch.setattr(filter_index, "member_rows", lambda *args: None)
+    b = FilterIndex(known, side=side, num_entities=300, num_relations=5, queries=queries)
+    assert a.num_pairs == b.num_pairs > 0
+    for name in ("keys", "indptr", "answers"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist()
+
+
 def test_member_mask_empty_inputs():
     assert member_mask(np.arange(5, dtype=np.int64), np.zeros(0, np.int64)).tolist() == [False] * 5
     assert member_mask(np.zeros(0, np.int64), np.arange(3, dtype=np.int64)).shape == (0,)
