@@ -220,7 +220,8 @@ def _count_known_beside(inp: Inputs, opts: EvaluationOptions):
 
     if _BESIDE is None or _BESIDE[0] != os.getpid():  # a forked child has no threads of its parent
         _BESIDE = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgeval-protocol"))
-    return _BESIDE[1].submit(count_distinct_triples, inp.known, inp.num_entities, inp.num_relations)
+    known = inp.known  # concatenated here, once: the filter indexes read it too
+    return _BESIDE[1].submit(count_distinct_triples, known, inp.num_entities, inp.num_relations)
 
 
 def _protocol(inp: Inputs, opts: EvaluationOptions, ctx: RunContext, table: RankTable, eval_idx, capped: int,
