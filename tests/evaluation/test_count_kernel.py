@@ -380,8 +380,9 @@ def _evaluate_in_child(queue):
 
 
 def test_chunk_walkers_work_in_a_forked_child(monkeypatch):
-    """The walkers' thread pool of the parent does not exist in a forked child: a new one is made
-    (the child would otherwise wait forever on a pool without threads)."""
+    """The walkers' thread pool and the protocol count's (evaluator._count_known_beside) of the parent
+    do not exist in a forked child: new ones are made (the child would otherwise wait forever on a
+    pool without threads; either missing pid check hangs this test)."""
     import multiprocessing as mp
 
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")

@@ -145,3 +145,26 @@ def test_misspelt_option_is_named_with_a_suggestion():
     with pytest.raises(UnknownNameError, match="'filtred'. Did you mean: filtered"):
         EvaluationOptions(filtred=True)
     assert EvaluationOptions(filtered=False).filtered is False
+
+
+def test_the_protocol_count_beside_the_ranking_gives_the_count_and_its_errors(monkeypatch):
+    """The distinct known-triple count runs on a thread beside the ranking: its value is the protocol's
+    (duplicates across the evaluation and filter sets counted once) and an error in it reaches the caller."""
+    import numpy as np
+    import torch
+
+    from kgeval.evaluation import FunctionScorer, evaluator
+
+    scorer_table = np.random.default_rng(3).random((20, 2, 20)).astype(np.float32)
+    scorer = FunctionScorer(lambda h, r, t: torch.as_tensor(scorer_table)[h, r, t], 20, num_relations=2)
+    test = np.array([[0, 0, 1], [2, 1, 3], [4, 0, 5]])
+    train = np.array([[0, 0, 1], [0, 0, 2], [6, 1, 7], [6, 1, 7]])  # one shared with test, one duplicate
+    out = evaluate_ranks(scorer, test, filter_triples=[train], progress=False)
+    assert out.protocol.num_known_triples == 5
+
+    def broken(*a, **k):
+        raise RuntimeError("count failed on its thread")
+
+    monkeypatch.setattr(evaluator, "count_distinct_triples", broken)
+    with pytest.raises(RuntimeError, match="count failed on its thread"):
+        evaluate_ranks(scorer, test, filter_triples=[train], progress=False)
