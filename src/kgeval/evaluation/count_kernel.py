@@ -183,35 +183,23 @@ def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor,
     next blocks' matmul ~2x slower on the 2-core machine (measured at 10^5 entities: scoring 0.9 s
     -> 1.8 s for 0.1 s less counting).
     """
-    if not _READY.is_set() or not _KERNEL or scores.device.type != "cpu" or true.device.type != "cpu":
+    counts = FusedCounts.start(true, task_q, tol)  # a single block: FusedCounts of one add
+    nan_rows = None if counts is None else counts.add(scores, known)
+    if nan_rows is None:
         return None
-    if scores.dtype not in (torch.float32, torch.float64) or true.dtype not in (torch.float32, torch.float64):
-        return None
-    S = scores.detach().contiguous()  # the compiled loop is specialised for C-contiguous rows
-    true = true.detach().reshape(-1)
-    # the same thresholds as the torch path (:func:`.counting.tolerance_bounds`)
-    hi, lo = (b.contiguous().numpy() for b in tolerance_bounds(true, tol))
-    nt = true.shape[0]
-    better = np.zeros(nt, dtype=np.int64)
-    tied = np.zeros(nt, dtype=np.int64)
-    if known is None:
-        krow = kcol = np.zeros(0, dtype=np.int64)
-    else:
-        krow, kcol = (k.detach().to(torch.int64).numpy() for k in known)
-    tq = task_q.detach().to(torch.int64).contiguous().numpy()
-    nan_rows = _KERNEL(S.numpy(), tq, lo, hi, krow, kcol, better, tied)
-    return torch.from_numpy(better), torch.from_numpy(tied), int(nan_rows)
+    return (*counts.result(), nan_rows)
 
 
 class FusedCounts:
-    """``better`` / ``tied`` of one batch's tasks summed over many score blocks of the same rows (one
-    chunk walker's share of the batch's column chunks): :func:`fused_counts` with the per-batch work
-    -- thresholds, task rows, the two count arrays -- done once, so a block costs one kernel call
-    (measured ~30-50 us of conversions and small torch ops per call otherwise, ~3-5% of a 1,024 x
-    1,024 block's product). Build it with :meth:`start` (None where :func:`fused_counts` would
-    decline: kernel not loaded, not on the CPU, not float32/float64)."""
+    """``better`` / ``tied`` of one batch's tasks summed over any number of score blocks of the same
+    rows (:func:`fused_counts` is one block; a chunk walker adds its share of the batch's column
+    chunks): the per-batch work -- thresholds, task rows, the two count arrays -- is done once, so a
+    block costs one kernel call (measured ~30-50 us of conversions and small torch ops per block
+    otherwise, ~3-5% of a 1,024 x 1,024 block's product). Build it with :meth:`start` (None where the
+    kernel does not apply: not loaded, not on the CPU, not float32/float64)."""
 
     def __init__(self, true: torch.Tensor, task_q: torch.Tensor, tol: float):
+        # the same thresholds as the torch path (:func:`.counting.tolerance_bounds`)
         hi, lo = tolerance_bounds(true.detach().reshape(-1), tol)
         self.hi, self.lo = hi.contiguous().numpy(), lo.contiguous().numpy()
         self.task_q = task_q.detach().to(torch.int64).contiguous().numpy()
@@ -236,7 +224,7 @@ class FusedCounts:
             krow = kcol = _NONE
         else:
             krow, kcol = (k.detach().to(torch.int64).numpy() for k in known)
-        S = scores.detach().contiguous()
+        S = scores.detach().contiguous()  # the compiled loop is specialised for C-contiguous rows
         return int(_KERNEL(S.numpy(), self.task_q, self.lo, self.hi, krow, kcol, self.better, self.tied))
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -295,11 +283,9 @@ def member_rows(triples: np.ndarray, side_col: int, num_relations: int, wanted: 
         return None
     if not triples.flags.c_contiguous:  # the signature compiled at load (another would compile now)
         return None
-    from .filter_index import _MEMBER_TABLE
+    from .filter_index import member_table
 
-    table = np.zeros(_MEMBER_TABLE, dtype=np.bool_)
-    table[wanted & (_MEMBER_TABLE - 1)] = True
-    return _MEMBER(triples, int(side_col), 1, int(num_relations), table, wanted)
+    return _MEMBER(triples, int(side_col), 1, int(num_relations), member_table(wanted), wanted)
 
 
 def count_distinct(keys: np.ndarray) -> int:

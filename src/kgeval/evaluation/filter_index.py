@@ -27,7 +27,7 @@ from ..ranks import SIDE_HEAD, SIDE_TAIL
 from .count_kernel import member_rows
 
 
-#: size of the hashed pre-filter of :func:`member_mask` (a 4 MiB bool table)
+#: size of the hashed pre-filter of the membership tests (:func:`member_table`, a 4 MiB bool table)
 _MEMBER_TABLE = 1 << 22
 
 
@@ -100,12 +100,18 @@ def member_positions(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """
     if wanted.size == 0 or values.size == 0:
         return np.zeros(0, dtype=np.int64)
-    table = np.zeros(_MEMBER_TABLE, dtype=bool)
-    table[wanted & (_MEMBER_TABLE - 1)] = True
-    maybe = np.flatnonzero(table[values & (_MEMBER_TABLE - 1)])
+    maybe = np.flatnonzero(member_table(wanted)[values & (_MEMBER_TABLE - 1)])
     sub = values[maybe]
     pos = np.searchsorted(wanted, sub).clip(max=wanted.size - 1)
     return maybe[wanted[pos] == sub]
+
+
+def member_table(wanted: np.ndarray) -> np.ndarray:
+    """The hashed pre-filter of a membership test: ``table[key & (2²² - 1)]`` is True for every wanted
+    key (and for ~|wanted|/2²² of the others, which the exact second stage rejects)."""
+    table = np.zeros(_MEMBER_TABLE, dtype=bool)
+    table[wanted & (_MEMBER_TABLE - 1)] = True
+    return table
 
 
 def member_mask(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
