@@ -29,7 +29,6 @@ the number of entities.
 
 from __future__ import annotations
 
-import itertools
 import os
 import warnings
 
@@ -323,12 +322,10 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
     if workers == 1:
         return [group(g, 0) for g in range(ngroups)]
     out = [None] * ngroups
-    order = itertools.count()  # next() is atomic under the GIL: each group is taken by one walker
+    order = iter(range(ngroups))  # shared: next() is atomic under the GIL, each group is taken by one walker
 
-    def walk(slot: int, step: int) -> None:
+    def walk(slot: int) -> None:
         for g in order:
-            if g >= ngroups:
-                return
             out[g] = group(g, slot)
 
     _walk_in_parallel(sc, walk, workers)
@@ -459,7 +456,7 @@ def _walkers(ctx, sc, nparts: int, block: int) -> int:
 
 
 def _walk_in_parallel(sc, walk, workers: int) -> list:
-    """``[walk(slot, workers) for slot in range(workers)]``, slot 0 on the calling thread, the
+    """``[walk(slot) for slot in range(workers)]``, slot 0 on the calling thread, the
     others on a thread pool; the scorer's calls run on one torch thread each meanwhile."""
     global _WORKERS
     from concurrent.futures import ThreadPoolExecutor
@@ -475,13 +472,13 @@ def _walk_in_parallel(sc, walk, workers: int) -> list:
 
     def walker(slot: int):  # autograd modes are per thread: the walker takes the caller's
         with torch.inference_mode(inference), torch.set_grad_enabled(grad):
-            return walk(slot, workers)
+            return walk(slot)
 
     try:
         with torch_threads(1):
             futures = [pool.submit(walker, slot) for slot in range(1, workers)]
             try:
-                parts = [walk(0, workers)]
+                parts = [walk(0)]
             finally:  # never leave a walker running past this batch (an error is raised after all end)
                 done = [f.exception() for f in futures]
             for f, err in zip(futures, done):
@@ -506,11 +503,11 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     prepared = sc.prepared(ent, rel)  # the batch's queries, built once for all its chunks
     # walkers take the next chunk as they finish one: measured at 1e5 entities, a fixed share of every
     # other chunk left the first walker waiting ~5 ms per batch (~6% of the run) for the second
-    order = itertools.count()  # next() is atomic under the GIL: each chunk is taken by one walker
+    order = iter(range(nchunks))  # shared: next() is atomic under the GIL, each chunk is taken by one walker
 
     true_nan = bool(torch.isnan(true).any())
 
-    def walk(slot: int, step: int):
+    def walk(slot: int):
         """The chunks this walker takes: their summed counts and differing tasks."""
         better = torch.zeros(nt, dtype=torch.long, device=dev)
         tied = torch.zeros(nt, dtype=torch.long, device=dev)
@@ -518,8 +515,6 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         fused = FusedCounts.start(true, task_q, ctx.counter.tol) if ctx.counter.fused else None
         differ = []
         for k in order:  # count chunk by chunk, excluding the known answers in it
-            if k >= nchunks:
-                break
             c0, c1 = k * width, min(ncols, (k + 1) * width)
             part = sc.chunk(ent, rel, c0, c1, slot=slot, prepared=prepared)
             if verify and ans_at[k + 1] > ans_at[k]:
@@ -542,7 +537,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
 
     workers = _walkers(ctx, sc, nchunks, ent.shape[0] * width)
     if workers == 1:
-        better, tied, differ = walk(0, 1)
+        better, tied, differ = walk(0)
     else:
         parts = _walk_in_parallel(sc, walk, workers)
         better, tied = sum(p[0] for p in parts), sum(p[1] for p in parts)

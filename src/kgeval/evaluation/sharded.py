@@ -119,20 +119,14 @@ class ShardSideScorer(SideScorer):
             rows[own] = out.to(device=self.device, dtype=self.row_dtype)
         return rows
 
-    def chunk(self, rows: torch.Tensor, rel: torch.Tensor, c0: int, c1: int, slot: int = 0,
-              prepared=None) -> torch.Tensor:
-        """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``; in the reused
-        block (:meth:`SideScorer._reused`) when the shard takes ``out=`` (``prepared``: see
-        :meth:`SideScorer.chunk`)."""
+    def _tile(self, rows, rel, c0: int, c1: int, kw: dict, prepared=None) -> torch.Tensor:
+        """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``, for
+        :meth:`SideScorer.chunk` (in the reused block when the shard takes ``out=``) and
+        :meth:`SideScorer.tiles`; all local columns are asked for as ``entities=None``."""
         if self.allowed is None:
             entities = None if (c0, c1) == (0, self.num_local) else slice(self.lo + c0, self.lo + c1)
         else:
             entities = self.allowed[self.c_lo + c0:self.c_lo + c1]
-        return self._scored(rows, rel, entities, c1 - c0, prepared, **self._reused(rows.shape[0], c1 - c0, slot))
-
-    def _tile(self, rows, rel, c0: int, c1: int, kw: dict, prepared=None) -> torch.Tensor:
-        """Scores of the local columns ``[c0, c1)`` for :meth:`SideScorer.tiles`."""
-        entities = slice(self.lo + c0, self.lo + c1) if self.allowed is None else self.allowed[self.c_lo + c0:self.c_lo + c1]
         return self._scored(rows, rel, entities, c1 - c0, prepared, **kw)
 
     def columns(self, rows: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
