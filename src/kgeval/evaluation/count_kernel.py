@@ -35,11 +35,13 @@ import torch
 from ..errors import InvalidInputError
 from .counting import tolerance_bounds
 
-__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "MIN_PAIRS", "count_distinct", "member_rows"]
+__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "MIN_PAIRS", "count_distinct", "member_rows",
+           "chain_dots"]
 
 _KERNEL = None  # the compiled function once numba has been imported (False: not importable)
 _DISTINCT = None  # the compiled _count_distinct, loaded with it
 _MEMBER = None  # the compiled _member_rows, loaded with it
+_CHAIN = None  # the compiled _chain_dots, loaded with it
 _LOADER: threading.Thread | None = None  # the background load, once started
 _LOCK = threading.Lock()
 _READY = threading.Event()  # set once the kernel is loaded and has run (compiled or read from cache)
@@ -74,11 +76,14 @@ def _load():
                 distinct(one)
                 member = njit(nogil=True, cache=True, boundscheck=False)(_member_rows)
                 member(np.zeros((1, 3), dtype=np.int64), 0, 1, 1, np.zeros(2, dtype=np.bool_), one)
+                chain = njit(nogil=True, cache=True, boundscheck=False)(_chain_dots)  # IEEE: no fastmath
+                q = np.zeros((1, 1), dtype=np.float32)
+                chain(q, q, one, one.copy(), 1, np.zeros(1, dtype=np.float32))
             except Exception:  # noqa: BLE001 - numba missing or broken: the torch path counts the same
                 _KERNEL = False
             else:
-                global _DISTINCT, _MEMBER
-                _KERNEL, _DISTINCT, _MEMBER = kernel, distinct, member
+                global _DISTINCT, _MEMBER, _CHAIN
+                _KERNEL, _DISTINCT, _MEMBER, _CHAIN = kernel, distinct, member, chain
                 _READY.set()
     return _KERNEL
 
@@ -301,3 +306,40 @@ def count_distinct(keys: np.ndarray) -> int:
     from .filter_index import sorted_unique
 
     return int(sorted_unique(keys).shape[0])
+
+
+def _chain_dots(q, c, rows, cols, chain, out):  # compiled by numba (see _load), without fastmath
+    d = q.shape[1]
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        j = cols[t]
+        total = np.float32(0.0)
+        for k0 in range(0, d, chain):
+            acc = np.float32(0.0)
+            for k in range(k0, min(d, k0 + chain)):
+                # a fused multiply-add: the float32 product is exact in float64 (48 bits), one rounding
+                # of the sum to 53 bits, then to 24 (the double rounding differs from one in rare ties)
+                acc = np.float32(np.float64(q[i, k]) * np.float64(c[j, k]) + np.float64(acc))
+            if k0 == 0:
+                total = acc
+            else:
+                total = total + acc  # float32 + float32: one rounding
+        out[t] = total
+
+
+def chain_dots(q: np.ndarray, c: np.ndarray, rows: np.ndarray, cols: np.ndarray, chain: int) -> np.ndarray | None:
+    """``s[t] = q[rows[t]] . c[cols[t]]`` in float32 as chains of ``chain`` fused multiply-adds each,
+    the chains' sums added in order (:mod:`.predicted`):
+
+        s = (a_0 + a_1) + a_2 + ...,   a_m = fma(q_k, c_k, ... fma(q_{m b}, c_{m b}, 0)),  k < (m + 1) b
+
+    ``q``, ``c``: C-contiguous float32 (the signature compiled at load); None until the kernel is
+    loaded or for other arrays (then score the pairs instead)."""
+    if not (_READY.is_set() and _CHAIN):
+        return None
+    if any(a.dtype != np.float32 or a.ndim != 2 or not a.flags.c_contiguous for a in (q, c)):
+        return None
+    out = np.empty(rows.shape[0], dtype=np.float32)
+    _CHAIN(q, c, np.ascontiguousarray(rows, dtype=np.int64), np.ascontiguousarray(cols, dtype=np.int64),
+           int(chain), out)
+    return out

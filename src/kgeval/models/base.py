@@ -119,10 +119,12 @@ class PreparedQueries:
     ``fn(candidates, out, *tensors)``; row ``i`` of every tensor belongs to query ``i``, so
     :meth:`rows` gives a range of the queries prepared without preparing anything again."""
 
-    __slots__ = ("_fn", "_tensors")
+    __slots__ = ("_fn", "_tensors", "_rows_of")
 
-    def __init__(self, fn: Callable, *tensors: torch.Tensor):
+    def __init__(self, fn: Callable, *tensors: torch.Tensor, rows_of: Callable | None = None):
         self._fn, self._tensors = fn, tensors
+        #: candidates -> candidate rows ``C`` when the scores are ``matmul_into(tensors[0], C)``, else None
+        self._rows_of = rows_of if rows_of is not None else ((lambda cand: cand) if fn is _product else None)
 
     def __call__(self, candidates, out: torch.Tensor | None = None) -> torch.Tensor:
         return self._fn(candidates, out, *self._tensors)
@@ -130,12 +132,22 @@ class PreparedQueries:
     def rows(self, a: int, b: int) -> "PreparedQueries":
         """The queries ``a:b`` (views of these rows: the same query numbers; their scores are those
         rows of the whole batch's up to the product's rounding, which may depend on the row count)."""
-        return PreparedQueries(self._fn, *(t[a:b] for t in self._tensors))
+        return PreparedQueries(self._fn, *(t[a:b] for t in self._tensors), rows_of=self._rows_of)
 
     def on(self, candidates_of: Callable) -> "PreparedQueries":
         """These queries scored against ``candidates_of(candidates)`` (e.g. the rows of candidate ids)."""
-        fn = self._fn
-        return PreparedQueries(lambda cand, out, *ts: fn(candidates_of(cand), out, *ts), *self._tensors)
+        fn, inner = self._fn, self._rows_of
+        rows_of = None if inner is None else (lambda cand: inner(candidates_of(cand)))
+        return PreparedQueries(lambda cand, out, *ts: fn(candidates_of(cand), out, *ts), *self._tensors,
+                               rows_of=rows_of)
+
+    def product(self, candidates) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(q, C)`` when these queries' scores against ``candidates`` are the product ``q @ C.T``
+        (:func:`matmul_into`: a product model's prepared queries, e.g. DistMult's ``q = h * r``), else
+        None. The evaluator predicts single scores from it (:mod:`kgeval.evaluation.predicted`)."""
+        if self._rows_of is None:
+            return None
+        return self._tensors[0], self._rows_of(candidates)
 
 
 def _product(cand_rows: torch.Tensor, out, q: torch.Tensor) -> torch.Tensor:
