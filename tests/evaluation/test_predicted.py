@@ -206,7 +206,7 @@ def test_only_plain_float32_products_are_predicted():
             assert model.prepare_tails(h, r).product(ids) is None
         assert get_model("tucker", NE, NR, dim=8, seed=1).eval().prepare_heads(r, h).product(ids) is None
         wide = get_model("distmult", NE, NR, dim=8, seed=1).double()
-        sc = type("SC", (), {"device": torch.device("cpu"), "allowed": None})()
+        sc = type("SC", (), {"device": torch.device("cpu"), "allowed": None, "predicts_true": True})()
         assert predicted.predicted_scores(sc, wide.prepare_tails(h, r), torch.tensor([0, 1]), torch.tensor([3, 4])) is None
 
 
@@ -231,3 +231,15 @@ def test_bad_switch_is_named(monkeypatch):
     train, test = _graph(5)
     with pytest.raises(InvalidInputError, match="KGEVAL_PREDICT_TRUE must be 0 or 1, got 'yes'"):
         evaluate_ranks(model, test, progress=False, entity_chunk_size=50)
+
+
+def test_entity_shards_score_their_own_pass_one():
+    """An entity shard's side takes query rows from other ranks, not ids: never predicted or planned so."""
+    from kgeval.evaluation.scoring import SideScorer
+    from kgeval.evaluation.sharded import ShardSideScorer
+
+    assert SideScorer.predicts_true and not ShardSideScorer.predicts_true
+    ctx = type("Ctx", (), {"predict_true": True})()
+    shard = type("SC", (), {"predicts_true": False, "device": torch.device("cpu"), "prepare": print})()
+    assert predicted.predictable(ctx, shard) is False
+    assert predicted.predicted_scores(shard, object(), torch.tensor([0]), torch.tensor([1])) is None

@@ -45,6 +45,14 @@ MISS_RATE = 200
 
 _CHAINS: dict[int, int | None] = {}  # d -> chain length (None: no candidate reproduces the product)
 _LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:  # a fork while another thread calibrated: its lock is gone
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 _SAMPLE = (256, 1024, 4096)  # calibration: query rows, candidate rows, checked pairs
 
 
@@ -103,9 +111,11 @@ def predictable(ctx, sc) -> bool:
     """Whether :func:`predicted_scores` applies to this side's batches (queried once per side scorer:
     a one-query batch is prepared to see whether its scores are a float32 product with a known chain
     length). The batch planner chunks short rows only then (:func:`.full.plan_batches`)."""
-    if not ctx.predict_true or sc.device.type != "cpu" or sc.prepare is None or not enabled():
+    if not (ctx.predict_true and sc.predicts_true) or sc.device.type != "cpu" or sc.prepare is None:
         return False
-    known = getattr(sc, "_predictable", None)
+    if not enabled():
+        return False
+    known = sc._predictable
     if known is None:
         one = torch.zeros(1, dtype=torch.long, device=sc.device)
         known = _product(sc.prepared(one, one), one) is not None
@@ -132,7 +142,7 @@ def predicted_scores(sc, prepared, task_q: torch.Tensor, col: torch.Tensor) -> t
     """Each task's score ``q[task_q[t]] . C[col[t]]`` predicted from the product's rounding (float32),
     or None where that does not apply: not on the CPU, queries that are not a plain float32 product
     (``prepared.product``), a width without a chain length, tasks whose answer is on another shard."""
-    if prepared is None or sc.device.type != "cpu" or col.dim() != 1 or not enabled():
+    if prepared is None or not sc.predicts_true or sc.device.type != "cpu" or col.dim() != 1 or not enabled():
         return None
     if col.numel() and int(col.min()) < 0:
         return None

@@ -68,6 +68,10 @@ class SideScorer:
     """Scores of one side's queries ``(ent, rel)``: ``ent`` is the head for tail prediction and
     the tail for head prediction."""
 
+    #: queries are entity ids and a built-in model's prepared queries take candidate ids: chunked
+    #: ranking may predict the true scores (:mod:`.predicted`); an entity shard's side does not
+    predicts_true = True
+
     def __init__(self, scorer, side: int, *, num_entities: int, device: torch.device,
                  allowed: torch.Tensor | None, threads: int | None):
         self.scorer = scorer
@@ -88,6 +92,7 @@ class SideScorer:
         self._blocks: list[torch.Tensor | None] = []  # one per concurrent chunk walker (slot)
         #: a built-in model's prepare_heads / prepare_tails (queries built once per batch), or None
         self.prepare = _prepare_method(scorer, side)
+        self._predictable: bool | None = None  # see .predicted.predictable (asked once)
 
     def _call(self, method, ent, rel, *args, **kw):
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)

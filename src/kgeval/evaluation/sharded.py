@@ -78,6 +78,9 @@ class ShardSideScorer(SideScorer):
     global candidate columns (the allowed ids are sorted, so they are contiguous).
     """
 
+    #: queries are entity rows from other ranks, and pass 1 runs here (:func:`rank_full_sharded`)
+    predicts_true = False
+
     def __init__(self, shard, side: int, *, num_entities: int, device: torch.device, allowed, threads,
                  lo: int, hi: int, width: int, row_dtype: torch.dtype):
         self.scorer = shard
