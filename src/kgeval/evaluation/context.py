@@ -39,8 +39,6 @@ class RunContext:
     chunk_redone_queries: int = 0
     #: pass 1 predicts true scores from the product's rounding (:mod:`.predicted`); off after a batch of misses
     predict_true: bool = True
-    #: tasks whose pass-1 true score was predicted rather than scored
-    predicted_tasks: int = 0
     #: sampled ranking scored through ``score_*_candidates`` (the last side's)
     used_candidates_method: bool = False
     #: this rank's share of a distributed evaluation (:class:`.distributed.Plan`); None = one process

@@ -10,11 +10,13 @@ filtered answers and the answer itself, at a cost linear in the number of known 
 Entity chunks: when even a small batch of whole rows would exceed the memory budget (or when
 ``entity_chunk_size`` is given), each query batch is scored in column chunks ``[q, chunk]``
 through the scorer's ``entities=`` keyword. ``better`` / ``tied`` add exactly over chunks and the
-masking is applied per chunk. The true scores are read first from the batch scored against its
-answer columns only (~#rows / #columns extra work), and checked to be bitwise the in-batch values
-compared against (rows that differ are re-ranked exactly, see
-:func:`_rank_chunks`). On the CPU, automatic sizes keep score blocks near 2M entries (rows of more
-than 16,384 entities: 1,024 queries x 1,024 entities; shorter rows: groups of whole rows, see
+masking is applied per chunk. The true scores come first: predicted from the product's rounding
+for built-in product models on the CPU (:mod:`.predicted`: no scoring), else read from the batch
+scored against its answer columns only (~#rows / #columns extra work); either way they are checked
+to be bitwise the in-batch values compared against (rows that differ are re-ranked exactly, see
+:func:`_rank_chunks`). On the CPU, automatic sizes keep score blocks near 1-2M entries (rows of more
+than 16,384 entities: 1,024 queries x 1,024 entities; rows of 4,097-16,384 whose true scores are
+predicted: 4,096 queries x 256 entities; shorter rows: groups of whole rows, see
 :func:`plan_batches`), so a large (e.g. memory-mapped) entity table is read once per ~1,024
 queries; when the memory budget forces chunking elsewhere, batches aim at ``_CHUNK_ROWS`` query
 rows. A scorer without ``entities=`` cannot be chunked (whole rows, with a warning). Query-level
@@ -79,8 +81,11 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
     whole rows of 10^4 entities at 1.49-1.59 in groups of 104-209 rows (1-2M entries) vs 1.82 in
     419 (measured on the 2-core machine, interleaved). Rows of more than ``_CPU_WHOLE_COLS``
     entities are chunked (``_CPU_BLOCK_ROWS`` queries x ``_CPU_CHUNK_BLOCK / _CPU_BLOCK_ROWS`` entities)
-    rather than batched a few rows at a time (each batch reads the whole entity table). Shorter
-    rows are whole; a batch holds up to ``_WHOLE_BATCH_BLOCKS`` row groups of one block per walker
+    rather than batched a few rows at a time (each batch reads the whole entity table); so are rows
+    of more than ``_CPU_PREDICTED_COLS`` whose true scores are predicted (:func:`.predicted.predictable`:
+    no pass-1 products), in ``_CPU_TALL_ROWS`` queries x 256 entities (14,541 entities, dim 200,
+    best of 7 in 2 processes: 1.10-1.13x the floor vs 1.42-1.48x in whole-row tiles; dim 64 1.23-1.32x
+    vs 1.89-1.94x). Shorter rows are whole; a batch holds up to ``_WHOLE_BATCH_BLOCKS`` row groups of one block per walker
     (:func:`_row_groups`; ``split_rows=False`` for callers that score a batch's rows in one piece:
     one block of ``_SHARD_ROW_BLOCK`` entries). The memory budget stays an upper bound; explicit
     ``batch_size`` / ``entity_chunk_size`` are used as given.
@@ -405,13 +410,16 @@ def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, wid
 def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width):
     """Column chunks of ``width``: ``(better, tied, true scores)``.
 
-    Pass 1 scores the whole batch against the batch's answer columns only (:func:`answer_scores`),
-    ~#rows / #columns of the batch's work where scoring every chunk holding an answer again doubled
-    it. Pass 2 scores every chunk for the whole batch and counts against those scores; in the
-    answer's chunk it checks that the in-batch score is bitwise the pass-1 value. The queries of any
+    Pass 1 predicts the true scores from the product's rounding where it can (:mod:`.predicted`:
+    built-in product models on the CPU; no scoring at all), else scores the whole batch against the
+    batch's answer columns only (:func:`answer_scores`), ~#rows / #columns of the batch's work where
+    scoring every chunk holding an answer again doubled it. Pass 2 scores every chunk for the whole
+    batch and counts against those scores; in the answer's chunk it reads the in-batch score, and
+    all are compared bitwise with the pass-1 values at the end. A batch with more than one miss in
+    ``MISS_RATE`` predicted tasks turns prediction off for the rest of the evaluation. The queries of any
     task that differs are ranked again on their own with true scores and counts from the same chunk
     calls (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared
-    against. :mod:`.sharded` runs the same passes on an entity shard's local columns.
+    against. :mod:`.sharded` runs the same passes on an entity shard's local columns (pass 1 scored).
     """
     prepared = sc.prepared(ent, rel)  # the batch's queries, built once for both passes
     true = predicted_scores(sc, prepared, task_q, col) if ctx.predict_true else None
@@ -420,8 +428,6 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         true = answer_scores(sc, ent, rel, task_q, col)
     better, tied, differ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
                                          verify=True, prepared=prepared)
-    if predicted:
-        ctx.predicted_tasks += int(task_q.shape[0])
     if differ is not None:
         if predicted and differ.numel() * MISS_RATE > task_q.shape[0]:
             ctx.predict_true = False  # this BLAS rounds another way: score the answers from here on

@@ -11,7 +11,8 @@ When a model's scores are a plain product ``q @ C.T`` (DistMult, ComplEx, TuckER
 rounding is fixed by the order of the BLAS kernel's fused multiply-adds. On x86 MKL (2024.2,
 AVX-512; measured with torch 2.13) each entry is one chain over ``k = 0 .. d-1`` for ``d <= 192``,
 and for wider ``d`` chains of ``b`` terms whose sums are added (``d`` = 200: b = 100; 256: 128;
-400 and 1000: 192), the same for every shape and thread count tried:
+400 and 1000: 192), the same for every block shape of the evaluator tried (1,024 x 1,024,
+4,096 x 256, 209 x 10^4, 1,024 x 4,096, 50 x 300) on one and two threads:
 
     s = ((a_0 + a_1) + a_2) + ...,   a_m = fma(q_k, c_k, ... fma(q_{mb}, c_{mb}, 0) ...),  mb <= k < (m+1) b
 
@@ -23,6 +24,11 @@ A prediction is still a guess: pass 2 reads every answer's in-batch score and re
 whose value differs (exact either way), and a batch in which more than ``1 / MISS_RATE`` of the
 tasks differ turns prediction off for the rest of the evaluation.
 ``KGEVAL_PREDICT_TRUE=0`` turns it off altogether.
+
+Measured (2-core box, DistMult): at 10^5 entities, dim 64, ~3% of the evaluation saved; with no
+pass-1 products, rows of 4,097-16,384 entities are chunked instead of scored whole
+(:func:`.full.plan_batches`): 14,541 entities (FB15k-237-sized) dim 200 1.42-1.48x -> 1.10-1.13x
+the matmul floor, dim 64 1.89-1.94x -> 1.23-1.32x; FB15k-237 itself 1.14-1.17 s -> 1.04-1.09 s.
 """
 
 from __future__ import annotations
