@@ -38,6 +38,31 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
+Latest (2026-11-23, 20:02-20:18 UTC, same box; pass-1 true scores predicted from the product's rounding
+(``kgeval.evaluation.predicted``), rows of 4,097-16,384 entities then in 4,096 x 256 chunks, answer
+scores verified once per batch; ``--repeat 9``, 3 at 1e6; columns as below):
+
+    dim  entities  procs mode      chunk  warm s  ratio  cpu ratio  s/1e9 pairs  anon GiB
+     64     1e4      1   one         256     0.1   1.59       1.52         1.10      0.33
+     64     1e4      2   tasks       419     0.1   2.08       1.82         1.29      0.30
+     64     1e4      2   entities   None     0.3   4.03       3.26         2.79      0.32
+     64     1e5      1   one        1024     0.8   1.06       1.10         0.81      0.33
+     64     1e5      2   tasks      1024     0.9   1.36       1.24         0.89      0.32
+     64     1e5      2   entities   1024     1.1   1.51       1.26         1.05      0.31
+     64     1e6      1   one        1024     8.7   0.98       1.08         0.87      0.55
+    128     1e4      1   one         256     0.2   1.30       1.26         2.02      0.34
+    128     1e5      1   one        1024     1.6   1.08       1.07         1.56      0.36
+    with --train 1000000 (10^6 filter triples): 1e4 1.98x, 1e5 1.20x
+
+At 1e4 the rest is fixed work per call, measured with the ranking stubbed out: ~29 ms with 10^6
+filter triples (each side's filter index ~5 ms, mostly the one pass over the triples for the test
+queries' keys; id checks ~4 ms; the protocol's distinct count of the known triples ~6 ms of a
+background thread that the ranking waits for or shares the cores with), ~9 ms with 10^5, against a
+~0.07 s floor: 1.2x at 1e4 would leave ~14 ms for everything beyond the products, while counting
+10^8 scores once costs ~8-12 ms per walker. In-process A/B at 1e4 (best of 11, 3 processes): 4,096 x 256
+chunks with predicted true scores 1.33-1.60x, the same with scored answer columns 1.59x, whole rows
+1.53-1.67x; the box's speed differs by up to ~30% between processes.
+
 Measured (2026-11-23, 17:42-18:15 UTC, 2-core AMD EPYC VM, load ~0.4, nothing else running; DistMult,
 5,000 test triples, 100,000 filter triples; ``--repeat 5`` (9 for the 1e4-1e5 re-runs), 3 at 1e7 with
 ``--floor-rows 1024``; the floor is the fastest of three block widths at each measurement (see above):
