@@ -60,7 +60,7 @@ queries' keys; id checks ~4 ms; the protocol's distinct count of the known tripl
 background thread that the ranking waits for or shares the cores with), ~9 ms with 10^5, against a
 ~0.07 s floor: 1.2x at 1e4 would leave ~14 ms for everything beyond the products, while counting
 10^8 scores once costs ~8-12 ms per walker. In-process A/B at 1e4 (best of 11, 3 processes): 4,096 x 256
-chunks with predicted true scores 1.33-1.60x, the same with scored answer columns 1.59x, whole rows
+chunks with predicted true scores 1.33-1.60x (1,024 x 1,024 chunks with scored answer columns: 1.59x in one run), whole rows
 1.53-1.67x; the box's speed differs by up to ~30% between processes.
 
 Measured (2026-11-23, 17:42-18:15 UTC, 2-core AMD EPYC VM, load ~0.4, nothing else running; DistMult,

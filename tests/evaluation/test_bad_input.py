@@ -186,3 +186,30 @@ class _ShrinkingRows:
 def test_consistency_check_names_a_wrong_one_row_shape(triple_scores, match):
     with pytest.raises(InvalidInputError, match=match):
         run(s=_ShrinkingRows(triple_scores), sides="tail")
+
+
+@pytest.mark.parametrize("triple,message", [
+    ((-1, 0, 1), r"head id -1 of triple 2 \(-1, 0, 1\) is out of range \[0, 5\)"),
+    ((0, 0, 5), r"tail id 5 of triple 2 \(0, 0, 5\) is out of range \[0, 5\)"),
+    ((0, 3, 1), r"relation id 3 of triple 2 \(0, 3, 1\) is out of range \[0, 3\)"),
+    ((0, -2, 1), r"relation id -2 of triple 2 \(0, -2, 1\) is out of range \[0, 3\)"),
+])
+def test_check_ids_names_the_first_bad_triple(triple, message):
+    from kgeval.triples import check_ids
+
+    arr = np.array([(0, 0, 1), (4, 2, 4), triple, (1, 1, 1)], dtype=np.int64)
+    with pytest.raises(InvalidInputError, match=message):
+        check_ids("filter", arr, 5, 3)
+    check_ids("filter", arr[:2], 5, 3)  # the good ones pass
+
+
+def test_check_ids_takes_more_relations_than_entities():
+    """The fast path bounds every id by the entity count; relation ids above it are still checked by
+    their own bound."""
+    from kgeval.triples import check_ids
+
+    check_ids("t", np.array([(0, 7, 1), (1, 2, 0)], dtype=np.int64), 2, 8)
+    with pytest.raises(InvalidInputError, match=r"relation id 8 of triple 0 \(0, 8, 1\) is out of range \[0, 8\)"):
+        check_ids("t", np.array([(0, 8, 1)], dtype=np.int64), 2, 8)
+    with pytest.raises(InvalidInputError, match=r"tail id 2 of triple 1"):
+        check_ids("t", np.array([(0, 7, 1), (1, 2, 2)], dtype=np.int64), 2, 8)
