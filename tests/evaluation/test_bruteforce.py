@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from kgeval.errors import InvalidInputError
 from kgeval.evaluation import FunctionScorer, evaluate_ranks, sample_negatives
 from kgeval.evaluation.filter_index import FilterIndex, query_keys
 from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
@@ -472,3 +473,63 @@ def test_chunked_true_scores_that_differ_in_batch_are_reranked_exactly(chunk, fi
     expected = brute(table, test, np.concatenate([train, test]), filtered=filtered)
     assert scorer.shifted_calls and calls  # the re-ranking path did run
     assert table_rows(out.rank_table) == {k: v[:3] for k, v in expected.items()}
+
+
+class _ThreadShifted:
+    """Integer table scores plus 0.25 x torch's thread count: one call's scores shift together (ranks
+    unchanged), but scores of the same entities differ between a call on the caller's threads and
+    one on a chunk walker's single thread -- as TuckER's head scores do by rounding (~1e-7)."""
+
+    num_entities = E
+    num_relations = R
+    concurrent_scoring = True  # lets the chunk walkers score on one thread each
+
+    def __init__(self, table):
+        self.fs = table_scorer(table)
+
+    def _out(self, scores, out):
+        scores = scores + 0.25 * torch.get_num_threads()
+        if out is not None and out.shape == scores.shape:
+            return out.copy_(scores)
+        return scores
+
+    def score_tails(self, h, r, entities=None, out=None):
+        return self._out(self.fs.score_tails(h, r, entities=entities), out)
+
+    def score_heads(self, r, t, entities=None, out=None):
+        return self._out(self.fs.score_heads(r, t, entities=entities), out)
+
+
+@pytest.mark.parametrize("filtered", [True, False])
+@pytest.mark.parametrize("chunk", [1, 4])
+def test_reranked_chunks_count_with_the_calls_that_gave_their_true_scores(filtered, chunk, count_kernel):
+    """A task whose pass-1 score differs is ranked again with true scores read from chunks; those must
+    be the very calls it is counted with. They were not: the true scores came from the caller's
+    threads and the count from one-thread walkers, so a task missed its own tie (filtered: a rank one
+    better, silently; unfiltered: num_tied = -1, an error from deep inside)."""
+    from kgeval.evaluation import count_kernel as ck
+
+    if count_kernel != "numba" or not ck._load() or torch.get_num_threads() < 2:
+        pytest.skip("needs the compiled kernel and two torch threads (chunk walkers)")
+    table, train, test = make_graph(21)
+    out = evaluate_ranks(_ThreadShifted(table), test, filter_triples=[train], filtered=filtered,
+                         entity_chunk_size=chunk, batch_size=8, progress=False, check_consistency=False)
+    expected = brute(table, test, np.concatenate([train, test]), filtered=filtered)
+    assert table_rows(out.rank_table) == {k: v[:3] for k, v in expected.items()}
+
+
+def test_a_scorer_whose_identical_calls_disagree_is_a_named_error():
+    """Re-ranking reads true scores and counts from the very same calls; when even those disagree the
+    ranks cannot be exact, and the evaluation says so instead of counting."""
+    table, train, test = make_graph(22)
+    calls = [0]
+
+    class Drifting(_ThreadShifted):
+        def _out(self, scores, out):
+            calls[0] += 1
+            return super()._out(scores + 1e-3 * calls[0], out)
+
+    with pytest.raises(InvalidInputError, match=r"returned different scores for the same queries and candidates in "
+                                                r"two identical calls .*exact ranks need deterministic scores"):
+        evaluate_ranks(Drifting(table), test, filter_triples=[train], entity_chunk_size=4, batch_size=8,
+                       progress=False, check_consistency=False)

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from .._threads import env_count, torch_threads
+from ..errors import InvalidInputError
 from .batching import auto_batch, run_batches
 from .context import RunContext, SideResult
 from .count_kernel import FusedCounts, fused_counts, kernel_ready
@@ -392,16 +393,18 @@ def answer_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor) -> torc
     return part[task_q.view(-1, *([1] * (col.dim() - 1))), at]
 
 
-def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, width: int) -> torch.Tensor:
+def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, width: int,
+                      prepared=None) -> torch.Tensor:
     """True scores read from whole ``width`` chunks scored for every row of this very batch (exact by
-    construction: pass 2 repeats those calls; up to 2x the work). Tasks with ``col < 0`` (an answer
-    on another entity shard) get 0."""
+    construction when pass 2 repeats those very calls: the same rows, chunks, prepared queries and
+    thread count, see :func:`_rank_chunks_exact`; up to 2x the work). Tasks with ``col < 0`` (an
+    answer on another entity shard) get 0."""
     true = torch.zeros(task_q.shape[0], dtype=torch.float32, device=task_q.device)
     mine = (col >= 0).nonzero().view(-1)
     chunk_of = col[mine] // width
     for c in torch.unique(chunk_of).tolist():
         sel = mine[chunk_of == c]
-        part = sc.chunk(ent, rel, c * width, min(sc.num_columns, (c + 1) * width))
+        part = sc.chunk(ent, rel, c * width, min(sc.num_columns, (c + 1) * width), prepared=prepared)
         true = true.to(part.dtype)
         true[sel] = part[task_q[sel], col[sel] - c * width]
     return true
@@ -442,11 +445,28 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
 
 def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width):
     """As :func:`_rank_chunks`, the true scores read from whole chunks of this very batch
-    (:func:`chunk_true_scores`)."""
-    true = chunk_true_scores(sc, ent, rel, task_q, col, width)
-    better, tied, _ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
-                                    verify=False)
+    (:func:`chunk_true_scores`) and counted by the very same calls: the batch's prepared queries, one
+    walker on the calling thread. Walkers score on one torch thread each, and a scorer's rounding
+    may depend on the thread count (TuckER's heads, measured: up to 1.2e-7 apart), so true scores
+    read on the caller's threads and counted by walkers missed their own tie, silently (a filtered
+    rank one better) -- unfiltered it surfaced as ``num_tied = -1``. The count checks every answer's
+    score once more; identical calls that still disagree are a named error, never a wrong rank."""
+    prepared = sc.prepared(ent, rel)
+    true = chunk_true_scores(sc, ent, rel, task_q, col, width, prepared=prepared)
+    better, tied, differ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
+                                         verify=True, prepared=prepared, workers=1)
+    if differ is not None:
+        raise nondeterministic(sc, differ.numel())
     return better, tied, true
+
+
+def nondeterministic(sc, n: int) -> InvalidInputError:
+    """The error for a scorer whose identical calls gave different scores (ranks cannot be exact)."""
+    return InvalidInputError(
+        f"scorer.{sc.method.__name__} returned different scores for the same queries and candidates in two "
+        f"identical calls ({n} answer scores differ): exact ranks need deterministic scores (on a GPU: "
+        "torch.use_deterministic_algorithms(True))"
+    )
 
 
 _WORKERS = None  # (pid, size, thread pool) walking chunks beside the caller (see _walkers)
@@ -460,8 +480,10 @@ def _walkers(ctx, sc, nparts: int, block: int) -> int:
     then counts it with the compiled kernel, both outside the GIL) keep every core busy; one walker
     with a ``t``-thread matmul leaves ``t - 1`` cores idle while it counts. Measured at 10^6
     entities, dim 64, 2 cores: two walkers ~0.7-0.9x the 2-thread matmul floor of the chunk loop vs
-    ~1.0-1.2x for one (the bits of a product do not depend on the thread count here, and pass 2
-    verifies them against pass 1 anyway). Only for scorers that say several threads may score at once
+    ~1.0-1.2x for one. A scorer's rounding may depend on the thread count (MKL's products do not
+    here; TuckER's head scores do), which is safe because every walker reads each answer's score from
+    the very chunk it counts with, pass 2 verifies pass 1, and re-ranking scores and counts on one
+    walker (:func:`_rank_chunks_exact`). Only for scorers that say several threads may score at once
     (``concurrent_scoring``: built-in models and shards in eval mode, ``DistMultScorer``; any scorer
     may declare it) and take ``out=``, automatic block sizes (each walker holds one block of at most
     ``block`` scores) and once the kernel is loaded.
@@ -513,10 +535,11 @@ def _walk_in_parallel(sc, walk, workers: int) -> list:
 
 
 def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true, *, verify: bool,
-                 prepared=None):
+                 prepared=None, workers: int | None = None):
     """Pass 2 over the ``sc.num_columns`` columns: ``(better, tied, tasks whose in-batch true score
     differs from ``true`` or None)``; tasks with ``col < 0`` (answer on another entity shard) are not verified.
-    ``prepared``: :meth:`.scoring.SideScorer.prepared` of these queries (built here when None)."""
+    ``prepared``: :meth:`.scoring.SideScorer.prepared` of these queries (built here when None);
+    ``workers``: 1 = every chunk on the calling thread (default: :func:`_walkers`)."""
     dev, nt, ncols = ctx.device, task_q.shape[0], sc.num_columns
     bounds = list(range(0, ncols, width)) + [ncols]
     nchunks = len(bounds) - 1
@@ -558,7 +581,8 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
             tied += t.to(dev)
         return better, tied
 
-    workers = _walkers(ctx, sc, nchunks, ent.shape[0] * width)
+    if workers is None:
+        workers = _walkers(ctx, sc, nchunks, ent.shape[0] * width)
     if workers == 1:
         better, tied = walk(0)
     else:

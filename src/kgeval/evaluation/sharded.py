@@ -43,7 +43,7 @@ from .batching import auto_batch
 from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
 from .full import (CPU_BLOCK, tile_width, answer_scores, chunk_true_scores, count_block, count_chunks, count_tiles,
-                   plan_batches, tile_scores)
+                   nondeterministic, plan_batches, tile_scores)
 from .querybatch import batch_tasks, group_by_query, known_answers, redo_batch
 from .scorers import accepts_keyword
 from .scoring import SideScorer, own_prepare
@@ -304,7 +304,11 @@ def _rerank(ctx, sc: ShardSideScorer, qrows, rel, triples, width, differ, st, tr
         r = redo_batch(nq, st["task_q"], differ, st["known"])
         redo["r"] = r
         ctx.chunk_redone_queries += int(r.queries.numel())
-        true = chunk_true_scores(sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][r.tasks], width)
+        # the owner reads the true scores from the very calls it counts with in phase C (one walker,
+        # the same prepared queries: see .full._rank_chunks_exact)
+        redo["prepared"] = sc.prepared(qrows[r.queries], rel[r.queries])
+        true = chunk_true_scores(sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][r.tasks], width,
+                                 prepared=redo["prepared"])
         mine = st["lcol"][r.tasks] >= 0
         return torch.where(mine, true.double(), torch.zeros_like(true, dtype=torch.float64)).view(torch.int64)
 
@@ -313,8 +317,11 @@ def _rerank(ctx, sc: ShardSideScorer, qrows, rel, triples, width, differ, st, tr
     def phase_c():
         r = redo["r"]
         t = r.tasks
-        b, tt, _ = count_chunks(ctx, sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][t], r.first, r.rest,
-                                 r.known, triples[t.cpu().numpy()], width, true_r.to(st["true"].dtype), verify=False)
+        b, tt, differ = count_chunks(ctx, sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][t], r.first,
+                                     r.rest, r.known, triples[t.cpu().numpy()], width, true_r.to(st["true"].dtype),
+                                     verify=True, prepared=redo["prepared"], workers=1)
+        if differ is not None:  # the owner's identical calls disagreed (every rank ends with this error)
+            raise nondeterministic(sc, differ.numel())
         return torch.cat([b.to(dev), tt.to(dev)])
 
     counts = plan.reduce(phase_c, (2 * n_tasks,), torch.int64).to(dev)
