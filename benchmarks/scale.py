@@ -40,7 +40,7 @@ whole). Adding a mode is one line in ``MODES``.
 
 Latest (2026-11-23, 20:02-20:18 UTC, same box; pass-1 true scores predicted from the product's rounding
 (``kgeval.evaluation.predicted``), rows of 4,097-16,384 entities then in 4,096 x 256 chunks, answer
-scores verified once per batch; ``--repeat 9``, 3 at 1e6; columns as below):
+scores verified once per batch; ``--repeat 9``, 3 at 1e6, 2 at 1e7 with ``--floor-rows 1024``; columns as below):
 
     dim  entities  procs mode      chunk  warm s  ratio  cpu ratio  s/1e9 pairs  anon GiB
      64     1e4      1   one         256     0.1   1.59       1.52         1.10      0.33
@@ -50,6 +50,7 @@ scores verified once per batch; ``--repeat 9``, 3 at 1e6; columns as below):
      64     1e5      2   tasks      1024     0.9   1.36       1.24         0.89      0.32
      64     1e5      2   entities   1024     1.1   1.51       1.26         1.05      0.31
      64     1e6      1   one        1024     8.7   0.98       1.08         0.87      0.55
+     64     1e7 mmap 1   one        1024    83.9   1.01       1.08         0.84      0.37
     128     1e4      1   one         256     0.2   1.30       1.26         2.02      0.34
     128     1e5      1   one        1024     1.6   1.08       1.07         1.56      0.36
     with --train 1000000 (10^6 filter triples): 1e4 1.98x, 1e5 1.20x
