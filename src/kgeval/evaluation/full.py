@@ -319,8 +319,10 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
     at = torch.tensor(bounds, device=dev)
     tb = torch.searchsorted(task_q, at).tolist()
     kb = torch.searchsorted(known[0], at).tolist() if known is not None else None
+    widest = max(b - a for a, b in zip(bounds, bounds[1:]))
+    workers = _walkers(ctx, sc, ngroups, widest * sc.num_columns)
     # the batch's queries prepared once, each group scored from its rows (~0.1-0.2 ms per group saved)
-    prepared = sc.prepared(ent, rel) if ngroups > 1 else None
+    prepared = sc.prepared(ent, rel, workers) if ngroups > 1 else None
 
     def group(g: int, slot: int):
         q0, q1, t0, t1 = bounds[g], bounds[g + 1], tb[g], tb[g + 1]
@@ -331,8 +333,6 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
                           triples[t0:t1], [p - t0 for p in picks if t0 <= p < t1], tile, slot, t0,
                           None if prepared is None else prepared.rows(q0, q1))
 
-    widest = max(b - a for a, b in zip(bounds, bounds[1:]))
-    workers = _walkers(ctx, sc, ngroups, widest * sc.num_columns)
     if workers == 1:
         return [group(g, 0) for g in range(ngroups)]
     out = [None] * ngroups
@@ -424,7 +424,8 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     calls (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared
     against. :mod:`.sharded` runs the same passes on an entity shard's local columns (pass 1 scored).
     """
-    prepared = sc.prepared(ent, rel)  # the batch's queries, built once for both passes
+    walkers = _walkers(ctx, sc, -(-sc.num_columns // width), ent.shape[0] * width)  # as count_chunks
+    prepared = sc.prepared(ent, rel, walkers)  # the batch's queries, built once for both passes
     true = predicted_scores(sc, prepared, task_q, col) if ctx.predict_true else None
     predicted = true is not None
     if true is None:
@@ -549,8 +550,10 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         col_sorted = col[by_col]
         ans_at = torch.searchsorted(col_sorted, torch.tensor(bounds, device=dev)).tolist()
         seen = _AnswerScores(task_q[by_col], col_sorted, true.dtype)
+    if workers is None:
+        workers = _walkers(ctx, sc, nchunks, ent.shape[0] * width)
     if prepared is None:
-        prepared = sc.prepared(ent, rel)  # the batch's queries, built once for all its chunks
+        prepared = sc.prepared(ent, rel, workers)  # the batch's queries, built once for all its chunks
     # walkers take the next chunk as they finish one: measured at 1e5 entities, a fixed share of every
     # other chunk left the first walker waiting ~5 ms per batch (~6% of the run) for the second
     order = iter(range(nchunks))  # shared: next() is atomic under the GIL, each chunk is taken by one walker
@@ -581,8 +584,6 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
             tied += t.to(dev)
         return better, tied
 
-    if workers is None:
-        workers = _walkers(ctx, sc, nchunks, ent.shape[0] * width)
     if workers == 1:
         better, tied = walk(0)
     else:

@@ -14,6 +14,8 @@ a copy otherwise (stride-0 ``expand`` views, slices of a larger tensor, the scor
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from .._threads import torch_threads
@@ -45,6 +47,10 @@ def _prepare_method(scorer, side: int):
 
 _WIDEN = (torch.float16, torch.bfloat16)
 
+#: a batch preparation estimated slower than this on one thread (seconds) keeps the caller's threads
+_HEAVY_PREPARE = 2e-3
+_PROBE_ROWS = 256  # ... estimated from this many queries, once per side scorer (SideScorer.prepared)
+
 
 def _tensors_of(obj, depth: int = 2):
     """The tensors an object holds (attributes, module parameters and buffers), a few levels deep."""
@@ -71,6 +77,8 @@ class SideScorer:
     #: queries are entity ids and a built-in model's prepared queries take candidate ids: chunked
     #: ranking may predict the true scores (:mod:`.predicted`); an entity shard's side does not
     predicts_true = True
+    _predictable: bool | None = None  # see .predicted.predictable (asked once per side scorer)
+    _prepare_row_s: float | None = None  # see prepared: one-thread preparation seconds per query (probed)
 
     def __init__(self, scorer, side: int, *, num_entities: int, device: torch.device,
                  allowed: torch.Tensor | None, threads: int | None):
@@ -92,7 +100,6 @@ class SideScorer:
         self._blocks: list[torch.Tensor | None] = []  # one per concurrent chunk walker (slot)
         #: a built-in model's prepare_heads / prepare_tails (queries built once per batch), or None
         self.prepare = _prepare_method(scorer, side)
-        self._predictable: bool | None = None  # see .predicted.predictable (asked once)
 
     def _call(self, method, ent, rel, *args, **kw):
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
@@ -153,13 +160,33 @@ class SideScorer:
         out = self._checked(self._call(self.method, ent, rel, **kw), (b, self.num_entities), self.method.__name__)
         return out if self.allowed is None else out.index_select(1, self.allowed)
 
-    def prepared(self, ent: torch.Tensor, rel: torch.Tensor):
+    def prepared(self, ent: torch.Tensor, rel: torch.Tensor, walkers: int = 1):
         """This batch's queries prepared once (:meth:`kgeval.models.Model.prepare_tails`) for
         :meth:`chunk` / :meth:`tiles` / :meth:`rows`, or None when the scorer has no such method.
-        ``prepared.rows(a, b)``: the queries ``a:b`` of them (:class:`kgeval.models.base.PreparedQueries`)."""
+        ``prepared.rows(a, b)``: the queries ``a:b`` of them (:class:`kgeval.models.base.PreparedQueries`).
+
+        ``walkers > 1``: the batch is then scored by that many one-thread walkers, and a light
+        preparation (DistMult's ``h * r``) runs on one thread too. After a parallel region, GNU
+        OpenMP's worker spins for a while (``GOMP_SPINCOUNT``) on a core the walkers need: measured
+        at 10^4 entities, dim 64, 2 cores, the evaluation took 110-113 ms with two-thread
+        preparations vs 99-102 ms with one (10^5: 833 vs 804 ms). Whether a preparation is light is
+        probed once per side, on up to ``_PROBE_ROWS`` queries on one thread: a batch estimated at
+        more than ``_HEAVY_PREPARE`` seconds (TuckER's core-tensor products: 234 vs 211 ms on two
+        threads) keeps the caller's threads."""
         if self.prepare is None:
             return None
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
+        if walkers > 1 and (self.threads or 0) != 1:
+            n = int(ent.shape[0])
+            if self._prepare_row_s is None:
+                k = min(n, _PROBE_ROWS)
+                t0 = time.perf_counter()
+                with torch_threads(1):
+                    self.prepare(*(x[:k] for x in q))
+                self._prepare_row_s = (time.perf_counter() - t0) / max(1, k)
+            if self._prepare_row_s * n <= _HEAVY_PREPARE:
+                with torch_threads(1):
+                    return self.prepare(*q)
         with torch_threads(self.threads):
             return self.prepare(*q)
 
