@@ -54,6 +54,9 @@ scores verified once per batch; ``--repeat 9``, 3 at 1e6, 2 at 1e7 with ``--floo
     128     1e4      1   one         256     0.2   1.30       1.26         2.02      0.34
     128     1e5      1   one        1024     1.6   1.08       1.07         1.56      0.36
     with --train 1000000 (10^6 filter triples): 1e4 1.98x, 1e5 1.20x
+    after light batch preparations moved to one thread under the walkers (20:45-20:50, SideScorer.prepared):
+    dim 64 1e4 1.41x (1.03 s/1e9 pairs), 1e5 1.05x; dim 128 1e4 1.20x; 1e4 with 10^6 filter triples 1.75x;
+    1e4 tasks 2.10x, entities 4.20x (one thread per process: unchanged)
 
 At 1e4 the rest is fixed work per call, measured with the ranking stubbed out: ~29 ms with 10^6
 filter triples (each side's filter index ~5 ms, mostly the one pass over the triples for the test
