@@ -58,12 +58,14 @@ scores verified once per batch; ``--repeat 9``, 3 at 1e6, 2 at 1e7 with ``--floo
     dim 64 1e4 1.41x (1.03 s/1e9 pairs), 1e5 1.05x; dim 128 1e4 1.20x; 1e4 with 10^6 filter triples 1.75x;
     1e4 tasks 2.10x, entities 4.20x (one thread per process: unchanged)
 
-At 1e4 the rest is fixed work per call, measured with the ranking stubbed out: ~29 ms with 10^6
-filter triples (each side's filter index ~5 ms, mostly the one pass over the triples for the test
-queries' keys; id checks ~4 ms; the protocol's distinct count of the known triples ~6 ms of a
-background thread that the ranking waits for or shares the cores with), ~9 ms with 10^5, against a
-~0.07 s floor: 1.2x at 1e4 would leave ~14 ms for everything beyond the products, while counting
-10^8 scores once costs ~8-12 ms per walker. In-process A/B at 1e4 (best of 11, 3 processes): 4,096 x 256
+Where the rest goes at 1e4 (dim 64, one process, best of 9): a bare loop of the evaluator's one-thread
+products into 4,096 x 256 blocks plus the count kernel (counting from cache right after each product
+costs next to nothing) is 1.09-1.11x the floor; the evaluation ~1.4x. The difference is fixed work per
+call, measured with the ranking stubbed out: ~9 ms with 10^5 filter triples, ~29 ms with 10^6 (each
+side's filter index ~5 ms, mostly the one pass over the triples for the test queries' keys; id checks
+~2.6 ms; the protocol's distinct count of the known triples ~6 ms of a background thread that the
+ranking waits for or shares the cores with), plus ~2-3 ms per batch (preparing and predicting it,
+its known answers, the walkers' start and join), against a ~0.07 s floor. In-process A/B at 1e4 (best of 11, 3 processes): 4,096 x 256
 chunks with predicted true scores 1.33-1.60x (1,024 x 1,024 chunks with scored answer columns: 1.59x in one run), whole rows
 1.53-1.67x; the box's speed differs by up to ~30% between processes.
 
