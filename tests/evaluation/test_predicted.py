@@ -36,12 +36,13 @@ def _reference(q, c, rows, cols, b):
     return out
 
 
+@pytest.mark.parametrize("n", [3, 62])  # the kernel runs four tasks at a time, then the rest one by one
 @pytest.mark.parametrize("d,b", [(1, 1), (7, 7), (7, 3), (64, 64), (200, 100), (200, 64)])
-def test_chain_dots_are_the_stated_chains(d, b):
+def test_chain_dots_are_the_stated_chains(d, b, n):
     rng = np.random.default_rng(d + b)
     q = rng.standard_normal((5, d), dtype=np.float32)
     c = rng.standard_normal((9, d), dtype=np.float32) * np.float32(1e3)
-    rows, cols = rng.integers(0, 5, 60), rng.integers(0, 9, 60)
+    rows, cols = rng.integers(0, 5, n), rng.integers(0, 9, n)
     got = count_kernel.chain_dots(q, c, rows, cols, b)
     assert np.array_equal(got, _reference(q, c, rows, cols, b))
     # chain lengths round differently (the test above could not pass for the wrong one)
