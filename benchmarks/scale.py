@@ -57,6 +57,7 @@ scores verified once per batch; ``--repeat 9``, 3 at 1e6, 2 at 1e7 with ``--floo
     after light batch preparations moved to one thread under the walkers (20:45-20:50, SideScorer.prepared):
     dim 64 1e4 1.41x (1.03 s/1e9 pairs), 1e5 1.05x; dim 128 1e4 1.20x; 1e4 with 10^6 filter triples 1.75x;
     1e4 tasks 2.10x, entities 4.20x (one thread per process: unchanged)
+    after chain_dots ran four tasks at a time (21:03): 1e4 1.34x (0.99 s/1e9 pairs), 1e5 1.07x
 
 Where the rest goes at 1e4 (dim 64, one process, best of 9): a bare loop of the evaluator's one-thread
 products into 4,096 x 256 blocks plus the count kernel (counting from cache right after each product
