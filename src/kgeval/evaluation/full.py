@@ -424,14 +424,14 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     calls (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared
     against. :mod:`.sharded` runs the same passes on an entity shard's local columns (pass 1 scored).
     """
-    walkers = _walkers(ctx, sc, -(-sc.num_columns // width), ent.shape[0] * width)  # as count_chunks
+    walkers = _walkers(ctx, sc, -(-sc.num_columns // width), ent.shape[0] * width)  # the chunks' walkers
     prepared = sc.prepared(ent, rel, walkers)  # the batch's queries, built once for both passes
     true = predicted_scores(sc, prepared, task_q, col) if ctx.predict_true else None
     predicted = true is not None
     if true is None:
         true = answer_scores(sc, ent, rel, task_q, col)
     better, tied, differ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
-                                         verify=True, prepared=prepared)
+                                         verify=True, prepared=prepared, workers=walkers)
     if differ is not None:
         if predicted and differ.numel() * MISS_RATE > task_q.shape[0]:
             ctx.predict_true = False  # this BLAS rounds another way: score the answers from here on
@@ -540,7 +540,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     """Pass 2 over the ``sc.num_columns`` columns: ``(better, tied, tasks whose in-batch true score
     differs from ``true`` or None)``; tasks with ``col < 0`` (answer on another entity shard) are not verified.
     ``prepared``: :meth:`.scoring.SideScorer.prepared` of these queries (built here when None);
-    ``workers``: 1 = every chunk on the calling thread (default: :func:`_walkers`)."""
+    ``workers``: how many walk the chunks (1 = every chunk on the calling thread; default: :func:`_walkers`)."""
     dev, nt, ncols = ctx.device, task_q.shape[0], sc.num_columns
     bounds = list(range(0, ncols, width)) + [ncols]
     nchunks = len(bounds) - 1
@@ -592,7 +592,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     if not verify:
         return better, tied, None
     a, b = ans_at[0], ans_at[-1]  # the tasks whose answer is a column here (col < 0: on another shard)
-    bad = (~_same(seen.values()[a:b], true[by_col[a:b]])).nonzero().view(-1)
+    bad = (~_same(seen.out[a:b], true[by_col[a:b]])).nonzero().view(-1)
     return better, tied, (by_col[a:b][bad] if bad.numel() else None)
 
 
@@ -617,6 +617,3 @@ class _AnswerScores:
             self.out_np[a:b] = part.detach().numpy()[self.rows[a:b], self.cols[a:b] - c0]
         else:
             self.out[a:b] = part[self.rows[a:b], self.cols[a:b] - c0].to(device=self.out.device)
-
-    def values(self) -> torch.Tensor:
-        return self.out
