@@ -5,19 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kgeval.evaluation.filter_index import FilterIndex, member_mask, query_keys, sorted_unique
+from kgeval.evaluation.filter_index import FilterIndex, member_positions, query_keys, sorted_unique
 from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
 
 
 @pytest.mark.parametrize("key_range", [50, 10**6, 10**12, 2**62])
-def test_member_mask_equals_isin(key_range):
+def test_member_positions_equal_isin(key_range):
     """Ranges far beyond the hashed table (2**22) collide in it: the exact second stage must sort them out."""
     rng = np.random.default_rng(key_range % 1000)
     values = rng.integers(0, key_range, size=20_000, dtype=np.int64)
     wanted = sorted_unique(np.concatenate([rng.integers(0, key_range, 300, dtype=np.int64), values[:200]]))
     colliding = (wanted[:50] + (1 << 22)) % key_range  # same table slot as a wanted key, not wanted itself
     values = np.concatenate([values, colliding])
-    np.testing.assert_array_equal(member_mask(values, wanted), np.isin(values, wanted))
+    np.testing.assert_array_equal(member_positions(values, wanted), np.flatnonzero(np.isin(values, wanted)))
 
 
 @pytest.mark.parametrize("side", [SIDE_HEAD, SIDE_TAIL])
@@ -61,9 +61,10 @@ def test_index_is_the_same_with_and_without_the_compiled_membership(side, monkey
         assert getattr(a, name).tolist() == getattr(b, name).tolist()
 
 
-def test_member_mask_empty_inputs():
-    assert member_mask(np.arange(5, dtype=np.int64), np.zeros(0, np.int64)).tolist() == [False] * 5
-    assert member_mask(np.zeros(0, np.int64), np.arange(3, dtype=np.int64)).shape == (0,)
+def test_member_positions_empty_inputs():
+    got = member_positions(np.arange(5, dtype=np.int64), np.zeros(0, np.int64))
+    assert got.tolist() == [] and got.dtype == np.int64
+    assert member_positions(np.zeros(0, np.int64), np.arange(3, dtype=np.int64)).shape == (0,)
 
 
 def test_sorted_unique_matches_numpy_for_int_and_other_dtypes():

@@ -114,14 +114,6 @@ def member_table(wanted: np.ndarray) -> np.ndarray:
     return table
 
 
-def member_mask(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """``np.isin(values, wanted)`` for non-negative int64 keys and a sorted unique ``wanted``, in O(n)
-    (:func:`member_positions` as a mask)."""
-    out = np.zeros(values.shape, dtype=bool)
-    out[member_positions(values, wanted)] = True
-    return out
-
-
 def query_keys(triples: np.ndarray, side: int, num_relations: int) -> np.ndarray:
     """int64 query key of each triple for ``side``: ``h*R + r`` (tail side) or ``t*R + r`` (head side)."""
     ent = triples[:, 0] if side == SIDE_TAIL else triples[:, 2]
