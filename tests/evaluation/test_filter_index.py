@@ -136,3 +136,22 @@ def test_distinct_triples_count_equals_numpy(E, R, kernel, monkeypatch):
     expected = np.unique(known, axis=0).shape[0]
     assert count_distinct_triples(known, E, R) == expected
     assert count_distinct_triples(known[:0], E, R) == 0
+
+
+@pytest.mark.parametrize("n", [1, 4095, 4096, 70_000, 1_200_000])
+def test_distinct_triples_count_in_buckets_equals_numpy(n):
+    """The compiled count partitions the codes into up to 2^8 hashed buckets (from 4,096 triples on):
+    sizes around the first split, a skewed set (one triple repeated a third of the time, piling up in
+    one bucket) and many buckets, with the largest ids."""
+    from kgeval.evaluation import count_kernel
+    from kgeval.evaluation.filter_index import count_distinct_triples
+
+    count_kernel._load()
+    E, R = 5_000, 40
+    rng = np.random.default_rng(n)
+    known = np.stack([rng.integers(0, E, n), rng.integers(0, R, n), rng.integers(0, E, n)], 1)
+    known[: n // 3] = [E - 1, R - 1, E - 1]
+    known[n // 3 : n // 2] = known[n // 2 : n // 2 + (n // 2 - n // 3)]  # more repeats, apart
+    expected = np.unique(known, axis=0).shape[0]
+    assert count_kernel.count_distinct_codes(known, E, R) == expected
+    assert count_distinct_triples(known, E, R) == expected

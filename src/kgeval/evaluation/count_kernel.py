@@ -35,11 +35,11 @@ import torch
 from ..errors import InvalidInputError
 from .counting import tolerance_bounds
 
-__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "MIN_PAIRS", "count_distinct", "member_rows",
+__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "MIN_PAIRS", "count_distinct_codes", "member_rows",
            "chain_dots"]
 
 _KERNEL = None  # the compiled function once numba has been imported (False: not importable)
-_DISTINCT = None  # the compiled _count_distinct, loaded with it
+_DISTINCT = None  # the compiled _count_distinct_triples, loaded with it
 _MEMBER = None  # the compiled _member_rows, loaded with it
 _CHAIN = None  # the compiled _chain_dots, loaded with it
 _LOADER: threading.Thread | None = None  # the background load, once started
@@ -72,8 +72,8 @@ def _load():
                 for thresholds in (t, t.astype(np.float64)):  # tolerance 0 / > 0 (float64 thresholds)
                     kernel(np.zeros((1, 1), dtype=np.float32), np.zeros(1, dtype=np.int64), thresholds, thresholds,
                            none, none, one, one.copy())  # the usual signatures: compiled (or read from cache) now
-                distinct = njit(nogil=True, cache=True)(_count_distinct)
-                distinct(one)
+                distinct = njit(nogil=True, cache=True, boundscheck=False)(_count_distinct_triples)
+                distinct(np.zeros((1, 3), dtype=np.int64), 1, 1, 0)
                 member = njit(nogil=True, cache=True, boundscheck=False)(_member_rows)
                 member(np.zeros((1, 3), dtype=np.int64), 0, 1, 1, np.zeros(2, dtype=np.bool_), one)
                 chain = njit(nogil=True, cache=True, boundscheck=False)(_chain_dots)  # IEEE: no fastmath
@@ -239,26 +239,58 @@ class FusedCounts:
 _NONE = np.zeros(0, dtype=np.int64)
 
 
-def _count_distinct(keys):  # compiled by numba (see _load)
-    n = keys.shape[0]
-    size = 2
-    while size < 2 * n:
-        size *= 2
-    mask = size - 1
-    table = np.full(size, -1, np.int64)
-    count = 0
+_HASH = np.int64(-7046029254386353131)  # the multiplicative hash of the kernels below (odd, 2^64 / golden ratio)
+
+
+def _count_distinct_triples(triples, num_relations, num_entities, bits):  # compiled by numba (see _load)
+    # the code (h * R + r) * E + t of each row (the caller checked that it fits int64), partitioned
+    # by its hash's top ``bits`` bits, then counted bucket by bucket in an open-addressing table of
+    # ~2x the bucket (a few thousand int64: cache-resident, where one table for all would not be)
+    n = triples.shape[0]
+    nb = 1 << bits
+    shift = 64 - bits
+    bmask = nb - 1
+    start = np.zeros(nb + 1, np.int64)
     for i in range(n):
-        k = keys[i]
-        j = ((k * np.int64(-7046029254386353131)) >> np.int64(17)) & mask  # multiplicative hash
-        while True:  # linear probing; the table is at most half full
-            v = table[j]
-            if v == -1:
-                table[j] = k
-                count += 1
-                break
-            if v == k:
-                break
-            j = (j + 1) & mask
+        k = (triples[i, 0] * num_relations + triples[i, 1]) * num_entities + triples[i, 2]
+        start[(((k * _HASH) >> shift) & bmask) + 1] += 1
+    big = 0
+    for b in range(nb):
+        big = max(big, start[b + 1])
+        start[b + 1] += start[b]
+    buf = np.empty(n, np.int64)  # the codes, bucket by bucket (computed again: cheaper than stored)
+    pos = start[:nb].copy()
+    for i in range(n):
+        k = (triples[i, 0] * num_relations + triples[i, 1]) * num_entities + triples[i, 2]
+        b = ((k * _HASH) >> shift) & bmask
+        buf[pos[b]] = k
+        pos[b] += 1
+    size = 2
+    while size < 2 * big:
+        size *= 2
+    table = np.empty(size, np.int64)
+    count = 0
+    for b in range(nb):
+        lo, hi = start[b], start[b + 1]
+        if hi == lo:
+            continue
+        s = 2
+        while s < 2 * (hi - lo):
+            s *= 2
+        mask = s - 1
+        table[:s] = -1  # codes are >= 0
+        for i in range(lo, hi):
+            k = buf[i]
+            j = ((k * _HASH) >> 17) & mask  # other bits of the hash than the bucket's
+            while True:  # linear probing; the table is at most half full
+                v = table[j]
+                if v == -1:
+                    table[j] = k
+                    count += 1
+                    break
+                if v == k:
+                    break
+                j = (j + 1) & mask
     return count
 
 
@@ -293,19 +325,21 @@ def member_rows(triples: np.ndarray, side_col: int, num_relations: int, wanted: 
     return _MEMBER(triples, int(side_col), 1, int(num_relations), member_table(wanted), wanted)
 
 
-def count_distinct(keys: np.ndarray) -> int:
-    """The number of distinct non-negative int64 ``keys``: ``len(np.unique(keys))``.
+def count_distinct_codes(triples: np.ndarray, num_entities: int, num_relations: int) -> int | None:
+    """The number of distinct rows of an int64 ``(n, 3)`` triple array with ids in range, whose code
+    ``(h * R + r) * E + t`` fits int64 (the caller checks): ``len(np.unique(codes))``; None until the
+    kernel is loaded (then count another way).
 
-    With the kernel loaded, one pass over an open-addressing hash table (2^ceil(log2 2n) int64,
-    16 MiB for 10^6 keys): measured 33 ms vs 166 ms for a torch sort of 10^6 keys on the busy 2-core
-    machine, 3-5 ms vs 10-27 ms for 10^5. Otherwise a sort (:func:`.filter_index.sorted_unique`).
+    Hashed into 2^bits buckets of ~4,096 codes, then counted per bucket in a cache-resident hash
+    table: measured 7-8 ms for 1.1e6 triples (10% repeated) vs 38 ms for one 16 MiB table of all
+    codes (every insert a cache miss) and ~65 ms for a sort; 140 vs 400 ms for 1.1e7.
     """
-    keys = np.ascontiguousarray(keys, dtype=np.int64)
-    if _READY.is_set() and _DISTINCT and keys.size > 1 and int(keys.min()) >= 0:
-        return int(_DISTINCT(keys))
-    from .filter_index import sorted_unique
-
-    return int(sorted_unique(keys).shape[0])
+    if not (_READY.is_set() and _DISTINCT) or triples.dtype != np.int64 or triples.ndim != 2:
+        return None
+    if not triples.flags.c_contiguous:  # the signature compiled at load (another would compile now)
+        return None
+    bits = min(8, (triples.shape[0] // 4096).bit_length())
+    return int(_DISTINCT(triples, int(num_relations), int(num_entities), bits))
 
 
 def _chain_dots(q, c, rows, cols, chain, out):  # compiled by numba (see _load), without fastmath

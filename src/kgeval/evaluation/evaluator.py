@@ -209,10 +209,11 @@ _BESIDE = None  # (pid, one-thread pool) for _count_known_beside
 
 def _count_known_beside(inp: Inputs, opts: EvaluationOptions):
     """A future of the protocol's number of distinct known triples (filtered runs; None otherwise),
-    counted on a thread beside the ranking: ~18 ms for 10⁶ filter triples (the compiled hash of
-    :func:`.count_kernel.count_distinct` releases the GIL), mostly while the ranking's serial steps
-    (filter indexes, query grouping) leave the second core idle. Measured at 10⁴ entities with 10⁶
-    filter triples, where the call's fixed work is ~44 ms against a ~70 ms floor."""
+    counted on a thread beside the ranking (the compiled count of
+    :func:`.count_kernel.count_distinct_codes` releases the GIL): ~8 ms of one core for 10⁶ filter
+    triples (38 ms before 2026-11-23, when its one 16 MiB hash table took a cache miss per triple and
+    slowed the ranking's two threads beside it), mostly while the ranking's serial steps (filter
+    indexes, query grouping) leave the second core idle."""
     global _BESIDE
     if not opts.filtered:
         return None

@@ -72,14 +72,18 @@ def unique_pairs(keys: np.ndarray, values: np.ndarray, *, num_keys: int, num_val
 
 def count_distinct_triples(triples: np.ndarray, num_entities: int, num_relations: int) -> int:
     """The number of distinct ``(head, relation, tail)`` rows of ``triples`` (ids in range)."""
-    from .count_kernel import count_distinct
+    from .count_kernel import count_distinct_codes
 
     ne, nr = int(num_entities), int(num_relations)
     if triples.shape[0] == 0:
         return 0
-    keys = query_keys(triples, SIDE_TAIL, nr)  # (head, relation) codes, as the tail side's filter index
-    if _code_fits(ne * nr, ne):  # the code of unique_pairs, counted by hash when the kernel is loaded
-        return count_distinct(keys * ne + triples[:, 2])
+    if _code_fits(ne * nr, ne):  # one int64 code per triple: counted by hash when the kernel is loaded
+        counted = count_distinct_codes(triples, ne, nr)
+        if counted is not None:
+            return counted
+        keys = query_keys(triples, SIDE_TAIL, nr)  # (head, relation) codes, as the tail side's filter index
+        return int(sorted_unique(keys * ne + triples[:, 2]).shape[0])
+    keys = query_keys(triples, SIDE_TAIL, nr)
     return int(unique_pairs(keys, triples[:, 2], num_keys=ne * nr, num_values=ne)[0].shape[0])
 
 
