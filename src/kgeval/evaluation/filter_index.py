@@ -129,13 +129,28 @@ def answer_column(triples: np.ndarray, side: int) -> np.ndarray:
     return triples[:, 2] if side == SIDE_TAIL else triples[:, 0]
 
 
+def rows_of_queries(triples: np.ndarray | list[np.ndarray], side: int, num_relations: int,
+                    wanted: np.ndarray) -> np.ndarray:
+    """The rows of ``triples`` (an ``(n, 3)`` array or a list of them, read in place: the evaluator
+    passes its filter sets without concatenating 10⁶ triples first, 1.2-1.6 ms) whose query key for
+    ``side`` is in the sorted unique ``wanted``, stacked in order."""
+    parts = []
+    for arr in triples if isinstance(triples, (list, tuple)) else [triples]:
+        kept = member_rows(arr, 0 if side == SIDE_TAIL else 2, num_relations, wanted)
+        if kept is None:  # the compiled pass is not loaded: keys of every triple, then membership
+            kept = member_positions(query_keys(arr, side, num_relations), wanted)
+        parts.append(arr[kept])
+    return np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
+
+
 class FilterIndex:
     """Known answers of every query of one side, as CSR arrays (see the module docstring)."""
 
-    def __init__(self, triples: np.ndarray, *, side: int, num_entities: int, num_relations: int, device=None,
+    def __init__(self, triples: np.ndarray | list[np.ndarray], *, side: int, num_entities: int, num_relations: int, device=None,
                  queries: np.ndarray | None = None):
-        """Index ``triples`` for ``side``; with ``queries`` (int64 query keys), only the triples of
-        those queries (every other key looks up as having no known answer)."""
+        """Index ``triples`` (one ``(n, 3)`` array, or a list of them: their union) for ``side``; with
+        ``queries`` (int64 query keys), only the triples of those queries (every other key looks up
+        as having no known answer)."""
         if side not in (SIDE_HEAD, SIDE_TAIL):
             raise ValueError(f"side must be {SIDE_HEAD} (head) or {SIDE_TAIL} (tail), got {side}")
         self.side = side
@@ -143,10 +158,9 @@ class FilterIndex:
         self.num_relations = int(num_relations)
         if queries is not None:  # only the triples of these queries: a few thousand of maybe 10⁶
             wanted = sorted_unique(np.asarray(queries, dtype=np.int64))
-            kept = member_rows(triples, 0 if side == SIDE_TAIL else 2, num_relations, wanted)
-            if kept is None:  # the compiled pass is not loaded: keys of every triple, then membership
-                kept = member_positions(query_keys(triples, side, num_relations), wanted)
-            triples = triples[kept]
+            triples = rows_of_queries(triples, side, num_relations, wanted)
+        elif isinstance(triples, (list, tuple)):
+            triples = np.concatenate(triples) if triples else np.zeros((0, 3), dtype=np.int64)
         keys = query_keys(triples, side, num_relations)
         ans = answer_column(triples, side).astype(np.int64, copy=False)
         keys_all, answers = unique_pairs(keys, ans, num_keys=self.num_entities * self.num_relations,

@@ -38,6 +38,11 @@ class Inputs:
         return np.concatenate([self.triples] + [a for _, a in self.filter_sets], axis=0)
 
     @property
+    def known_sets(self) -> list[np.ndarray]:
+        """The known true triples as the arrays they came in: the evaluation triples, then each filter set."""
+        return [self.triples] + [a for _, a in self.filter_sets]
+
+    @property
     def universe(self) -> np.ndarray:
         """The candidate entity ids, sorted."""
         return self.entities if self.entities is not None else np.arange(self.num_entities, dtype=np.int64)
