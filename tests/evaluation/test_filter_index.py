@@ -61,6 +61,34 @@ def test_index_is_the_same_with_and_without_the_compiled_membership(side, monkey
         assert getattr(a, name).tolist() == getattr(b, name).tolist()
 
 
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("side", [SIDE_HEAD, SIDE_TAIL])
+def test_index_of_several_sets_read_in_place_equals_the_index_of_their_concatenation(side, compiled, monkeypatch):
+    """The evaluator hands the evaluation triples and each filter set as they came (no 10⁶-row copy):
+    overlapping sets, an empty one, one non-contiguous (the compiled pass then falls back per array)."""
+    from kgeval.evaluation import count_kernel, filter_index
+
+    assert count_kernel._load()
+    if not compiled:
+        monkeypatch.setattr(filter_index, "member_rows", lambda *args: None)
+    rng = np.random.default_rng(side + 21)
+    E, R = 200, 7
+    sets = [rng.integers(0, [E, R, E], size=(n, 3), dtype=np.int64) for n in (300, 20_000, 0)]
+    sets.append(np.asfortranarray(np.concatenate([sets[0][:100], rng.integers(0, [E, R, E], size=(900, 3))])))
+    queries = query_keys(sets[0], side, R)
+    whole = np.concatenate(sets)
+    for q in (queries, None):
+        a = FilterIndex(sets, side=side, num_entities=E, num_relations=R, queries=q)
+        b = FilterIndex(whole, side=side, num_entities=E, num_relations=R, queries=q)
+        assert a.num_pairs == b.num_pairs > 0
+        for name in ("keys", "indptr", "answers"):
+            assert getattr(a, name).tolist() == getattr(b, name).tolist()
+    brute = _brute_answers(whole, side, R)
+    part = FilterIndex(sets, side=side, num_entities=E, num_relations=R, queries=queries)
+    for key in np.unique(queries):
+        assert part.answers_of(int(key)).tolist() == sorted(brute[int(key)])
+
 def test_member_positions_empty_inputs():
     got = member_positions(np.arange(5, dtype=np.int64), np.zeros(0, np.int64))
     assert got.tolist() == [] and got.dtype == np.int64
