@@ -58,16 +58,24 @@ scores verified once per batch; ``--repeat 9``, 3 at 1e6, 2 at 1e7 with ``--floo
     dim 64 1e4 1.41x (1.03 s/1e9 pairs), 1e5 1.05x; dim 128 1e4 1.20x; 1e4 with 10^6 filter triples 1.75x;
     1e4 tasks 2.10x, entities 4.20x (one thread per process: unchanged)
     after chain_dots ran four tasks at a time (21:03): 1e4 1.34x (0.99 s/1e9 pairs), 1e5 1.07x
+    after the distinct count in cache-sized buckets and the second side's filter index built beside the
+    first (2026-11-23, 21:35-21:58 UTC, ``--repeat 9``): dim 64 1e4 1.23-1.33x, 1e5 1.06x, 1e6 1.00x (3 runs);
+    dim 128 1e4 1.17x; with 10^6 filter triples 1e4 1.44-1.46x (was 1.75x), 1e5 1.03x (was 1.20x)
 
-Where the rest goes at 1e4 (dim 64, one process, best of 9): a bare loop of the evaluator's one-thread
-products into 4,096 x 256 blocks plus the count kernel (counting from cache right after each product
-costs next to nothing) is 1.09-1.11x the floor; the evaluation ~1.4x. The difference is fixed work per
-call, measured with the ranking stubbed out: ~9 ms with 10^5 filter triples, ~29 ms with 10^6 (each
-side's filter index ~5 ms, mostly the one pass over the triples for the test queries' keys; id checks
-~2.6 ms; the protocol's distinct count of the known triples ~6 ms of a background thread that the
-ranking waits for or shares the cores with), plus ~2-3 ms per batch (preparing and predicting it,
-its known answers, the walkers' start and join), against a ~0.07 s floor. In-process A/B at 1e4 (best of 11, 3 processes): 4,096 x 256
-chunks with predicted true scores 1.33-1.60x (1,024 x 1,024 chunks with scored answer columns: 1.59x in one run), whole rows
+Where the rest goes at 1e4 (dim 64, one process): a bare loop of the evaluator's one-thread products
+plus the count kernel (counting from cache right after each product costs next to nothing) is
+1.09-1.22x the floor, by block shape (4,096 x 256: 1.19-1.22x, 2,048 x 512: 1.09-1.11x in one
+process; in the evaluator the two shapes time the same, 97 ms). One-thread products are ~5-10% slower
+per core than the floor's two-thread blocks. On top come ~15-20 ms of serial work per call, none of it
+above ~2-4 ms: id checks (1.4 ms per 10^6 triples), the first side's filter index (one pass over the
+known triples, ~3 ms per 10^6), query grouping, batch planning and per batch the true-score prediction,
+known answers and their split by chunk (~2 ms per batch). The CPU budget bounds any reordering: the
+walks are ~2 x 78 core-ms, the serial work ~18, so even a perfect overlap on 2 cores gives
+(156 + 18) / 2 / 70 = 1.24x; 1.2x at 1e4 needs either faster products than one-thread MKL or serial
+work under ~6 ms. With 10^6 filter triples the distinct count of the known triples (7-10 ms, beside
+the ranking at nice 19), the second side's index (~3 ms, beside) and their concatenation add ~10 ms.
+In-process A/B at 1e4 (best of 11, 3 processes): 4,096 x 256 chunks with predicted true scores
+1.33-1.60x (1,024 x 1,024 chunks with scored answer columns: 1.59x in one run), whole rows
 1.53-1.67x; the box's speed differs by up to ~30% between processes.
 
 Measured (2026-11-23, 17:42-18:15 UTC, 2-core AMD EPYC VM, load ~0.4, nothing else running; DistMult,
