@@ -15,7 +15,6 @@ and halves on out-of-memory errors, resuming at the failed batch (:mod:`.batchin
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -218,19 +217,10 @@ def _beside():
     from concurrent.futures import ThreadPoolExecutor
 
     if _BESIDE is None or _BESIDE[0] != os.getpid():
-        _BESIDE = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgeval-protocol",
-                                                   initializer=_low_priority))
+        # normal priority: at nice 19 (tried) it would gain 1-2 ms alone on the box, but starve behind
+        # other processes' threads (parallel HPO workers) while the ranking waits for its result
+        _BESIDE = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgeval-protocol"))
     return _BESIDE[1]
-
-
-def _low_priority() -> None:
-    """Nice 19 for the pool's thread (Linux: per thread): its work yields to the ranking's threads
-    and fills the cores they leave idle (serial steps, the last batch's tail) instead of taking a
-    share of a core from a walker (measured at 10⁴ entities with 10⁶ filter triples: 1-2 ms of ~107)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (AttributeError, OSError):  # no per-thread priority here: the same work at normal priority
-        pass
 
 
 def _side_index(ctx: RunContext, inp: Inputs, side: int, keys: np.ndarray) -> FilterIndex:
