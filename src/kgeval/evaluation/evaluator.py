@@ -223,11 +223,11 @@ def _beside():
     return _BESIDE[1]
 
 
-def _side_index(ctx: RunContext, inp: Inputs, side: int, keys: np.ndarray) -> FilterIndex:
+def _side_index(ctx: RunContext, inp: Inputs, side: int, keys: np.ndarray, device=None) -> FilterIndex:
     """The filter index of ``side`` for the query keys ``keys``: the known triples read as they came
-    (:func:`.filter_index.rows_of_queries`), never concatenated."""
+    (:func:`.filter_index.rows_of_queries`), never concatenated; on ``device`` (default the run's)."""
     return FilterIndex(inp.known_sets, side=side, num_entities=inp.num_entities, num_relations=inp.num_relations,
-                       device=ctx.device, queries=keys)
+                       device=ctx.device if device is None else device, queries=keys)
 
 
 def _index_beside(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray) -> dict:
@@ -239,7 +239,10 @@ def _index_beside(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray) -> dict:
         return {}
     side = inp.side_codes[1]
     keys = query_keys(inp.triples[eval_idx], side, inp.num_relations)
-    return {side: _beside().submit(_side_index, ctx, inp, side, keys)}
+    device = ctx.device
+    if device.type == "cuda" and device.index is None:  # "cuda" means this thread's current device,
+        device = torch.device("cuda", torch.cuda.current_device())  # not the other thread's (cuda:0)
+    return {side: _beside().submit(_side_index, ctx, inp, side, keys, device)}
 
 
 def _count_known_beside(inp: Inputs, opts: EvaluationOptions):
