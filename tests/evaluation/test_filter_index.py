@@ -163,7 +163,9 @@ def test_distinct_triples_count_equals_numpy(E, R, kernel, monkeypatch):
     known = np.stack([rng.choice(ids, 3000), rng.integers(0, R, 3000), rng.choice(ids, 3000)], 1)
     expected = np.unique(known, axis=0).shape[0]
     assert count_distinct_triples(known, E, R) == expected
+    assert count_distinct_triples([known[:1000], known[1000:], known[:7]], E, R) == expected
     assert count_distinct_triples(known[:0], E, R) == 0
+    assert count_distinct_triples([known[:0], known[:0]], E, R) == 0
 
 
 @pytest.mark.parametrize("n", [1, 4095, 4096, 70_000, 1_200_000])
@@ -181,5 +183,10 @@ def test_distinct_triples_count_in_buckets_equals_numpy(n):
     known[: n // 3] = [E - 1, R - 1, E - 1]
     known[n // 3 : n // 2] = known[n // 2 : n // 2 + (n // 2 - n // 3)]  # more repeats, apart
     expected = np.unique(known, axis=0).shape[0]
-    assert count_kernel.count_distinct_codes(known, E, R) == expected
+    assert count_kernel.count_distinct_codes([known], E, R) == expected
     assert count_distinct_triples(known, E, R) == expected
+    # several sets counted together, read in place: repeats across sets, an empty and a strided one
+    parts = [known[: n // 4], known[:0], np.asfortranarray(known[n // 4 : n // 2]), known[n // 2 :]]
+    assert count_kernel.count_distinct_codes(parts, E, R) == expected
+    assert count_distinct_triples(parts, E, R) == expected
+    assert count_distinct_triples([known, known[: n // 2]], E, R) == expected

@@ -70,20 +70,23 @@ def unique_pairs(keys: np.ndarray, values: np.ndarray, *, num_keys: int, num_val
     return k[new], v[new]
 
 
-def count_distinct_triples(triples: np.ndarray, num_entities: int, num_relations: int) -> int:
-    """The number of distinct ``(head, relation, tail)`` rows of ``triples`` (ids in range)."""
+def count_distinct_triples(triples: np.ndarray | list[np.ndarray], num_entities: int, num_relations: int) -> int:
+    """The number of distinct ``(head, relation, tail)`` rows of ``triples`` (ids in range): one
+    ``(n, 3)`` array, or a list of them counted together (read in place when the kernel is loaded)."""
     from .count_kernel import count_distinct_codes
 
+    sets = list(triples) if isinstance(triples, (list, tuple)) else [triples]
     ne, nr = int(num_entities), int(num_relations)
-    if triples.shape[0] == 0:
+    if sum(a.shape[0] for a in sets) == 0:
         return 0
     if _code_fits(ne * nr, ne):  # one int64 code per triple: counted by hash when the kernel is loaded
-        counted = count_distinct_codes(triples, ne, nr)
+        counted = count_distinct_codes(sets, ne, nr)
         if counted is not None:
             return counted
-        keys = query_keys(triples, SIDE_TAIL, nr)  # (head, relation) codes, as the tail side's filter index
+    triples = np.concatenate(sets) if len(sets) > 1 else sets[0]
+    keys = query_keys(triples, SIDE_TAIL, nr)  # (head, relation) codes, as the tail side's filter index
+    if _code_fits(ne * nr, ne):
         return int(sorted_unique(keys * ne + triples[:, 2]).shape[0])
-    keys = query_keys(triples, SIDE_TAIL, nr)
     return int(unique_pairs(keys, triples[:, 2], num_keys=ne * nr, num_values=ne)[0].shape[0])
 
 
