@@ -111,6 +111,7 @@ def test_kernel_needs_cpu_floats_and_reads_non_contiguous_blocks():
 
 def test_use_kernel_switch(monkeypatch):
     monkeypatch.delenv("KGEVAL_COUNT_KERNEL", raising=False)
+    monkeypatch.setattr(count_kernel, "_PAIRS_SEEN", 0)  # whatever the earlier tests of this process scored
     cpu = torch.device("cpu")
     assert use_kernel(cpu, MIN_PAIRS - 1)  # loaded (the fixture): small evaluations use it too
     monkeypatch.setattr(count_kernel, "_READY", __import__("threading").Event())
@@ -206,6 +207,25 @@ def test_rows_holding_both_infinities_are_counted_not_taken_for_nan(chunk, monke
         tables[mode] = evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=chunk,
                                       progress=False).rank_table
     _assert_same_tables(tables["numba"], tables["torch"])
+
+
+def test_auto_loads_the_kernel_once_small_evaluations_add_up(monkeypatch):
+    """Each evaluation below MIN_PAIRS keeps torch until the process's evaluations have scored
+    MIN_PAIRS_SEEN pairs in all (a validation loop of small evaluations); then the kernel loads."""
+    monkeypatch.delenv("KGEVAL_COUNT_KERNEL", raising=False)
+    loads = []
+    monkeypatch.setattr(count_kernel, "_READY", __import__("threading").Event())  # not loaded yet
+    monkeypatch.setattr(count_kernel, "_load_in_background", lambda: loads.append(1))
+    monkeypatch.setattr(count_kernel, "_PAIRS_SEEN", 0)
+    cpu = torch.device("cpu")
+    small = count_kernel.MIN_PAIRS - 1
+    steps = -(-count_kernel.MIN_PAIRS_SEEN // small)  # evaluations until the sum reaches it
+    assert steps > 2
+    for _ in range(steps - 1):
+        assert not use_kernel(cpu, small) and not loads
+    use_kernel(cpu, small)
+    assert loads == [1]
+    assert not use_kernel(torch.device("meta"), small) and loads == [1]  # accelerators: never
 
 
 def test_auto_loads_the_kernel_in_the_background_and_counts_the_same(monkeypatch):

@@ -64,6 +64,7 @@ _WHOLE_BATCH_BLOCKS = 16  # a whole-row batch holds up to this many row groups p
 _SHARD_ROW_BLOCK = 1 << 22  # whole local rows of an entity shard, scored in one piece (split_rows=False)
 _TILE_COLS = 4096  # whole rows of unaligned length are scored in tiles of about this width
 _TILE_ALIGN = 128  # ... a multiple of this many columns (see tile_width)
+_CPU_CHUNK_ALIGN = 1
 _MIN_WALKER_ROWS = 16  # row groups (_row_groups) hold at least this many query rows
 
 
@@ -108,6 +109,7 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
             # floor, 1,024 x 1,024 1.45-2.17x, whole rows 1.53-1.85x)
             rows = _CPU_BLOCK_ROWS if ncols > _CPU_WHOLE_COLS else _CPU_TALL_ROWS
             cap = max(1, _CPU_CHUNK_BLOCK // min(n_tasks, rows))
+            cap = max(_CPU_CHUNK_ALIGN, cap // _CPU_CHUNK_ALIGN * _CPU_CHUNK_ALIGN)
             width = cap if width is None else min(width, cap)
     if width is not None and width >= ncols:
         width = None
