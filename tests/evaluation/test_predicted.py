@@ -220,7 +220,8 @@ def test_short_rows_are_chunked_only_where_the_true_scores_are_predicted(monkeyp
     test = np.stack([rng.integers(0, ne, 400), rng.integers(0, NR, 400), rng.integers(0, ne, 400)], 1)
     chunk = lambda model: evaluate_ranks(model, test, progress=False).protocol["entity_chunk_size"]  # noqa: E731
     distmult = get_model("distmult", ne, NR, dim=8, seed=1).eval()
-    assert chunk(distmult) == full._CPU_CHUNK_BLOCK // 400
+    assert chunk(distmult) == 2560  # 2^20 entries / 400 rows = 2,621 columns, down to a multiple of 64
+    assert full._CPU_CHUNK_BLOCK // 400 // full._CPU_CHUNK_ALIGN * full._CPU_CHUNK_ALIGN == 2560
     assert chunk(get_model("transe", ne, NR, dim=8, seed=1).eval()) is None
     monkeypatch.setenv("KGEVAL_PREDICT_TRUE", "0")
     assert chunk(distmult) is None
