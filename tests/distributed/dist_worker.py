@@ -193,6 +193,29 @@ def entities(rank, world, train, test):
             report[f"{mode}/{model_name}/{name}"] = {"single": table(one), "distributed": table(many),
                                                      "protocol_diff": _protocol_diff(one, many, exact=True)}
     name, full, shard = entity_models(rank, world)[0]
+    # the sums as all_reduce (NCCL, or more than 4 gloo ranks) instead of all-gather + local sum
+    from kgeval.evaluation import distributed as kdist
+
+    gather_ranks = kdist._GATHER_SUM_RANKS
+    kdist._GATHER_SUM_RANKS = 0
+    try:
+        for name_, kw in (("filtered", {}), ("chunked", ENTITY_SCENARIOS["chunked"])):
+            base = dict(filter_triples=train, progress=False, **kw)
+            one = kgeval.evaluate(full, test, **base)
+            many = kgeval.evaluate(shard, test, distributed=mode, **base)
+            report[f"{mode}/all_reduce/{name_}"] = {"single": table(one), "distributed": table(many),
+                                                   "protocol_diff": _protocol_diff(one, many, exact=True)}
+    finally:
+        kdist._GATHER_SUM_RANKS = gather_ranks
+    # both sums keep the dtype: int32 (float32 query rows travel as their bits) and int64
+    sums = {}
+    for path in (gather_ranks, 0):
+        kdist._GATHER_SUM_RANKS = path
+        for dt in (torch.int32, torch.int64):
+            got = kdist._sum_over_ranks(torch.arange(6, dtype=dt).view(2, 3) * (rank + 1), world)
+            sums[f"{path}/{dt}"] = [str(got.dtype), got.tolist()]
+    kdist._GATHER_SUM_RANKS = gather_ranks
+    report[f"{mode}/sums"] = sums
     base = dict(filter_triples=train, progress=False, distributed=mode)
     # NaN scores with nan_policy="raise": a named error on every rank (the rank that sees them, or
     # every rank when the query row or the true score is NaN; RankFailedError quoting it otherwise)

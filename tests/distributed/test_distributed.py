@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from kgeval.errors import InvalidInputError
 from kgeval.evaluation import EvaluationOptions
@@ -117,6 +118,25 @@ def test_entity_shards_of_other_models_equal_single_process(reports, model, scen
 @pytest.mark.parametrize("scenario", FLOAT_SCENARIOS)
 def test_entity_shards_of_float_models_equal_single_process(reports, model, scenario):
     test_entity_shards_equal_single_process(reports, model, scenario)
+
+
+@pytest.mark.parametrize("scenario", ["filtered", "chunked"])
+def test_entity_shards_summed_by_all_reduce_equal_single_process(reports, scenario):
+    """gloo with 2 ranks sums by all-gather and a local sum; NCCL and larger groups by all_reduce:
+    that path (forced here) gives the same tables."""
+    test_entity_shards_equal_single_process(reports, "all_reduce", scenario)
+
+
+def test_sums_over_ranks_keep_the_dtype_either_way(reports):
+    """Both ways of summing give the element-wise sum in the input's dtype (int32 rows of float bits
+    must not come back as int64: their view as floats would have twice the width)."""
+    world = len(reports)
+    expected = (torch.arange(6).view(2, 3) * sum(r + 1 for r in range(world))).tolist()
+    for rep in reports:
+        sums = rep["entities/sums"]
+        assert len(sums) == 4
+        for key, (dtype, values) in sums.items():
+            assert dtype == key.split("/")[1] and values == expected, key
 
 
 def test_entity_shards_nan_raise_is_a_named_error_on_every_rank(reports):

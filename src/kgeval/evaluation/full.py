@@ -61,7 +61,10 @@ _CPU_WHOLE_COLS = 1 << 14  # whole rows up to this many candidate columns, score
 _CPU_PREDICTED_COLS = 1 << 12  # ... or up to this many where pass 1 is predicted (.predicted), which chunks
 _CPU_TALL_ROWS = 4096  # ... rows of at most _CPU_WHOLE_COLS in chunks of this many query rows (fewer batches)
 _WHOLE_BATCH_BLOCKS = 16  # a whole-row batch holds up to this many row groups per walker
-_SHARD_ROW_BLOCK = 1 << 22  # whole local rows of an entity shard, scored in one piece (split_rows=False)
+_SHARD_ROW_BLOCK = 1 << 23  # whole local rows of an entity shard, scored in one piece (split_rows=False): fewer,
+# larger batches, each paying three collectives (2 gloo ranks at 10^4 entities, 5,000 local columns, best of 5
+# twice: 2^21 entries per block 267-272 ms, 2^22 249-264, 2^23 181-194, 2^24 225-228; until 2026-11-23 the
+# block was divided by all entities instead of the local ones, i.e. 2^21 at 2 ranks)
 _TILE_COLS = 4096  # whole rows of unaligned length are scored in tiles of about this width
 _TILE_ALIGN = 128  # ... a multiple of this many columns (see tile_width)
 _CPU_CHUNK_ALIGN = 64  # automatic CPU chunk widths are a multiple of this many columns: MKL's products into
@@ -131,8 +134,8 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
             walkers = _walkers(ctx, sc, 2, 0)
             groups = 1 if ctx.want_query_metrics else _WHOLE_BATCH_BLOCKS
             batch = min(batch, max(_MIN_CHUNK_ROWS, groups * walkers * CPU_BLOCK // ncols))
-        elif cpu_blocks:
-            batch = min(batch, max(_MIN_CHUNK_ROWS, _SHARD_ROW_BLOCK // ncols))
+        elif cpu_blocks:  # whole local rows of row_cols (an entity shard's slice: not all ncols columns)
+            batch = min(batch, max(_MIN_CHUNK_ROWS, _SHARD_ROW_BLOCK // row_cols))
         return batch, None
     ctx.note_chunk(int(width))
     batch = opts.batch_size or auto_batch(ctx.budget, width, n_tasks, extra=extra)

@@ -1,7 +1,8 @@
 """Ranking with entity shards (``distributed="entities"``, see :mod:`.distributed`).
 
 Every rank walks all tasks of a side in the same batches (:meth:`Plan.run_batches`). A batch is
-three phases, each a local step followed by one ``all_reduce`` (:meth:`Plan.reduce`):
+three phases, each a local step followed by one sum over ranks (:meth:`Plan.reduce`: ``all_reduce``, or
+an all-gather and a local sum on small gloo groups):
 
 A. the rows of the batch's query entities, filled in by their owners (``#queries x width``);
 B. the true scores: the owner of each task's answer scores it (``#tasks``, float64 bit patterns
