@@ -62,6 +62,9 @@ scores verified once per batch; ``--repeat 9``, 3 at 1e6, 2 at 1e7 with ``--floo
     first, and the filter sets read in place (2026-11-23, 21:35-22:40 UTC, ``--repeat 9``): dim 64 1e4 1.13-1.33x
     (4 runs), 1e5 1.06-1.07x, 1e6 1.00x; dim 128 1e4 1.17x; with 10^6 filter triples 1e4 1.44-1.50x (was 1.75x),
     1e5 1.03x (was 1.20x); 2 processes: 1e5 tasks 1.22-1.38x, entities 1.41x, 1e4 tasks 2.18x, entities 3.81x
+    after gloo sums by all-gather and shard batches by local columns (22:09): 1e4 tasks 1.74x (aligned
+    384-column chunks), entities 3.19x; 1e5 tasks 1.25x, entities 1.44x (each rank waits ~70-85 ms per
+    evaluation at the per-batch sums for the other, the ranks' skew; the products alone are at the floor)
 
 Where the rest goes at 1e4 (dim 64, one process): a bare loop of the evaluator's one-thread products
 plus the count kernel (counting from cache right after each product costs next to nothing) is
