@@ -374,6 +374,48 @@ def test_chunk_walkers_take_the_next_chunk_so_a_slow_walker_takes_fewer(monkeypa
     assert by_slot[0] > 2 * by_slot[1]  # a fixed share of every other chunk: 7-8 of the 15 per batch each
 
 
+def test_pass_one_runs_while_the_other_walker_scores_and_its_error_ends_the_walk(monkeypatch):
+    """Pass 1 (the true scores) runs on the calling thread after the other walkers started scoring
+    their first chunk: they count only once it is done (same table as one walker), and an error in
+    it is raised, never leaving a walker waiting for it (the next evaluation runs normally)."""
+    import threading
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 700, 600)
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "1")
+    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    real_pass, real_chunk = full.predicted_scores, full.SideScorer.chunk
+    first_chunks = threading.Event()  # set by the second walker's first product
+
+    def chunk(self, ent, rel, c0, c1, slot=0, prepared=None):
+        if slot == 1:
+            first_chunks.set()
+        return real_chunk(self, ent, rel, c0, c1, slot=slot, prepared=prepared)
+
+    def slow_pass(*args):  # pass 1 waits until the other walker has scored: they overlap
+        assert first_chunks.wait(10), "the second walker did not start before pass 1 ended"
+        first_chunks.clear()
+        return real_pass(*args)
+
+    monkeypatch.setattr(full.SideScorer, "chunk", chunk)
+    monkeypatch.setattr(full, "predicted_scores", slow_pass)
+    walkers = _spy_walkers(monkeypatch)
+    got = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    _assert_same_tables(got, ref)
+    assert walkers and set(walkers) == {2}
+
+    def failing_pass(*args):
+        raise RuntimeError("pass one failed")
+
+    monkeypatch.setattr(full, "predicted_scores", failing_pass)
+    with pytest.raises(RuntimeError, match="pass one failed"):
+        evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False)
+    monkeypatch.setattr(full, "predicted_scores", real_pass)
+    again = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    _assert_same_tables(again, ref)
+
+
 def test_parallel_chunk_walkers_raise_the_nan_error_and_validate_their_setting(monkeypatch):
     from kgeval.models import get_model
 

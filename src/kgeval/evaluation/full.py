@@ -32,6 +32,7 @@ the number of entities.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -433,12 +434,19 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     """
     walkers = _walkers(ctx, sc, -(-sc.num_columns // width), ent.shape[0] * width)  # the chunks' walkers
     prepared = sc.prepared(ent, rel, walkers)  # the batch's queries, built once for both passes
-    true = predicted_scores(sc, prepared, task_q, col) if ctx.predict_true else None
-    predicted = true is not None
-    if true is None:
-        true = answer_scores(sc, ent, rel, task_q, col)
-    better, tied, differ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
+    if ctx.predict_true:  # the chain length calibrated here, on the caller's threads, never under the walkers
+        predictable(ctx, sc)
+    one = {}
+
+    def pass_one() -> torch.Tensor:  # run by count_chunks while the other walkers score their first chunk
+        t = predicted_scores(sc, prepared, task_q, col) if ctx.predict_true else None
+        one["predicted"] = t is not None
+        one["true"] = t = answer_scores(sc, ent, rel, task_q, col) if t is None else t
+        return t
+
+    better, tied, differ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, pass_one,
                                          verify=True, prepared=prepared, workers=walkers)
+    true, predicted = one["true"], one["predicted"]
     if differ is not None:
         if predicted and differ.numel() * MISS_RATE > task_q.shape[0]:
             ctx.predict_true = False  # this BLAS rounds another way: score the answers from here on
@@ -546,17 +554,13 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                  prepared=None, workers: int | None = None):
     """Pass 2 over the ``sc.num_columns`` columns: ``(better, tied, tasks whose in-batch true score
     differs from ``true`` or None)``; tasks with ``col < 0`` (answer on another entity shard) are not verified.
+    ``true``: the pass-1 true scores, or a function computing them (called once, on the calling
+    thread, while the other walkers score their first chunk: see ``setup`` below);
     ``prepared``: :meth:`.scoring.SideScorer.prepared` of these queries (built here when None);
     ``workers``: how many walk the chunks (1 = every chunk on the calling thread; default: :func:`_walkers`)."""
     dev, nt, ncols = ctx.device, task_q.shape[0], sc.num_columns
     bounds = list(range(0, ncols, width)) + [ncols]
     nchunks = len(bounds) - 1
-    parts_known = known_by_column(known, bounds)  # each chunk's known answers
-    if verify:  # tasks sorted by answer column: each chunk's answers are one contiguous range
-        by_col = torch.argsort(col)
-        col_sorted = col[by_col]
-        ans_at = torch.searchsorted(col_sorted, torch.tensor(bounds, device=dev)).tolist()
-        seen = _AnswerScores(task_q[by_col], col_sorted, true.dtype)
     if workers is None:
         workers = _walkers(ctx, sc, nchunks, ent.shape[0] * width)
     if prepared is None:
@@ -564,28 +568,56 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     # walkers take the next chunk as they finish one: measured at 1e5 entities, a fixed share of every
     # other chunk left the first walker waiting ~5 ms per batch (~6% of the run) for the second
     order = iter(range(nchunks))  # shared: next() is atomic under the GIL, each chunk is taken by one walker
+    st = {}  # what counting needs, made by setup() on the calling thread (slot 0)
+    ready = threading.Event()  # set once st is complete, or setup failed ("failed" in st)
 
-    true_nan = bool(torch.isnan(true).any())
+    def setup() -> None:
+        """The batch's serial steps, on the calling thread while the other walkers already score their
+        first chunk (which needs none of it; measured at 10^4 entities, dim 64: ~1.3 ms per batch of
+        pass-1 prediction, known answers by chunk and answer sorting, that left the second core idle)."""
+        t = true() if callable(true) else true
+        st["true"], st["true_nan"] = t, bool(torch.isnan(t).any())
+        st["parts_known"] = known_by_column(known, bounds)  # each chunk's known answers
+        if verify:  # tasks sorted by answer column: each chunk's answers are one contiguous range
+            st["by_col"] = by_col = torch.argsort(col)
+            col_sorted = col[by_col]
+            st["ans_at"] = torch.searchsorted(col_sorted, torch.tensor(bounds, device=dev)).tolist()
+            st["seen"] = _AnswerScores(task_q[by_col], col_sorted, t.dtype)
 
     def walk(slot: int):
         """The chunks this walker takes: their summed counts (and their answers' in-batch scores)."""
         better = torch.zeros(nt, dtype=torch.long, device=dev)
         tied = torch.zeros(nt, dtype=torch.long, device=dev)
-        # the kernel sums this walker's chunks into one pair of arrays (no per-chunk conversions)
-        fused = FusedCounts.start(true, task_q, ctx.counter.tol) if ctx.counter.fused else None
+        if slot == 0:
+            try:
+                setup()
+            except BaseException:
+                st["failed"] = True  # the other walkers stop at their first chunk; this error is raised
+                raise
+            finally:
+                ready.set()
+        fused = None
         for k in order:  # count chunk by chunk, excluding the known answers in it
             c0, c1 = k * width, min(ncols, (k + 1) * width)
             part = sc.chunk(ent, rel, c0, c1, slot=slot, prepared=prepared)
-            if verify and ans_at[k + 1] > ans_at[k]:
-                seen.read(part, ans_at[k], ans_at[k + 1], c0)
-            nan_rows = None if fused is None else fused.add(part, parts_known[k])
+            if fused is None:  # this walker's first chunk: counting needs setup()'s results
+                ready.wait()
+                if "failed" in st:
+                    return better, tied
+                t = st["true"]
+                # the kernel sums this walker's chunks into one pair of arrays (no per-chunk conversions)
+                fused = FusedCounts.start(t, task_q, ctx.counter.tol) if ctx.counter.fused else False
+            if verify and st["ans_at"][k + 1] > st["ans_at"][k]:
+                st["seen"].read(part, st["ans_at"][k], st["ans_at"][k + 1], c0)
+            known_k = st["parts_known"][k]
+            nan_rows = None if fused is False else fused.add(part, known_k)
             if nan_rows is None:  # the kernel does not take this block: count_block's own path
-                b, t = count_block(ctx, sc, part, true, task_q, first, rest, parts_known[k], triples)
+                b, t = count_block(ctx, sc, part, st["true"], task_q, first, rest, known_k, triples)
                 better += b
                 tied += t
-            elif nan_rows or true_nan:
-                check_nan(ctx.options.nan_policy, sc.side, part, true, triples, task_q)
-        if fused is not None:
+            elif nan_rows or st["true_nan"]:
+                check_nan(ctx.options.nan_policy, sc.side, part, st["true"], triples, task_q)
+        if fused:
             b, t = fused.result()
             better += b.to(dev)
             tied += t.to(dev)
@@ -598,8 +630,9 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         better, tied = sum(p[0] for p in parts), sum(p[1] for p in parts)
     if not verify:
         return better, tied, None
+    by_col, ans_at = st["by_col"], st["ans_at"]
     a, b = ans_at[0], ans_at[-1]  # the tasks whose answer is a column here (col < 0: on another shard)
-    bad = (~_same(seen.out[a:b], true[by_col[a:b]])).nonzero().view(-1)
+    bad = (~_same(st["seen"].out[a:b], st["true"][by_col[a:b]])).nonzero().view(-1)
     return better, tied, (by_col[a:b][bad] if bad.numel() else None)
 
 
