@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -414,6 +416,54 @@ def test_pass_one_runs_while_the_other_walker_scores_and_its_error_ends_the_walk
     monkeypatch.setattr(full, "predicted_scores", real_pass)
     again = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
     _assert_same_tables(again, ref)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_chunk_walkers_count_with_torch_while_the_kernel_is_not_ready(monkeypatch, workers):
+    """Under "auto" the kernel may still be loading when a batch is walked (FusedCounts.start gives
+    None): every chunk is then counted by count_block, with the same table."""
+    model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 700, 600)
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
+    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", workers)
+    starts = []
+    monkeypatch.setattr(count_kernel.FusedCounts, "start", classmethod(lambda cls, *a: starts.append(1)))
+    got = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    _assert_same_tables(got, ref)
+    assert starts  # the walkers asked for the kernel and counted without it
+
+
+_COLD = """
+import os, sys, numpy as np
+from kgeval.evaluation import count_kernel, evaluate_ranks
+from kgeval.models import get_model
+assert not count_kernel.kernel_ready()  # a fresh process: nothing loaded the kernel yet
+ne, nr = 20_000, 5  # > 16,384 entities: chunked rows; 1,700 x 2 x 20,000 > MIN_PAIRS: "auto" loads numba
+rng = np.random.default_rng(3)
+m = get_model("distmult", ne, nr, dim=8, seed=2).eval()
+test = np.stack([rng.integers(0, ne, 1700), rng.integers(0, nr, 1700), rng.integers(0, ne, 1700)], 1)
+train = np.stack([rng.integers(0, ne, 5000), rng.integers(0, nr, 5000), rng.integers(0, ne, 5000)], 1)
+cold = evaluate_ranks(m, test, filter_triples=train, progress=False)
+assert cold.protocol.entity_chunk_size is not None
+os.environ["KGEVAL_COUNT_KERNEL"] = "torch"
+ref = evaluate_ranks(m, test, filter_triples=train, progress=False)
+for k in ("optimistic", "pessimistic", "num_candidates", "triple_index"):
+    assert np.array_equal(getattr(cold.rank_table, k), getattr(ref.rank_table, k)), k
+print("same")
+"""
+
+
+def test_first_chunked_evaluation_of_a_fresh_process_while_the_kernel_loads():
+    """In a fresh process under "auto", the first large evaluation starts loading numba in the
+    background and walks its first batches before it is ready (the test suite's fixture loads it
+    up front, so only a new interpreter sees this): same table as torch counting, no error."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("KGEVAL_COUNT_KERNEL", "KGEVAL_CHUNK_WORKERS")}
+    out = subprocess.run([sys.executable, "-c", _COLD], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "same", out.stderr[-2000:]
 
 
 def test_parallel_chunk_walkers_raise_the_nan_error_and_validate_their_setting(monkeypatch):

@@ -604,9 +604,9 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                 ready.wait()
                 if "failed" in st:
                     return better, tied
-                t = st["true"]
-                # the kernel sums this walker's chunks into one pair of arrays (no per-chunk conversions)
-                fused = FusedCounts.start(t, task_q, ctx.counter.tol) if ctx.counter.fused else False
+                # the kernel sums this walker's chunks into one pair of arrays (no per-chunk conversions);
+                # False: count_block's path for every chunk (no kernel, not loaded yet, another dtype)
+                fused = (FusedCounts.start(st["true"], task_q, ctx.counter.tol) if ctx.counter.fused else None) or False
             if verify and st["ans_at"][k + 1] > st["ans_at"][k]:
                 st["seen"].read(part, st["ans_at"][k], st["ans_at"][k + 1], c0)
             known_k = st["parts_known"][k]
@@ -617,7 +617,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                 tied += t
             elif nan_rows or st["true_nan"]:
                 check_nan(ctx.options.nan_policy, sc.side, part, st["true"], triples, task_q)
-        if fused:
+        if fused is not None and fused is not False:
             b, t = fused.result()
             better += b.to(dev)
             tied += t.to(dev)
