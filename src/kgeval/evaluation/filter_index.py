@@ -75,19 +75,31 @@ def count_distinct_triples(triples: np.ndarray | list[np.ndarray], num_entities:
     ``(n, 3)`` array, or a list of them counted together (read in place when the kernel is loaded)."""
     from .count_kernel import count_distinct_codes
 
-    sets = list(triples) if isinstance(triples, (list, tuple)) else [triples]
+    sets = _as_sets(triples)
     ne, nr = int(num_entities), int(num_relations)
     if sum(a.shape[0] for a in sets) == 0:
         return 0
-    if _code_fits(ne * nr, ne):  # one int64 code per triple: counted by hash when the kernel is loaded
-        counted = count_distinct_codes(sets, ne, nr)
-        if counted is not None:
-            return counted
-    triples = np.concatenate(sets) if len(sets) > 1 else sets[0]
+    fits = _code_fits(ne * nr, ne)  # one int64 code per triple: counted by hash when the kernel is loaded
+    counted = count_distinct_codes(sets, ne, nr) if fits else None
+    if counted is not None:
+        return counted
+    triples = _stacked(sets)
     keys = query_keys(triples, SIDE_TAIL, nr)  # (head, relation) codes, as the tail side's filter index
-    if _code_fits(ne * nr, ne):
+    if fits:
         return int(sorted_unique(keys * ne + triples[:, 2]).shape[0])
     return int(unique_pairs(keys, triples[:, 2], num_keys=ne * nr, num_values=ne)[0].shape[0])
+
+
+def _as_sets(triples: np.ndarray | list[np.ndarray]) -> list[np.ndarray]:
+    """Known triples given as one ``(n, 3)`` array or a list / tuple of them, as a list of arrays."""
+    return list(triples) if isinstance(triples, (list, tuple)) else [triples]
+
+
+def _stacked(sets: list[np.ndarray]) -> np.ndarray:
+    """The arrays ``sets`` as one ``(n, 3)`` array (no copy for a single one)."""
+    if len(sets) == 1:
+        return sets[0]
+    return np.concatenate(sets) if sets else np.zeros((0, 3), dtype=np.int64)
 
 
 def _code_fits(num_keys: int, num_values: int) -> bool:
@@ -138,12 +150,12 @@ def rows_of_queries(triples: np.ndarray | list[np.ndarray], side: int, num_relat
     passes its filter sets without concatenating 10⁶ triples first, 1.2-1.6 ms) whose query key for
     ``side`` is in the sorted unique ``wanted``, stacked in order."""
     parts = []
-    for arr in triples if isinstance(triples, (list, tuple)) else [triples]:
+    for arr in _as_sets(triples):
         kept = member_rows(arr, 0 if side == SIDE_TAIL else 2, num_relations, wanted)
         if kept is None:  # the compiled pass is not loaded: keys of every triple, then membership
             kept = member_positions(query_keys(arr, side, num_relations), wanted)
         parts.append(arr[kept])
-    return np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
+    return _stacked(parts)
 
 
 class FilterIndex:
@@ -162,8 +174,8 @@ class FilterIndex:
         if queries is not None:  # only the triples of these queries: a few thousand of maybe 10⁶
             wanted = sorted_unique(np.asarray(queries, dtype=np.int64))
             triples = rows_of_queries(triples, side, num_relations, wanted)
-        elif isinstance(triples, (list, tuple)):
-            triples = np.concatenate(triples) if triples else np.zeros((0, 3), dtype=np.int64)
+        else:
+            triples = _stacked(_as_sets(triples))
         keys = query_keys(triples, side, num_relations)
         ans = answer_column(triples, side).astype(np.int64, copy=False)
         keys_all, answers = unique_pairs(keys, ans, num_keys=self.num_entities * self.num_relations,

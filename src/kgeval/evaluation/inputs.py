@@ -35,7 +35,7 @@ class Inputs:
     @cached_property
     def known(self) -> np.ndarray:
         """Every known true triple: the evaluation triples and the filter sets (duplicates kept)."""
-        return np.concatenate([self.triples] + [a for _, a in self.filter_sets], axis=0)
+        return np.concatenate(self.known_sets, axis=0)
 
     @property
     def known_sets(self) -> list[np.ndarray]:
