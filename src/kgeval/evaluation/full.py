@@ -596,28 +596,29 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                 raise
             finally:
                 ready.set()
-        fused = None
+        fused, counting = None, False
         for k in order:  # count chunk by chunk, excluding the known answers in it
             c0, c1 = k * width, min(ncols, (k + 1) * width)
             part = sc.chunk(ent, rel, c0, c1, slot=slot, prepared=prepared)
-            if fused is None:  # this walker's first chunk: counting needs setup()'s results
+            if not counting:  # this walker's first chunk: counting needs setup()'s results
                 ready.wait()
                 if "failed" in st:
                     return better, tied
+                counting = True
                 # the kernel sums this walker's chunks into one pair of arrays (no per-chunk conversions);
-                # False: count_block's path for every chunk (no kernel, not loaded yet, another dtype)
-                fused = (FusedCounts.start(st["true"], task_q, ctx.counter.tol) if ctx.counter.fused else None) or False
+                # None: count_block's path for every chunk (no kernel, not loaded yet, another dtype)
+                fused = FusedCounts.start(st["true"], task_q, ctx.counter.tol) if ctx.counter.fused else None
             if verify and st["ans_at"][k + 1] > st["ans_at"][k]:
                 st["seen"].read(part, st["ans_at"][k], st["ans_at"][k + 1], c0)
             known_k = st["parts_known"][k]
-            nan_rows = None if fused is False else fused.add(part, known_k)
+            nan_rows = None if fused is None else fused.add(part, known_k)
             if nan_rows is None:  # the kernel does not take this block: count_block's own path
                 b, t = count_block(ctx, sc, part, st["true"], task_q, first, rest, known_k, triples)
                 better += b
                 tied += t
             elif nan_rows or st["true_nan"]:
                 check_nan(ctx.options.nan_policy, sc.side, part, st["true"], triples, task_q)
-        if fused is not None and fused is not False:
+        if fused is not None:
             b, t = fused.result()
             better += b.to(dev)
             tied += t.to(dev)
