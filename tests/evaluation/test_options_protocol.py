@@ -153,7 +153,7 @@ def test_the_protocol_count_beside_the_ranking_gives_the_count_and_its_errors(mo
     import numpy as np
     import torch
 
-    from kgeval.evaluation import FunctionScorer, evaluator
+    from kgeval.evaluation import FunctionScorer, evaluator, known_cache
 
     scorer_table = np.random.default_rng(3).random((20, 2, 20)).astype(np.float32)
     scorer = FunctionScorer(lambda h, r, t: torch.as_tensor(scorer_table)[h, r, t], 20, num_relations=2)
@@ -166,5 +166,8 @@ def test_the_protocol_count_beside_the_ranking_gives_the_count_and_its_errors(mo
         raise RuntimeError("count failed on its thread")
 
     monkeypatch.setattr(evaluator, "count_distinct_triples", broken)
+    # the same known triples again: the count kept by known_cache, not counted again
+    assert evaluate_ranks(scorer, test, filter_triples=[train], progress=False).protocol.num_known_triples == 5
+    known_cache.clear()  # counted again: its error reaches the caller
     with pytest.raises(RuntimeError, match="count failed on its thread"):
         evaluate_ranks(scorer, test, filter_triples=[train], progress=False)

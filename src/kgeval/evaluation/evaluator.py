@@ -25,7 +25,7 @@ import torch
 from .._threads import bookkeeping_threads, torch_threads
 from ..protocol import EvaluationProtocol, FilterSet, Sampling
 from ..ranks import SIDE_NAMES, RankTable
-from . import distributed
+from . import distributed, known_cache
 from .batching import default_memory_budget
 from .context import RunContext
 from .count_kernel import use_kernel
@@ -76,8 +76,12 @@ def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     ctx.dist = plan
     ctx.shard = shard
     eval_idx = np.flatnonzero(inp.keep)
-    later = _index_beside(ctx, inp, eval_idx)  # the second side's filter index, built beside the first's
-    num_known = _count_known_beside(inp, opts)  # the protocol's count, on a thread beside the ranking
+    # on the thread beside the ranking, in this order: the known triples' content key (.known_cache),
+    # the second side's filter index (while this thread builds the first's), the protocol's count
+    digest = _beside().submit(known_cache.fingerprint, inp.known_sets, inp.num_entities,
+                              inp.num_relations) if opts.filtered else None
+    later = _index_beside(ctx, inp, eval_idx, digest)
+    num_known = _count_known_beside(inp, opts, digest)
     qacc = QueryMetricAccumulator(opts.query_metrics_k) if ctx.want_query_metrics else None
     from tqdm.auto import tqdm
 
@@ -230,11 +234,12 @@ def _side_index(ctx: RunContext, inp: Inputs, side: int, keys: np.ndarray, devic
                        device=ctx.device if device is None else device, queries=keys)
 
 
-def _index_beside(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray) -> dict:
+def _index_beside(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, digest) -> dict:
     """``{side: future of its filter index}`` for the second side of a filtered two-sided run in one
     process, built on the thread beside the ranking while this one builds the first side's: each is
     one pass over every known triple (~3-5 ms at 10⁶), serial work that left the second core idle.
-    Empty otherwise (distributed runs build each index under their failure guard)."""
+    Kept in :mod:`.known_cache` for the next evaluation of the same known triples and queries (CPU
+    only). Empty otherwise (distributed runs build each index under their failure guard)."""
     if not ctx.options.filtered or ctx.dist is not None or len(inp.side_codes) < 2:
         return {}
     side = inp.side_codes[1]
@@ -242,20 +247,33 @@ def _index_beside(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray) -> dict:
     device = ctx.device
     if device.type == "cuda" and device.index is None:  # "cuda" means this thread's current device,
         device = torch.device("cuda", torch.cuda.current_device())  # not the other thread's (cuda:0)
-    return {side: _beside().submit(_side_index, ctx, inp, side, keys, device)}
+
+    def index():
+        d = digest.result()  # done: submitted first to the same one-thread pool
+        key = None if d is None or device.type != "cpu" else ("index", d, side, known_cache.keys_digest(keys))
+        return known_cache.get_or_build(key, lambda: _side_index(ctx, inp, side, keys, device),
+                                        pairs=lambda ix: ix.num_pairs)
+
+    return {side: _beside().submit(index)}
 
 
-def _count_known_beside(inp: Inputs, opts: EvaluationOptions):
+def _count_known_beside(inp: Inputs, opts: EvaluationOptions, digest):
     """A future of the protocol's number of distinct known triples (filtered runs; None otherwise),
     counted on a thread beside the ranking (the compiled count of
-    :func:`.count_kernel.count_distinct_codes` releases the GIL): ~8 ms of one core for 10⁶ filter
+    :func:`.count_kernel.count_distinct_codes` releases the GIL): ~8-10 ms of one core for 10⁶ filter
     triples (38 ms before 2026-11-23, when its one 16 MiB hash table took a cache miss per triple and
-    slowed the ranking's two threads beside it), mostly while the ranking's serial steps (filter
-    indexes, query grouping) leave the second core idle."""
+    slowed the ranking's two threads beside it), kept in :mod:`.known_cache` for the next evaluation
+    of the same known triples."""
     if not opts.filtered:
         return None
-    # the sets as they came: concatenating them would double their memory (12 GB for WikiKG90M's 5e8)
-    return _beside().submit(count_distinct_triples, inp.known_sets, inp.num_entities, inp.num_relations)
+
+    def count():
+        d = digest.result()  # done: submitted first to the same one-thread pool
+        # the sets as they came: concatenating them would double their memory (12 GB for WikiKG90M's 5e8)
+        return known_cache.get_or_build(None if d is None else ("distinct", d), lambda: count_distinct_triples(
+            inp.known_sets, inp.num_entities, inp.num_relations))
+
+    return _beside().submit(count)
 
 
 def _protocol(inp: Inputs, opts: EvaluationOptions, ctx: RunContext, table: RankTable, eval_idx, capped: int,
