@@ -206,10 +206,11 @@ def _harmonic(c: np.ndarray, m: int) -> np.ndarray:
 
     if m == 0:
         return c
-    key = (m, c.tobytes())  # the same pairs come back for every block of nodes
+    key = (m, c.dtype.str, c.shape, c.tobytes())  # the same pairs come back for every block of nodes
     hit = _H_CACHE.get(key)
     if hit is None:
-        hit = digamma(c + 1.0) + np.euler_gamma if m == 1 else zeta(float(m)) - zeta(float(m), c + 1.0)
+        hit = np.asarray(digamma(c + 1.0) + np.euler_gamma if m == 1 else zeta(float(m)) - zeta(float(m), c + 1.0))
+        hit.flags.writeable = False  # shared by later calls: never changed in place
         if len(_H_CACHE) > 4 * _SERIES_TERMS:
             _H_CACHE.clear()
         _H_CACHE[key] = hit

@@ -42,6 +42,7 @@ def prefix_sum(key: tuple, fn: Callable[[np.ndarray], np.ndarray], max_n: int, d
     out = np.empty(max_n + 1, dtype=dtype)
     out[0] = 0.0
     np.cumsum(fn(j), out=out[1:])
+    out.flags.writeable = False  # shared by every later caller: an in-place change would corrupt them all
     _CACHE[key] = out
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
