@@ -227,6 +227,34 @@ def test_short_rows_are_chunked_only_where_the_true_scores_are_predicted(monkeyp
     assert chunk(distmult) is None
 
 
+def test_tall_chunked_batches_are_of_equal_size(monkeypatch):
+    """5,000 tasks per side over 5,000 entities: two batches of ~2,500 rows in 384-column chunks
+    (2^20 / 2,500 = 419, down to a multiple of 64), not 4,096 tasks and a remainder of 904 -- with
+    the rank table of whole rows."""
+    rng = np.random.default_rng(9)
+    ne, n = 5000, 5000
+    test = np.stack([rng.integers(0, ne, n), rng.integers(0, NR, n), rng.integers(0, ne, n)], 1)
+    model = get_model("distmult", ne, NR, dim=8, seed=1).eval()
+    sizes = []
+    rank_batch = full._rank_batch
+
+    def spy(ctx, sc, queries, q0, q1, a0, a1, *rest):
+        sizes.append((sc.side, a1 - a0))
+        return rank_batch(ctx, sc, queries, q0, q1, a0, a1, *rest)
+
+    monkeypatch.setattr(full, "_rank_batch", spy)
+    out = evaluate_ranks(model, test, progress=False)
+    assert out.protocol["entity_chunk_size"] == 384
+    for side in {s for s, _ in sizes}:
+        per = [k for s, k in sizes if s == side]
+        assert len(per) == 2 and sum(per) == n and abs(per[0] - per[1]) <= 10, per  # query groups: a few tasks
+    monkeypatch.setattr(full, "_rank_batch", rank_batch)
+    monkeypatch.setenv("KGEVAL_PREDICT_TRUE", "0")  # whole rows
+    whole = evaluate_ranks(model, test, progress=False).rank_table
+    for a in ("optimistic", "pessimistic", "num_candidates"):
+        assert np.array_equal(np.asarray(getattr(out.rank_table, a)), np.asarray(getattr(whole, a)))
+
+
 def test_bad_switch_is_named(monkeypatch):
     monkeypatch.setenv("KGEVAL_PREDICT_TRUE", "yes")
     model = get_model("distmult", NE, NR, dim=8, seed=1).eval()

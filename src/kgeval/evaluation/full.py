@@ -99,6 +99,7 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
     ``batch_size`` / ``entity_chunk_size`` are used as given.
     """
     opts, extra = ctx.options, sc.score_bytes
+    even_rows = None
     ncols = max(1, sc.num_columns)
     row_cols = ctx.num_entities if row_cols is None else max(1, row_cols)
     width = opts.entity_chunk_size
@@ -114,6 +115,12 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
             # 10^4 entities, dim 64, best of 11 in 3 processes: 4,096 x 256 chunks 1.37-1.60x the
             # floor, 1,024 x 1,024 1.45-2.17x, whole rows 1.53-1.85x)
             rows = _CPU_BLOCK_ROWS if ncols > _CPU_WHOLE_COLS else _CPU_TALL_ROWS
+            # batches of equal size, not full ones and a remainder: 5,000 tasks in 2 x 2,500 rows of
+            # 384-column chunks, not 4,096 + 904 of 256 (a short batch pays the per-batch work for few
+            # rows). Measured in process, median of 7-11 interleaved: 10^4 entities 1.38 -> 1.30-1.32x
+            # the floor (3,000 tasks 1.25 -> 1.23x, 20,000 1.31 -> 1.27x, 8,000 unchanged), 10^5
+            # 1.07 -> 1.02x, 14,541 entities dim 200 1.06 -> 0.99x
+            rows = even_rows = -(-n_tasks // -(-n_tasks // rows))
             cap = max(1, _CPU_CHUNK_BLOCK // min(n_tasks, rows))
             cap = max(_CPU_CHUNK_ALIGN, cap // _CPU_CHUNK_ALIGN * _CPU_CHUNK_ALIGN)
             width = cap if width is None else min(width, cap)
@@ -142,6 +149,8 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
     batch = opts.batch_size or auto_batch(ctx.budget, width, n_tasks, extra=extra)
     if cpu_blocks:
         batch = min(batch, max(_MIN_CHUNK_ROWS, _CPU_CHUNK_BLOCK // width))
+        if even_rows is not None:
+            batch = min(batch, even_rows)
     return batch, int(width)
 
 
