@@ -81,7 +81,9 @@ def test_an_array_changed_in_place_is_evaluated_as_changed(monkeypatch, kernel):
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", kernel)
     model, test, train = _case()
     first = _run(model, test, train)
-    assert known_cache.held()[0] == 2  # the distinct count and the second side's index
+    # the distinct count, the second side's index and, where the id checks took the fingerprint
+    # (compiled pass loaded), the first side's index
+    assert known_cache.held()[0] == (3 if count_kernel.kernel_ready() else 2)
     assert _same(_run(model, test, train), first)  # a hit: the same answer
     # make some test queries' known answers change: training triples get the heads / relations of
     # test triples (tails kept), and one training triple is dropped in favour of a duplicate
@@ -122,3 +124,44 @@ def test_the_cache_is_bounded_and_can_be_off(monkeypatch):
     monkeypatch.setenv("KGEVAL_FILTER_CACHE", "0")
     _run(model, test, train)
     assert known_cache.held() == (0, 0)
+
+
+def _kernel():
+    count_kernel._load()
+    if not count_kernel.kernel_ready():
+        pytest.skip("numba is not importable")
+
+
+@pytest.mark.parametrize("where", ["triples", "filter"])
+@pytest.mark.parametrize("col, value, what", [(0, 60, "head"), (2, -1, "tail"), (1, 3, "relation"), (0, -5, "head")])
+def test_the_id_check_in_the_fingerprint_pass_names_the_first_bad_triple(where, col, value, what):
+    """The compiled pass that takes the fingerprint also checks the ids (one pass, not two): a bad id
+    gets check_ids' error, naming the set, the id and the triple, from the evaluation too."""
+    from kgeval.errors import InvalidInputError
+    from kgeval.triples import check_ids
+
+    _kernel()
+    model, test, train = _case(seed=3)
+    bad = (test if where == "triples" else train).copy()
+    bad[7, col] = value
+    sets = [("triples", bad), ("train", train)] if where == "triples" else [("triples", test), ("train", bad)]
+    with pytest.raises(InvalidInputError) as plain:
+        check_ids(*sets[0 if where == "triples" else 1], 60, 3)
+    with pytest.raises(InvalidInputError) as fused:
+        known_cache.checked_fingerprint(sets, 60, 3)
+    assert str(fused.value) == str(plain.value)
+    assert what in str(plain.value) and str(value) in str(plain.value)
+    with pytest.raises(InvalidInputError, match=f"{what} id {value} of triple 7"):
+        evaluate_ranks(model, sets[0][1], filter_triples={"train": sets[1][1]}, progress=False)
+
+
+def test_the_fingerprint_pass_keys_as_the_plain_fingerprint_or_steps_aside():
+    _kernel()
+    _, test, train = _case(seed=4)
+    named = [("triples", test), ("train", train), ("empty", np.zeros((0, 3), np.int64))]
+    key = known_cache.checked_fingerprint(named, 60, 3)
+    assert key == known_cache.fingerprint([a for _, a in named], 60, 3)
+    assert key == (test.shape[0] + train.shape[0], 60, 3) + known_cache._fingerprint_numpy([test, train], 60, 3)
+    # a strided view, unknown relations: not taken here (the caller checks the ids itself)
+    assert known_cache.checked_fingerprint([("triples", test), ("train", train[::2])], 60, 3) is None
+    assert known_cache.checked_fingerprint(named, 60, None) is None

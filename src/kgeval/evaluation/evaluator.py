@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,10 +77,16 @@ def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     ctx.dist = plan
     ctx.shard = shard
     eval_idx = np.flatnonzero(inp.keep)
-    # on the thread beside the ranking, in this order: the known triples' content key (.known_cache),
-    # the second side's filter index (while this thread builds the first's), the protocol's count
-    digest = _beside().submit(known_cache.fingerprint, inp.known_sets, inp.num_entities,
-                              inp.num_relations) if opts.filtered else None
+    # the known triples' content key (.known_cache): taken with the id checks, else first on the thread
+    # beside the ranking; then there the second side's filter index (while this thread builds or looks up
+    # the first's) and the protocol's count
+    digest = None
+    if opts.filtered:
+        if inp.known_fingerprint is not None:
+            digest = Future()
+            digest.set_result(inp.known_fingerprint)
+        else:
+            digest = _beside().submit(known_cache.fingerprint, inp.known_sets, inp.num_entities, inp.num_relations)
     later = _index_beside(ctx, inp, eval_idx, digest)
     num_known = _count_known_beside(inp, opts, digest)
     qacc = QueryMetricAccumulator(opts.query_metrics_k) if ctx.want_query_metrics else None
@@ -157,7 +164,7 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
         if index_future is not None:
             index = index_future.result()
         elif opts.filtered:  # only the known answers of the queries evaluated here
-            index = _side_index(ctx, inp, side, keys)
+            index = _kept_side_index(ctx, inp, side, keys, ctx.device, inp.known_fingerprint)
         if sharded:
             from .sharded import ShardSideScorer
 
@@ -248,13 +255,18 @@ def _index_beside(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, digest) ->
     if device.type == "cuda" and device.index is None:  # "cuda" means this thread's current device,
         device = torch.device("cuda", torch.cuda.current_device())  # not the other thread's (cuda:0)
 
-    def index():
-        d = digest.result()  # done: submitted first to the same one-thread pool
-        key = None if d is None or device.type != "cpu" else ("index", d, side, known_cache.keys_digest(keys))
-        return known_cache.get_or_build(key, lambda: _side_index(ctx, inp, side, keys, device),
-                                        pairs=lambda ix: ix.num_pairs)
+    # digest.result() is ready when this runs: submitted first to the same one-thread pool, or given
+    return {side: _beside().submit(lambda: _kept_side_index(ctx, inp, side, keys, device, digest.result()))}
 
-    return {side: _beside().submit(index)}
+
+def _kept_side_index(ctx: RunContext, inp: Inputs, side: int, keys: np.ndarray, device, fingerprint) -> FilterIndex:
+    """:func:`_side_index`, kept in :mod:`.known_cache` under the known triples' ``fingerprint`` and
+    the query keys (CPU indexes only; built without keeping when ``fingerprint`` is None)."""
+    key = None
+    if fingerprint is not None and torch.device(device).type == "cpu":
+        key = ("index", fingerprint, side, known_cache.keys_digest(keys))
+    return known_cache.get_or_build(key, lambda: _side_index(ctx, inp, side, keys, device),
+                                    pairs=lambda ix: ix.num_pairs)
 
 
 def _count_known_beside(inp: Inputs, opts: EvaluationOptions, digest):

@@ -13,6 +13,7 @@ from .._validation import check_positive_int
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
 from ..triples import as_triples, check_ids, restrict_mask
+from . import known_cache
 from .options import EvaluationOptions
 from .scorers import as_scorer
 
@@ -31,6 +32,8 @@ class Inputs:
     entities: np.ndarray | None  # allowed entity ids (None = all)
     relations: np.ndarray | None  # allowed relation ids (None = all)
     device: torch.device
+    #: :func:`.known_cache.fingerprint` of the known triples when the id checks computed it (else None)
+    known_fingerprint: tuple | None = None
 
     @cached_property
     def known(self) -> np.ndarray:
@@ -100,9 +103,12 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     fsets = [(name, as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
     num_relations = opts.num_relations if opts.num_relations is not None else getattr(scorer, "num_relations", None)
     rel_limit = int(num_relations) if num_relations is not None else None
-    check_ids("triples", tri, num_entities, rel_limit)
-    for name, arr in fsets:
-        check_ids(name, arr, num_entities, rel_limit)
+    # the id checks, with the known triples' content key (.known_cache) in the same pass where it can
+    fingerprint = known_cache.checked_fingerprint([("triples", tri)] + fsets, num_entities, rel_limit)
+    if fingerprint is None:
+        check_ids("triples", tri, num_entities, rel_limit)
+        for name, arr in fsets:
+            check_ids(name, arr, num_entities, rel_limit)
     if rel_limit is None:
         rel_limit = int(max([int(tri[:, 1].max())] + [int(a[:, 1].max()) for _, a in fsets if a.shape[0]])) + 1
     ents = _in_range("restrict_entities", opts.restrict_entities, num_entities, "entity")
@@ -117,7 +123,7 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     if ents is not None and ents.size == num_entities:
         ents = None  # restricting to everything is no restriction
     return Inputs(scorer, num_entities, rel_limit, side_codes, tri, fsets, keep, ents, rels,
-                  evaluation_device(opts, scorer))
+                  evaluation_device(opts, scorer), fingerprint)
 
 
 def evaluation_device(opts: EvaluationOptions, scorer) -> torch.device:

@@ -38,9 +38,10 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from .count_kernel import _HASH, _MIX1, _MIX2, fingerprint_codes
 
-__all__ = ["enabled", "fingerprint", "keys_digest", "get_or_build", "clear", "held", "MAX_ENTRIES", "MAX_PAIRS"]
+__all__ = ["enabled", "fingerprint", "checked_fingerprint", "keys_digest", "get_or_build", "clear", "held", "MAX_ENTRIES", "MAX_PAIRS"]
 
 MAX_ENTRIES = 8
 MAX_PAIRS = 1 << 23
@@ -74,6 +75,35 @@ def fingerprint(sets: list[np.ndarray], num_entities: int, num_relations: int) -
     if sums is None:
         sums = _fingerprint_numpy(sets, ne, nr)
     return (sum(int(a.shape[0]) for a in sets), ne, nr) + sums
+
+
+def checked_fingerprint(named_sets: list[tuple[str, np.ndarray]], num_entities: int, num_relations: int | None):
+    """The id range check of :func:`kgeval.triples.check_ids` of every ``(name, int64 (n, 3) array)``
+    and the fingerprint of them together, in one compiled pass over each (the range check alone is
+    ~2.7 ms per 10⁶ triples, the fingerprint another ~2.6): the key, or None when this pass is not
+    taken (cache off, kernel not loaded, relations unknown, a strided array, codes overflowing);
+    then the caller checks the ids itself. An id out of range raises check_ids' named error."""
+    from ..triples import check_ids
+
+    if num_relations is None or not all(a.dtype == np.int64 and a.flags.c_contiguous for _, a in named_sets):
+        return None
+    ne, nr = int(num_entities), int(num_relations)
+    if not enabled() or ne * nr * ne > np.iinfo(np.int64).max:
+        return None
+    big = np.iinfo(np.int64)
+    lohi = np.array([big.max, big.min] * 3 * len(named_sets), np.int64)
+    sums = fingerprint_codes([a for _, a in named_sets], ne, nr, lohi)
+    if sums is None:
+        return None
+    limits = np.array([ne, nr, ne] * len(named_sets), np.int64)
+    lo, hi = lohi[0::2], lohi[1::2]
+    nonempty = np.repeat([a.shape[0] > 0 for _, a in named_sets], 3)
+    bad = nonempty & ((lo < 0) | (hi >= limits))
+    for i in np.flatnonzero(bad.reshape(-1, 3).any(1)):
+        name, arr = named_sets[i]
+        check_ids(name, arr, ne, nr)  # names the first bad triple
+        raise InvalidInputError(f"{name}: an id is out of range (entities [0, {ne}), relations [0, {nr}))")
+    return (sum(int(a.shape[0]) for _, a in named_sets), ne, nr) + sums
 
 
 def _fingerprint_numpy(sets: list[np.ndarray], ne: int, nr: int) -> tuple[int, int]:
