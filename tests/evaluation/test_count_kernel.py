@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -60,6 +61,37 @@ def test_kernel_matches_brute_force(seed, tol):
     for k in (None, known):
         b, t, nan_rows = fused_counts(S, true, task_q, tol, k)
         assert (b.tolist(), t.tolist()) == _brute(S, task_q, true, tol, k)
+        assert nan_rows == int(torch.isnan(S).any(1).sum())
+
+
+@functools.lru_cache(maxsize=1)
+def _narrow_kernel():
+    """The count kernel compiled with float32 counts only below 8 columns (once per session)."""
+    import types
+
+    import numba
+
+    f = count_kernel._count_rows
+    narrow = types.FunctionType(f.__code__, {**f.__globals__, "_SEGMENT": 8}, "count_rows_narrow")
+    return numba.njit(nogil=True, boundscheck=False, fastmath={"reassoc"})(narrow)
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("tol", [0.0, 1.0])
+def test_integer_counts_of_rows_too_long_for_float32_match_brute_force(seed, tol):
+    """Rows of 2^24 columns or more are counted in integers (float32 counts are exact only below):
+    the kernel compiled again with that bound at 8 columns takes the integer loops for most of these
+    rows and must give brute force, NaN rows included."""
+    kernel = _narrow_kernel()
+    S, task_q, true, known = _case(seed, torch.float32 if seed % 2 else torch.float64)
+    from kgeval.evaluation.counting import tolerance_bounds
+
+    hi, lo = tolerance_bounds(true, tol)
+    for k in (None, known):
+        krow, kcol = (np.zeros(0, np.int64),) * 2 if k is None else (k[0].numpy(), k[1].numpy())
+        better, tied = np.zeros(task_q.shape[0], np.int64), np.zeros(task_q.shape[0], np.int64)
+        nan_rows = kernel(S.numpy(), task_q.numpy(), lo.numpy(), hi.numpy(), krow, kcol, better, tied)
+        assert (better.tolist(), tied.tolist()) == _brute(S, task_q, true, tol, k)
         assert nan_rows == int(torch.isnan(S).any(1).sum())
 
 
