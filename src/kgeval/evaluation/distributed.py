@@ -231,12 +231,24 @@ def init_from_env(timeout_s: float) -> int:
 
 
 def fingerprint(inp, opts) -> str:
-    """SHA-256 of everything that must be the same on every rank."""
+    """SHA-256 of everything that must be the same on every rank. The known triples are hashed as one
+    stream of their sets' bytes (the digest of their concatenation, so sets split differently agree),
+    read in place: concatenating them first copied every filter triple (24 MB for 10⁶, ~12 GB for
+    WikiKG90M's 5·10⁸) and kept the copy for the whole evaluation."""
     h = hashlib.sha256()
-    for arr in (inp.triples, inp.known, inp.entities, inp.relations, inp.keep):
-        a = np.ascontiguousarray(np.asarray([] if arr is None else arr, dtype=np.int64))
-        h.update(repr(a.shape).encode())
-        h.update(a.tobytes())
+
+    def add(parts: list) -> None:  # the shape of the parts stacked, then their bytes in order
+        parts = [np.ascontiguousarray(np.asarray(p, dtype=np.int64)) for p in parts]
+        rows = sum(p.shape[0] for p in parts)
+        h.update(repr((rows,) + parts[0].shape[1:]).encode())
+        for p in parts:
+            if p.size:
+                h.update(memoryview(p.reshape(-1)).cast("B"))  # the bytes in place, no tobytes() copy
+
+    add([inp.triples])
+    add(inp.known_sets)
+    for arr in (inp.entities, inp.relations, inp.keep):
+        add([[] if arr is None else arr])
     d = {k: v for k, v in opts.to_dict().items() if k not in _LOCAL_OPTIONS}
     d["num_entities"], d["num_relations"] = int(inp.num_entities), int(inp.num_relations)
     h.update(json.dumps(d, sort_keys=True, default=str).encode())
