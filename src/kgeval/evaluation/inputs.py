@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -34,11 +33,6 @@ class Inputs:
     device: torch.device
     #: :func:`.known_cache.fingerprint` of the known triples when the id checks computed it (else None)
     known_fingerprint: tuple | None = None
-
-    @cached_property
-    def known(self) -> np.ndarray:
-        """Every known true triple: the evaluation triples and the filter sets (duplicates kept)."""
-        return np.concatenate(self.known_sets, axis=0)
 
     @property
     def known_sets(self) -> list[np.ndarray]:
