@@ -99,7 +99,7 @@ def test_an_array_changed_in_place_is_evaluated_as_changed(monkeypatch, kernel):
 def test_hits_give_the_uncached_results_for_every_option_that_keys_the_index(monkeypatch):
     model, test, train = _case(seed=1)
     for kw in ({}, {"sides": "head"}, {"sides": "tail"}, {"restrict_entities": np.arange(0, 60, 2)},
-               {"restrict_relations": [0, 2]}):
+               {"restrict_relations": [0, 2]}, {"num_negatives": 7, "seed": 3}, {"entity_chunk_size": 16}):
         cached = [_run(model, test, train, **kw) for _ in range(2)]
         monkeypatch.setenv("KGEVAL_FILTER_CACHE", "0")
         plain = _run(model, test, train, **kw)
