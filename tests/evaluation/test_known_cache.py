@@ -34,6 +34,8 @@ def test_fingerprint_is_a_multiset_key_and_the_kernel_computes_numpys_bit_for_bi
     # rows and sets in another order, split otherwise: the same multiset, the same key
     both = np.concatenate([a, b])[rng.permutation(6234)]
     assert known_cache.fingerprint([both[:10], both[10:], both[:0]], ne, nr) == key
+    # strided and int32 arrays are read in blocks (never copied whole): the same key
+    assert known_cache.fingerprint([a[::-1], b.astype(np.int32)], ne, nr) == key
     # two triples swapping tails keep every column sum and code sum, and still change the key
     c = a.copy()
     i, j = np.flatnonzero(c[:, 2] != c[0, 2])[:1].tolist() + [0]

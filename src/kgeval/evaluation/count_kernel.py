@@ -447,8 +447,11 @@ def fingerprint_codes(sets, num_entities: int, num_relations: int, lohi: np.ndar
     big = np.iinfo(np.int64)
     for i, a in enumerate(sets):
         ranges = np.array([big.max, big.min] * 3, np.int64) if lohi is None else lohi[6 * i:6 * i + 6]
-        if a.shape[0]:
-            _FINGERPRINT(np.ascontiguousarray(a, dtype=np.int64), int(num_relations), int(num_entities), ranges, out)
+        # read in place; a strided or other-typed array in blocks (never a copy of a whole set)
+        step = a.shape[0] if a.dtype == np.int64 and a.flags.c_contiguous else 1 << 18
+        for lo in range(0, a.shape[0], max(1, step)):
+            block = np.ascontiguousarray(a[lo:lo + step], dtype=np.int64)
+            _FINGERPRINT(block, int(num_relations), int(num_entities), ranges, out)
     return int(out[0]), int(out[1])
 
 
