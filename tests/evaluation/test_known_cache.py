@@ -158,12 +158,20 @@ def test_the_id_check_in_the_fingerprint_pass_names_the_first_bad_triple(where, 
 
 
 def test_the_fingerprint_pass_keys_as_the_plain_fingerprint_or_steps_aside():
+    from kgeval.errors import InvalidInputError
+
     _kernel()
     _, test, train = _case(seed=4)
     named = [("triples", test), ("train", train), ("empty", np.zeros((0, 3), np.int64))]
     key = known_cache.checked_fingerprint(named, 60, 3)
     assert key == known_cache.fingerprint([a for _, a in named], 60, 3)
     assert key == (test.shape[0] + train.shape[0], 60, 3) + known_cache._fingerprint_numpy([test, train], 60, 3)
-    # a strided view, unknown relations: not taken here (the caller checks the ids itself)
-    assert known_cache.checked_fingerprint([("triples", test), ("train", train[::2])], 60, 3) is None
+    # a strided view (pandas' column-major .values) is read in blocks: the key of its rows
+    strided = [("triples", test), ("train", np.asfortranarray(train)), ("half", train[::2])]
+    assert known_cache.checked_fingerprint(strided, 60, 3) == known_cache.fingerprint([test, train, train[::2]], 60, 3)
+    bad = np.asfortranarray(train.copy())
+    bad[11, 2] = 60
+    with pytest.raises(InvalidInputError, match="tail id 60 of triple 11"):
+        known_cache.checked_fingerprint([("triples", test), ("train", bad)], 60, 3)
+    # unknown relations: not taken here (the caller checks the ids itself)
     assert known_cache.checked_fingerprint(named, 60, None) is None

@@ -18,9 +18,9 @@ array changed in place between two evaluations gives another key. The fingerprin
 with ``mix₁``, ``mix₂`` two different splitmix64-style finalisers (multiply, xor-shift, multiply,
 xor-shift: non-linear, so changes that keep column sums, such as two triples swapping tails, still
 change both sums). Two different multisets of the same size share a key only if both 64-bit sums
-collide: ~2⁻¹²⁸ for a change that is not built to collide. One pass: ~2.6 ms per 10⁶ triples
-with the compiled kernel (:func:`.count_kernel.fingerprint_codes`), ~15 ms in numpy before it is
-loaded. Graphs whose codes overflow int64 (more than ~2·10⁶ entities with 10³ relations) are not
+collide: ~2⁻¹²⁸ for a change that is not built to collide. One pass: ~0.8 ms per 10⁶ triples
+with the compiled kernel (:func:`.count_kernel.fingerprint_codes`, which also checks the id ranges:
+numpy's checks alone took ~2.7 ms), ~15 ms in numpy before it is loaded. Graphs whose codes overflow int64 (more than ~2·10⁶ entities with 10³ relations) are not
 cached.
 
 Bounded: at most :data:`MAX_ENTRIES` entries holding at most :data:`MAX_PAIRS` indexed (query,
@@ -79,13 +79,14 @@ def fingerprint(sets: list[np.ndarray], num_entities: int, num_relations: int) -
 
 def checked_fingerprint(named_sets: list[tuple[str, np.ndarray]], num_entities: int, num_relations: int | None):
     """The id range check of :func:`kgeval.triples.check_ids` of every ``(name, int64 (n, 3) array)``
-    and the fingerprint of them together, in one compiled pass over each (the range check alone is
-    ~2.7 ms per 10⁶ triples, the fingerprint another ~2.6): the key, or None when this pass is not
-    taken (cache off, kernel not loaded, relations unknown, a strided array, codes overflowing);
-    then the caller checks the ids itself. An id out of range raises check_ids' named error."""
+    and the fingerprint of them together, in one compiled pass over each (~0.8 ms per 10⁶ triples,
+    where numpy's range checks alone took ~2.7 ms; column-major arrays, e.g. pandas' ``.values``,
+    in C-ordered blocks, ~4.5 ms): the key, or None when this pass is not taken (cache off, kernel
+    not loaded, relations unknown, codes overflowing); then the caller checks the ids itself. An id
+    out of range raises check_ids' named error."""
     from ..triples import check_ids
 
-    if num_relations is None or not all(a.dtype == np.int64 and a.flags.c_contiguous for _, a in named_sets):
+    if num_relations is None:
         return None
     ne, nr = int(num_entities), int(num_relations)
     if not enabled() or ne * nr * ne > np.iinfo(np.int64).max:
