@@ -70,13 +70,13 @@ scores verified once per batch; ``--repeat 9``, 3 at 1e6, 2 at 1e7 with ``--floo
     triples 1.39x warm (1.49-1.54x with KGEVAL_FILTER_CACHE=0, the cold cost of every evaluation)
     after the id checks took the fingerprint in the same pass (the first side's index kept too), equal-size
     batches of tall chunks (2 x 2,500 queries x 384 columns, not 4,096 + 904 x 256) and float32 counts in the
-    kernel (2026-11-23, 23:30-00:10 UTC, --repeat 9): dim 64 1e4 1.20-1.33x (4 runs), with 10^6 filter
+    kernel (2026-11-23, 23:30-23:50 UTC, --repeat 9): dim 64 1e4 1.20-1.33x (4 runs), with 10^6 filter
     triples 1.32-1.49x (5 runs; 1.41x uncached), 1e5 1.04-1.06x (10^6 filter triples 1.04x); dim 128 1e4
     1.20x; 2 processes 1e4 tasks 1.72x, entities 3.30x, 1e5 tasks 1.31x, entities 1.41x. The same
     configuration measures up to ~10% apart from one process to the next on this box (in-process A/B:
     even batches 1.38 -> 1.30x, 10^6 filter triples cached 110 -> 95.5 ms, float32 counts 96.5 -> 95.2 ms)
     after the id checks + key pass read each set as one flat array (vectorised: 3.0 -> 0.78 ms per 10^6
-    triples; 00:30 UTC): 1e4 with 10^6 filter triples 1.25-1.34x (3 runs), with 10^5 1.23-1.40x (3 runs,
+    triples; 2026-11-24, 00:10 UTC): 1e4 with 10^6 filter triples 1.25-1.34x (3 runs), with 10^5 1.23-1.40x (3 runs,
     interleaved with those; the last pair in a slow phase of the box)
 
 The warm runs (``--repeat`` > 1) evaluate the same known triples again, so they use what the first kept in
