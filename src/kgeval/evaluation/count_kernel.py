@@ -37,7 +37,7 @@ import torch
 from ..errors import InvalidInputError
 from .counting import tolerance_bounds
 
-__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "MIN_PAIRS", "count_distinct_codes", "member_rows", "fingerprint_codes",
+__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "MIN_PAIRS", "MIN_PAIRS_ALONE", "count_distinct_codes", "member_rows", "fingerprint_codes",
            "chain_dots"]
 
 _KERNEL = None  # the compiled function once numba has been imported (False: not importable)
@@ -112,14 +112,21 @@ def kernel_ready() -> bool:
     return _READY.is_set()
 
 
-#: evaluations scoring fewer (task, candidate) pairs keep the torch path under "auto" until an
-#: earlier one loaded the kernel: importing numba and loading the cached kernel costs ~0.5 s of one
-#: core once per process (measured 0.19 s + 0.38 s, on a background thread), and the kernel saves
-#: ~0.5-1 ns per pair (10^4 entities: 65 ms of torch counting per 10^8 pairs vs 16 ms) and lets
-#: score blocks be walked by several threads (:func:`.full._walkers`). From ~7e7 pairs an evaluation
-#: is big enough that the load pays for itself within a few evaluations of the same process (a
-#: validation loop, a benchmark); a one-off evaluation of that size loses at most ~0.5 s of one core.
+#: evaluations scoring at least this many (task, candidate) pairs are "large": under "auto" the
+#: second large evaluation of a process loads the kernel (a loop of them: validation, trials,
+#: benchmarks), as does one of :data:`MIN_PAIRS_ALONE`. Importing numba and loading the cached kernel
+#: costs ~0.5 s of one core once per process (measured 0.19 s + 0.38 s, on a background thread), and
+#: the evaluation running meanwhile loses about that much wall time to it (the import holds the GIL
+#: and a core); the kernel saves ~0.5-1 ns per pair (10^4 entities: 65 ms of torch counting per 10^8
+#: pairs vs 16 ms) and lets score blocks be walked by several threads (:func:`.full._walkers`).
 MIN_PAIRS = 1 << 26
+
+#: ... and one evaluation of at least this many pairs loads it at once: there the load pays for itself
+#: within the evaluation. Measured, fresh processes, DistMult, one evaluation (2 cores):
+#: FB15k-237-sized (14,541 entities, 20,466 test triples, dim 200: 6.0e8 pairs) 2.5-2.6 s loading vs
+#: 2.8-3.6 s with torch counting; WN18RR-sized (40,943, 3,134, dim 200: 2.6e8) 1.40-1.44 s vs
+#: 0.87-0.91 s; 10^4 entities, 5,000 test triples (1e8) 0.91 s vs 0.27 s (dim 64), 0.93 vs 0.62 (dim 200)
+MIN_PAIRS_ALONE = 1 << 29
 
 #: ... and once this process's "auto" CPU evaluations have scored this many pairs in all, the next
 #: loads it whatever its size (a validation loop of small evaluations): the torch path has then cost
@@ -127,25 +134,27 @@ MIN_PAIRS = 1 << 26
 #: triples, 6e7 pairs: 105 ms with torch counting vs 71 ms with the kernel, against a 44 ms floor)
 MIN_PAIRS_SEEN = 1 << 30
 _PAIRS_SEEN = 0  # pairs of this process's evaluations under "auto" on the CPU so far
+_LARGE_SEEN = 0  # ... and how many of them scored at least MIN_PAIRS
 
 
 def use_kernel(device: torch.device, pairs: int) -> bool:
     """Whether an evaluation scoring ``pairs`` (task, candidate) pairs on ``device`` counts with the
-    kernel: ``KGEVAL_COUNT_KERNEL`` (read at each call) = ``auto`` (default: on the CPU from
-    :data:`MIN_PAIRS` pairs, or once the process's evaluations have scored :data:`MIN_PAIRS_SEEN` in
-    all, when numba imports; the kernel loads in the background and blocks are counted by torch
-    until it is ready; below that only once loaded, e.g. by an earlier evaluation of a training
-    run's validation loop), ``numba`` (always on the CPU, loaded now) or ``torch`` (never)."""
+    kernel: ``KGEVAL_COUNT_KERNEL`` (read at each call) = ``auto`` (default: on the CPU once loaded;
+    loaded, when numba imports, by an evaluation of :data:`MIN_PAIRS_ALONE` pairs, by the second of
+    :data:`MIN_PAIRS`, or once the process's evaluations have scored :data:`MIN_PAIRS_SEEN` in all;
+    the kernel loads in the background and blocks are counted by torch until it is ready),
+    ``numba`` (always on the CPU, loaded now) or ``torch`` (never)."""
     mode = os.environ.get("KGEVAL_COUNT_KERNEL", "auto").strip().lower() or "auto"
     if mode not in ("auto", "torch", "numba"):
         raise InvalidInputError(f"KGEVAL_COUNT_KERNEL must be 'auto', 'numba' or 'torch', got {mode!r}")
     if mode == "torch" or device.type != "cpu":
         return False
     if mode == "auto":
-        global _PAIRS_SEEN
+        global _PAIRS_SEEN, _LARGE_SEEN
         _PAIRS_SEEN += int(pairs)
-        if pairs < MIN_PAIRS and _PAIRS_SEEN < MIN_PAIRS_SEEN:
-            return _READY.is_set()  # small: only when an earlier evaluation of this process loaded it
+        _LARGE_SEEN += int(pairs >= MIN_PAIRS)
+        if pairs < MIN_PAIRS_ALONE and _LARGE_SEEN < 2 and _PAIRS_SEEN < MIN_PAIRS_SEEN:
+            return _READY.is_set()  # only when an earlier evaluation of this process loaded it
         _load_in_background()  # batches count with torch until the kernel is ready (same counts, see tests)
         return _KERNEL is not False
     if not _load():
