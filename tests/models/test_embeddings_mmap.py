@@ -189,3 +189,29 @@ def test_cli_memory_maps_an_npy_entity_table(tmp_path, monkeypatch):
     res = run("evaluate", "-d", "nations", "--entity-embeddings", short,
               "--relation-embeddings", tmp_path / "r.npy", "--interaction", "distmult")
     assert res.exit_code != 0 and "not readable" in res.output
+
+
+def test_from_embeddings_builds_no_meta_model_in_a_fresh_process():
+    """Building the model for one entity and installing the given tables: no E x width allocation and
+    no meta-device initialiser, whose first call makes torch import sympy & co. (~1.1-1.5 s once per
+    process, paid by every `kgeval evaluate --entity-embeddings` until 2026-11-24). In a fresh
+    interpreter: the tables are the given ones (the entity table in place), and sympy stays unloaded."""
+    import subprocess
+
+    code = """
+import sys, numpy as np, torch
+from kgeval.models import from_embeddings
+assert "sympy" not in sys.modules
+for name, width in (("distmult", 8), ("complex", 8), ("rotate", 8), ("transe", 8)):
+    ent = np.arange(7 * width, dtype=np.float32).reshape(7, width) / 100
+    rel = np.ones((3, width // 2 if name == "rotate" else width), np.float32) / 10
+    m = from_embeddings(name, ent, rel)
+    assert m.num_entities == 7 and m.entity.num_embeddings == 7 and m.num_relations == 3
+    assert torch.equal(m.entity.weight, torch.from_numpy(ent)) and m.entity.weight.requires_grad
+    s = m.score_tails(torch.tensor([0, 6]), torch.tensor([2, 1]))
+    assert s.shape == (2, 7) and bool(torch.isfinite(s).all())
+assert "sympy" not in sys.modules, "a meta-device initialiser ran"
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

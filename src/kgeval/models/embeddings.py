@@ -106,14 +106,17 @@ def from_embeddings(interaction: str, entity, relation, *, inverse_relations: bo
     ent = _entity_tensor(ent_arr, ent_mapped)
     rel = _small_matrix("relation embeddings", rel_arr, phases=key == "rotate", dtype=ent.dtype)
     kwargs = {"p": p, "normalize_entities": False} if key == "transe" else {}
-    # built on the meta device: no E x width allocation or initialisation, the weights are set below
-    with torch.device("meta"):
-        model = get_model(key, ent.shape[0], n_rel, dim=dim, inverse_relations=inverse_relations, **kwargs)
-    model.entity.weight = nn.Parameter(ent, requires_grad=ent_mapped is None)
+    # built for one entity (no E x width allocation or initialisation), then given the real tables. Not
+    # on the meta device, as until 2026-11-24: its first initialiser makes torch import its reference
+    # kernels, ~1.1-1.5 s once per process (every `kgeval evaluate --entity-embeddings`, every rank)
+    model = get_model(key, 1, n_rel, dim=dim, inverse_relations=inverse_relations, **kwargs)
+    model.num_entities = int(ent.shape[0])
+    model.entity = nn.Embedding(ent.shape[0], ent.shape[1], _weight=ent, _freeze=ent_mapped is not None)
     model.relation.weight = nn.Parameter(rel, requires_grad=True)
-    left = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
-    if left:  # pragma: no cover - the four interactions hold exactly these two tables
-        raise RuntimeError(f"from_embeddings: {key} has tensors without values: {left}")
+    tables = {"entity.weight", "relation.weight"}
+    other = [n for n, _ in [*model.named_parameters(), *model.named_buffers()] if n not in tables]
+    if other:  # pragma: no cover - the four interactions hold exactly these two tables
+        raise RuntimeError(f"from_embeddings: {key} holds tensors besides its two tables: {other}")
     #: the memory-mapped file the entity weight is a view of (None: an in-memory copy)
     model.entity_source = ent_mapped
     return model.eval()
