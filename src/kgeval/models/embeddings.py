@@ -107,8 +107,8 @@ def from_embeddings(interaction: str, entity, relation, *, inverse_relations: bo
     rel = _small_matrix("relation embeddings", rel_arr, phases=key == "rotate", dtype=ent.dtype)
     kwargs = {"p": p, "normalize_entities": False} if key == "transe" else {}
     # built for one entity (no E x width allocation or initialisation), then given the real tables. Not
-    # on the meta device, as until 2026-11-24: its first initialiser makes torch import its reference
-    # kernels, ~1.1-1.5 s once per process (every `kgeval evaluate --entity-embeddings`, every rank)
+    # on the meta device, as until 2026-11-24: its first initialiser makes torch import sympy and ~800 other
+    # modules, ~1.1-1.5 s once per process (every `kgeval evaluate --entity-embeddings`, every rank)
     model = get_model(key, 1, n_rel, dim=dim, inverse_relations=inverse_relations, **kwargs)
     model.num_entities = int(ent.shape[0])
     model.entity = nn.Embedding(ent.shape[0], ent.shape[1], _weight=ent, _freeze=ent_mapped is not None)
