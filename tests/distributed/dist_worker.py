@@ -71,11 +71,31 @@ def main(rank, world, port, out):
         bad = FailingScorer(scorer.entity, scorer.relation) if rank == 1 else scorer
         report[f"{mode}/exception"] = _error(lambda: kgeval.evaluate(bad, test, filter_triples=train,
                                                                      progress=False, distributed=mode))
+    report.update(empty_slice(rank))
     report.update(entities(rank, world, train, test))
     report.update(wide(rank, world))
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(report, f)
     dist.destroy_process_group()
+
+
+def empty_slice(rank):
+    """One evaluation triple on two ranks: rank 1's share of the tasks is empty, and rows of 5,000
+    entities are planned in tall chunks (compiled kernel, predicted true scores) for no task."""
+    os.environ["KGEVAL_COUNT_KERNEL"] = "numba"
+    try:
+        model = get_model("distmult", 5000, 3, dim=8, seed=0).eval()
+        one_triple = np.array([[0, 1, 2]])
+        out = {}
+        for name, kw in (("one_triple", {}), ("one_triple_sampled", dict(num_negatives=5, seed=1))):
+            one = kgeval.evaluate(model, one_triple, progress=False, **kw)
+            many = _error(lambda: kgeval.evaluate(model, one_triple, progress=False, distributed="tasks", **kw))
+            if many.get("error") is None:
+                many = table(kgeval.evaluate(model, one_triple, progress=False, distributed="tasks", **kw))
+            out[f"tasks/{name}"] = {"single": table(one), "distributed": many}
+        return out
+    finally:
+        del os.environ["KGEVAL_COUNT_KERNEL"]
 
 
 def _protocol_diff(one, many, exact=False):

@@ -61,6 +61,17 @@ def test_rank_tables_equal_single_process(reports, mode, scenario):
         assert r["protocol_diff"] == [], f"rank {rank}"
 
 
+def test_a_rank_with_no_tasks_plans_nothing_and_agrees(reports):
+    """Fewer evaluation triples than ranks ("tasks"): the rank with an empty share must rank nothing
+    and not fail (it raised an IndexError grouping no task by query, and its batch planning divided
+    by zero tasks where rows are planned in tall chunks), full rows and sampled negatives alike."""
+    for rank, rep in enumerate(reports):
+        for name in ("one_triple", "one_triple_sampled"):
+            r = rep[f"tasks/{name}"]
+            assert len(r["single"]["optimistic"]) == 2  # one triple, both sides
+            assert r["distributed"] == r["single"], (name, f"rank {rank}")
+
+
 @pytest.mark.parametrize("mode", ["tasks"])
 def test_mismatched_inputs_fail_on_every_rank(reports, mode):
     for rep in reports:

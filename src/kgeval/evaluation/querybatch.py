@@ -40,7 +40,8 @@ def group_by_query(ctx: RunContext, sub, eval_idx, keys, answers) -> Queries:
     dev = ctx.device
     order = np.argsort(keys, kind="stable")
     skeys = keys[order]
-    qstart = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]])  # where the key changes
+    # where the key changes (no query at all for no task: a "tasks" rank's empty share)
+    qstart = np.flatnonzero(np.r_[skeys.size > 0, skeys[1:] != skeys[:-1]])
     uq = skeys[qstart]
     return Queries(
         qstart=qstart,
