@@ -37,8 +37,8 @@ import torch
 from ..errors import InvalidInputError
 from .counting import tolerance_bounds
 
-__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "MIN_PAIRS", "MIN_PAIRS_ALONE", "count_distinct_codes", "member_rows", "fingerprint_codes",
-           "chain_dots"]
+__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "MIN_PAIRS", "MIN_PAIRS_ALONE",
+           "count_distinct_codes", "member_rows", "fingerprint_codes", "chain_dots"]
 
 _KERNEL = None  # the compiled function once numba has been imported (False: not importable)
 _DISTINCT = _DISTINCT_COUNT = None  # the compiled _distinct_buckets and _distinct_in_buckets, loaded with it
@@ -90,8 +90,8 @@ def _load():
                 _KERNEL = False
             else:
                 global _DISTINCT, _DISTINCT_COUNT, _MEMBER, _CHAIN, _FINGERPRINT
-                _KERNEL, _DISTINCT, _DISTINCT_COUNT, _MEMBER, _CHAIN = kernel, distinct, distinct_count, member, chain
-                _FINGERPRINT = fingerprint
+                _KERNEL, _DISTINCT, _DISTINCT_COUNT, _MEMBER, _CHAIN, _FINGERPRINT = (
+                    kernel, distinct, distinct_count, member, chain, fingerprint)
                 _READY.set()
     return _KERNEL
 
@@ -392,18 +392,30 @@ def count_distinct_codes(sets, num_entities: int, num_relations: int) -> int | N
     """
     if not (_READY.is_set() and _DISTINCT):
         return None
-    sets = [np.ascontiguousarray(a, dtype=np.int64) for a in sets if a.shape[0]]  # the compiled signature
-    n = sum(a.shape[0] for a in sets)
+    n = sum(int(a.shape[0]) for a in sets)
     bits = min(8, max(1, (n // 4096).bit_length()))  # >= 1: a shift by 64 bits is undefined in LLVM
     nr, ne = int(num_relations), int(num_entities)
     start = np.zeros((1 << bits) + 1, np.int64)
-    for a in sets:
-        _DISTINCT(a, nr, ne, bits, start, _NONE, _NONE)
+    for block in _c_blocks(sets):
+        _DISTINCT(block, nr, ne, bits, start, _NONE, _NONE)
     np.cumsum(start, out=start)
     buf, pos = np.empty(n, np.int64), start[:-1].copy()
-    for a in sets:
-        _DISTINCT(a, nr, ne, bits, start, buf, pos)
+    for block in _c_blocks(sets):
+        _DISTINCT(block, nr, ne, bits, start, buf, pos)
     return int(_DISTINCT_COUNT(buf, start))
+
+
+def _c_blocks(sets, rows: int = 1 << 18, index: bool = False):
+    """The rows of ``(n, 3)`` arrays ``sets`` as C-ordered int64 arrays, the compiled kernels' signature:
+    each array itself where it is one, any other (strided, column-major like pandas' ``.values``,
+    another dtype) in blocks of ``rows`` rows, never as a copy of a whole set; empty arrays skipped.
+    ``index``: ``(i, block)`` pairs, ``i`` the set's position."""
+    for i, a in enumerate(sets):
+        whole = a.dtype == np.int64 and a.flags.c_contiguous
+        step = a.shape[0] if whole else rows
+        for lo in range(0, a.shape[0], max(1, step)):
+            block = a if whole else np.ascontiguousarray(a[lo:lo + step], dtype=np.int64)
+            yield (i, block) if index else block
 
 
 #: the two finalisers of :func:`_fingerprint` (splitmix64's multipliers, as int64)
@@ -455,16 +467,11 @@ def fingerprint_codes(sets, num_entities: int, num_relations: int, lohi: np.ndar
     if not (_READY.is_set() and _FINGERPRINT):
         return None
     out = np.zeros(2, np.int64)
-    big = np.iinfo(np.int64)
-    for i, a in enumerate(sets):
-        ranges = np.array([big.max, big.min] * 3, np.int64) if lohi is None else lohi[6 * i:6 * i + 6]
-        # read in place; any other layout or dtype (pandas' column-major .values) in C-ordered blocks,
-        # never a copy of a whole set
-        whole = a.dtype == np.int64 and a.flags.c_contiguous
-        step = a.shape[0] if whole else 1 << 18
-        for lo in range(0, a.shape[0], max(1, step)):
-            block = a if whole else np.ascontiguousarray(a[lo:lo + step], dtype=np.int64)
-            _FINGERPRINT(block.reshape(-1), int(num_relations), int(num_entities), ranges, out)
+    if lohi is None:  # ranges of no interest: one scratch row for every set
+        big = np.iinfo(np.int64)
+        lohi = np.tile(np.array([big.max, big.min] * 3, np.int64), len(sets))
+    for i, block in _c_blocks(sets, index=True):
+        _FINGERPRINT(block.reshape(-1), int(num_relations), int(num_entities), lohi[6 * i:6 * i + 6], out)
     return int(out[0]), int(out[1])
 
 

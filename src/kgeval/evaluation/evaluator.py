@@ -164,7 +164,7 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
         if index_future is not None:
             index = index_future.result()
         elif opts.filtered:  # only the known answers of the queries evaluated here
-            index = _kept_side_index(ctx, inp, side, keys, ctx.device, inp.known_fingerprint)
+            index = _kept_side_index(inp, side, keys, ctx.device, inp.known_fingerprint)
         if sharded:
             from .sharded import ShardSideScorer
 
@@ -234,13 +234,6 @@ def _beside():
     return _BESIDE[1]
 
 
-def _side_index(ctx: RunContext, inp: Inputs, side: int, keys: np.ndarray, device=None) -> FilterIndex:
-    """The filter index of ``side`` for the query keys ``keys``: the known triples read as they came
-    (:func:`.filter_index.rows_of_queries`), never concatenated; on ``device`` (default the run's)."""
-    return FilterIndex(inp.known_sets, side=side, num_entities=inp.num_entities, num_relations=inp.num_relations,
-                       device=ctx.device if device is None else device, queries=keys)
-
-
 def _index_beside(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, digest) -> dict:
     """``{side: future of its filter index}`` for the second side of a filtered two-sided run in one
     process, built on the thread beside the ranking while this one builds the first side's: each is
@@ -256,17 +249,20 @@ def _index_beside(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, digest) ->
         device = torch.device("cuda", torch.cuda.current_device())  # not the other thread's (cuda:0)
 
     # digest.result() is ready when this runs: submitted first to the same one-thread pool, or given
-    return {side: _beside().submit(lambda: _kept_side_index(ctx, inp, side, keys, device, digest.result()))}
+    return {side: _beside().submit(lambda: _kept_side_index(inp, side, keys, device, digest.result()))}
 
 
-def _kept_side_index(ctx: RunContext, inp: Inputs, side: int, keys: np.ndarray, device, fingerprint) -> FilterIndex:
-    """:func:`_side_index`, kept in :mod:`.known_cache` under the known triples' ``fingerprint`` and
-    the query keys (CPU indexes only; built without keeping when ``fingerprint`` is None)."""
+def _kept_side_index(inp: Inputs, side: int, keys: np.ndarray, device, fingerprint) -> FilterIndex:
+    """The filter index of ``side`` for the query keys ``keys`` on ``device``: the known triples read as
+    they came (:func:`.filter_index.rows_of_queries`), never concatenated; kept in :mod:`.known_cache`
+    under their ``fingerprint`` and the query keys (CPU indexes only; built without keeping when
+    ``fingerprint`` is None)."""
     key = None
     if fingerprint is not None and torch.device(device).type == "cpu":
         key = ("index", fingerprint, side, known_cache.keys_digest(keys))
-    return known_cache.get_or_build(key, lambda: _side_index(ctx, inp, side, keys, device),
-                                    pairs=lambda ix: ix.num_pairs)
+    return known_cache.get_or_build(key, lambda: FilterIndex(
+        inp.known_sets, side=side, num_entities=inp.num_entities, num_relations=inp.num_relations, device=device,
+        queries=keys), pairs=lambda ix: ix.num_pairs)
 
 
 def _count_known_beside(inp: Inputs, opts: EvaluationOptions, digest):

@@ -20,8 +20,8 @@ xor-shift: non-linear, so changes that keep column sums, such as two triples swa
 change both sums). Two different multisets of the same size share a key only if both 64-bit sums
 collide: ~2⁻¹²⁸ for a change that is not built to collide. One pass: ~0.8 ms per 10⁶ triples
 with the compiled kernel (:func:`.count_kernel.fingerprint_codes`, which also checks the id ranges:
-numpy's checks alone took ~2.7 ms), ~15 ms in numpy before it is loaded. Graphs whose codes overflow int64 (more than ~2·10⁶ entities with 10³ relations) are not
-cached.
+numpy's checks alone took ~2.7 ms), ~15 ms in numpy before it is loaded. Graphs whose codes overflow
+int64 (more than ~2·10⁶ entities with 10³ relations) are not cached.
 
 Bounded: at most :data:`MAX_ENTRIES` entries holding at most :data:`MAX_PAIRS` indexed (query,
 answer) pairs together (16 bytes each, ~128 MiB), least recently used first out; only CPU
@@ -40,8 +40,10 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .count_kernel import _HASH, _MIX1, _MIX2, fingerprint_codes
+from .filter_index import _code_fits
 
-__all__ = ["enabled", "fingerprint", "checked_fingerprint", "keys_digest", "get_or_build", "clear", "held", "MAX_ENTRIES", "MAX_PAIRS"]
+__all__ = ["enabled", "fingerprint", "checked_fingerprint", "keys_digest", "get_or_build", "clear", "held",
+           "MAX_ENTRIES", "MAX_PAIRS"]
 
 MAX_ENTRIES = 8
 MAX_PAIRS = 1 << 23
@@ -69,11 +71,20 @@ def fingerprint(sets: list[np.ndarray], num_entities: int, num_relations: int) -
     (ids in range: the inputs are validated first), or None when the cache is off or a code
     ``(h·R + r)·E + t`` could overflow int64."""
     ne, nr = int(num_entities), int(num_relations)
-    if not enabled() or ne * nr * ne > np.iinfo(np.int64).max:
+    if not _keyed(ne, nr):
         return None
     sums = fingerprint_codes(sets, ne, nr)
-    if sums is None:
-        sums = _fingerprint_numpy(sets, ne, nr)
+    return _key(sets, ne, nr, _fingerprint_numpy(sets, ne, nr) if sums is None else sums)
+
+
+def _keyed(ne: int, nr: int) -> bool:
+    """Whether evaluations of a graph this size are keyed: the cache is on and every code
+    ``(h·R + r)·E + t`` fits int64."""
+    return enabled() and _code_fits(ne * nr, ne)
+
+
+def _key(sets: list[np.ndarray], ne: int, nr: int, sums: tuple[int, int]) -> tuple:
+    """The key ``F`` of the module docstring from the two sums."""
     return (sum(int(a.shape[0]) for a in sets), ne, nr) + sums
 
 
@@ -89,7 +100,7 @@ def checked_fingerprint(named_sets: list[tuple[str, np.ndarray]], num_entities: 
     if num_relations is None:
         return None
     ne, nr = int(num_entities), int(num_relations)
-    if not enabled() or ne * nr * ne > np.iinfo(np.int64).max:
+    if not _keyed(ne, nr):
         return None
     big = np.iinfo(np.int64)
     lohi = np.array([big.max, big.min] * 3 * len(named_sets), np.int64)
@@ -104,7 +115,7 @@ def checked_fingerprint(named_sets: list[tuple[str, np.ndarray]], num_entities: 
         name, arr = named_sets[i]
         check_ids(name, arr, ne, nr)  # names the first bad triple
         raise InvalidInputError(f"{name}: an id is out of range (entities [0, {ne}), relations [0, {nr}))")
-    return (sum(int(a.shape[0]) for _, a in named_sets), ne, nr) + sums
+    return _key([a for _, a in named_sets], ne, nr, sums)
 
 
 def _fingerprint_numpy(sets: list[np.ndarray], ne: int, nr: int) -> tuple[int, int]:
