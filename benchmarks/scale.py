@@ -95,7 +95,9 @@ known answers and their split by chunk (~2 ms per batch). The CPU budget bounds 
 walks are ~2 x 78 core-ms, the serial work ~18, so even a perfect overlap on 2 cores gives
 (156 + 18) / 2 / 70 = 1.24x; 1.2x at 1e4 needs either faster products than one-thread MKL or serial
 work under ~6 ms. With 10^6 filter triples the distinct count of the known triples (7-10 ms, beside
-the ranking at nice 19), the second side's index (~3 ms, beside) and their concatenation add ~10 ms.
+the ranking) and the second side's index (~3 ms, beside) added ~10 ms (measured 2026-11-23, before
+kgeval.evaluation.known_cache kept both between evaluations and the id checks took 0.8 ms per 10^6 with
+the cache's key; the updated bound is in the closing note of 2026-11-24: CPU ratio ~1.2x).
 In-process A/B at 1e4 (best of 11, 3 processes): 4,096 x 256 chunks with predicted true scores
 1.33-1.60x (1,024 x 1,024 chunks with scored answer columns: 1.59x in one run), whole rows
 1.53-1.67x; the box's speed differs by up to ~30% between processes.
