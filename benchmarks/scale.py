@@ -39,123 +39,39 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Latest (2026-11-23, 20:02-20:18 UTC, same box; pass-1 true scores predicted from the product's rounding
-(``kgeval.evaluation.predicted``), rows of 4,097-16,384 entities then in 4,096 x 256 chunks, answer
-scores verified once per batch; ``--repeat 9``, 3 at 1e6, 2 at 1e7 with ``--floor-rows 1024``; columns as below):
+Current numbers (2026-11-23/24, ``--repeat 9``; 3 at 1e6, 2 at 1e7 with ``--floor-rows 1024``; ranges
+are separate runs: the same configuration measures up to ~10% apart from one process to the next, and
+the box's floor drifts between ~70 and ~100 ms at 1e4 within an hour; ``scale_history.md`` beside this
+file has every dated measurement and what changed between them):
 
-    dim  entities  procs mode      chunk  warm s  ratio  cpu ratio  s/1e9 pairs  anon GiB
-     64     1e4      1   one         256     0.1   1.59       1.52         1.10      0.33
-     64     1e4      2   tasks       419     0.1   2.08       1.82         1.29      0.30
-     64     1e4      2   entities   None     0.3   4.03       3.26         2.79      0.32
-     64     1e5      1   one        1024     0.8   1.06       1.10         0.81      0.33
-     64     1e5      2   tasks      1024     0.9   1.36       1.24         0.89      0.32
-     64     1e5      2   entities   1024     1.1   1.51       1.26         1.05      0.31
-     64     1e6      1   one        1024     8.7   0.98       1.08         0.87      0.55
-     64     1e7 mmap 1   one        1024    83.9   1.01       1.08         0.84      0.37
-    128     1e4      1   one         256     0.2   1.30       1.26         2.02      0.34
-    128     1e5      1   one        1024     1.6   1.08       1.07         1.56      0.36
-    with --train 1000000 (10^6 filter triples): 1e4 1.98x, 1e5 1.20x
-    after light batch preparations moved to one thread under the walkers (20:45-20:50, SideScorer.prepared):
-    dim 64 1e4 1.41x (1.03 s/1e9 pairs), 1e5 1.05x; dim 128 1e4 1.20x; 1e4 with 10^6 filter triples 1.75x;
-    1e4 tasks 2.10x, entities 4.20x (one thread per process: unchanged)
-    after chain_dots ran four tasks at a time (21:03): 1e4 1.34x (0.99 s/1e9 pairs), 1e5 1.07x
-    after the distinct count in cache-sized buckets and the second side's filter index built beside the
-    first, and the filter sets read in place (2026-11-23, 21:35-22:40 UTC, ``--repeat 9``): dim 64 1e4 1.13-1.33x
-    (4 runs), 1e5 1.06-1.07x, 1e6 1.00x; dim 128 1e4 1.17x; with 10^6 filter triples 1e4 1.44-1.50x (was 1.75x),
-    1e5 1.03x (was 1.20x); 2 processes: 1e5 tasks 1.22-1.38x, entities 1.41x, 1e4 tasks 2.18x, entities 3.81x
-    after gloo sums by all-gather and shard batches by local columns (22:09): 1e4 tasks 1.74x (aligned
-    384-column chunks), entities 3.19x; 1e5 tasks 1.25x, entities 1.44x (each rank waits ~70-85 ms per
-    evaluation at the per-batch sums for the other, the ranks' skew; the products alone are at the floor)
-    after the known triples' distinct count and second-side filter index were kept between evaluations of
-    the same known triples (kgeval.evaluation.known_cache; 2026-11-23, 23:50 UTC): 1e4 with 10^6 filter
-    triples 1.39x warm (1.49-1.54x with KGEVAL_FILTER_CACHE=0, the cold cost of every evaluation)
-    after the id checks took the fingerprint in the same pass (the first side's index kept too), equal-size
-    batches of tall chunks (2 x 2,500 queries x 384 columns, not 4,096 + 904 x 256) and float32 counts in the
-    kernel (2026-11-23, 23:30-23:50 UTC, --repeat 9): dim 64 1e4 1.20-1.33x (4 runs), with 10^6 filter
-    triples 1.32-1.49x (5 runs; 1.41x uncached), 1e5 1.04-1.06x (10^6 filter triples 1.04x); dim 128 1e4
-    1.20x; 2 processes 1e4 tasks 1.72x, entities 3.30x, 1e5 tasks 1.31x, entities 1.41x. The same
-    configuration measures up to ~10% apart from one process to the next on this box (in-process A/B:
-    even batches 1.38 -> 1.30x, 10^6 filter triples cached 110 -> 95.5 ms, float32 counts 96.5 -> 95.2 ms)
-    after the id checks + key pass read each set as one flat array (vectorised: 3.0 -> 0.78 ms per 10^6
-    triples; 2026-11-24, 00:10 UTC): 1e4 with 10^6 filter triples 1.25-1.34x (3 runs), with 10^5 1.23-1.40x (3 runs,
-    interleaved with those; the last pair in a slow phase of the box)
+    dim  entities  table procs mode      ratio        warm s  s/1e9 pairs  anon GiB
+     64     1e4    RAM     1   one       1.20-1.40x     0.1   0.99-1.12    0.33-0.42
+     64     1e4    RAM     1   one       1.25-1.34x     0.1                            (10^6 filter triples)
+     64     1e4    RAM     2   tasks     1.72x          0.1   1.29         0.30
+     64     1e4    RAM     2   entities  3.30x          0.3   2.79         0.32
+     64     1e5    RAM     1   one       1.04-1.06x     0.8   0.81         0.33       (10^6 filters: 1.04x)
+     64     1e5    RAM     2   tasks     1.31x          0.9   0.89         0.32
+     64     1e5    RAM     2   entities  1.41x          1.1   1.05         0.31
+     64     1e6    RAM     1   one       0.98x          8.1   0.80-0.87    0.55
+     64     1e7    mmap    1   one       1.01x         83.9   0.84         0.37
+    128     1e4    RAM     1   one       1.20x          0.2   2.02         0.34
+    128     1e5    RAM     1   one       1.08x          1.6   1.56         0.36
+    (2-process 1e6: tasks 1.23x, entities 1.21x; 1e7 mmap entities 1.19x; dim 128 1e6 1.07x: measured
+    2026-11-23 17:42, before the later changes, not re-run since)
+
+Where the time goes at 1e4 (dim 64, one process, 10^5 filter triples; 89-95 ms per evaluation): four
+walks (2 batches x 2 sides, ~80 ms) and ~9 ms of serial work between them (start ~3 ms, ~1 ms between
+batches, ~2 ms at the side switch, ~1 ms at the end: dozens of 0.1-0.5 ms steps). Per walker the
+products take what a bare two-walker loop of the same one-thread products takes in the same process
+(at or below the floor), counting ~6 ms, the batch setup (predicted true scores, known answers by
+chunk) ~2.5 ms, answer reads ~0.5-1 ms. The CPU-time bound: products (~the floor's CPU time) plus
+counting (~12 core-ms), setup (~5), reads and serial work give a CPU ratio of ~1.2, so no reordering
+of the work (pipelining batches, overlapping the sides) can bring the wall time under ~1.2x on 2 cores;
+only less counting or bookkeeping CPU time, or more cores, can. From 1e5 the fixed part is amortised.
 
 The warm runs (``--repeat`` > 1) evaluate the same known triples again, so they use what the first kept in
 :mod:`kgeval.evaluation.known_cache`, as early stopping and hyper-parameter trials do;
 ``KGEVAL_FILTER_CACHE=0 python benchmarks/scale.py ...`` measures every run cold (the header says which).
-
-Where the rest goes at 1e4 (dim 64, one process): a bare loop of the evaluator's one-thread products
-plus the count kernel (counting from cache right after each product costs next to nothing) is
-1.09-1.22x the floor, by block shape (4,096 x 256: 1.19-1.22x, 2,048 x 512: 1.09-1.11x in one
-process; in the evaluator the two shapes time the same, 97 ms). One-thread products are ~5-10% slower
-per core than the floor's two-thread blocks. On top come ~15-20 ms of serial work per call, none of it
-above ~2-4 ms: id checks (1.4 ms per 10^6 triples), the first side's filter index (one pass over the
-known triples, ~3 ms per 10^6), query grouping, batch planning and per batch the true-score prediction,
-known answers and their split by chunk (~2 ms per batch). The CPU budget bounds any reordering: the
-walks are ~2 x 78 core-ms, the serial work ~18, so even a perfect overlap on 2 cores gives
-(156 + 18) / 2 / 70 = 1.24x; 1.2x at 1e4 needs either faster products than one-thread MKL or serial
-work under ~6 ms. With 10^6 filter triples the distinct count of the known triples (7-10 ms, beside
-the ranking) and the second side's index (~3 ms, beside) added ~10 ms (measured 2026-11-23, before
-kgeval.evaluation.known_cache kept both between evaluations and the id checks took 0.8 ms per 10^6 with
-the cache's key; the updated bound is in the closing note of 2026-11-24: CPU ratio ~1.2x).
-In-process A/B at 1e4 (best of 11, 3 processes): 4,096 x 256 chunks with predicted true scores
-1.33-1.60x (1,024 x 1,024 chunks with scored answer columns: 1.59x in one run), whole rows
-1.53-1.67x; the box's speed differs by up to ~30% between processes.
-
-Measured (2026-11-23, 17:42-18:15 UTC, 2-core AMD EPYC VM, load ~0.4, nothing else running; DistMult,
-5,000 test triples, 100,000 filter triples; ``--repeat 5`` (9 for the 1e4-1e5 re-runs), 3 at 1e7 with
-``--floor-rows 1024``; the floor is the fastest of three block widths at each measurement (see above):
-
-    dim  entities  table procs mode      time s  warm s  floor s  ratio  cpu ratio  metrics s  s/1e9 pairs  anon GiB
-     64     1e4    RAM     1   one          0.6     0.1      0.1   1.79       1.67        0.1         1.20      0.34
-     64     1e4    RAM     2   tasks        0.4     0.1      0.1   2.00       1.75        0.1         1.32      0.31
-     64     1e4    RAM     2   entities     0.9     0.3      0.1   3.90       3.09        0.1         2.54      0.31
-     64     1e5    RAM     1   one          1.8     1.0      0.8   1.25       1.17        0.5         0.96      0.32
-     64     1e5    RAM     2   tasks        1.5     0.9      0.7   1.37       1.28        0.5         0.93      0.32
-     64     1e5    RAM     2   entities     1.8     1.0      0.7   1.59       1.34        0.5         1.02      0.31
-     64     1e6    RAM     1   one         10.9     8.4      8.1   1.03       1.01        0.5         0.84      0.54
-     64     1e6    RAM     2   tasks        9.1     8.3      6.9   1.23       1.20        0.6         0.83      0.53
-     64     1e6    RAM     2   entities     9.3     8.4      6.9   1.21       1.18        0.5         0.84      0.41
-     64     1e7    mmap    1   one         87.1    80.2     71.6   1.07       1.06        0.5         0.80      0.37
-     64     1e7    mmap    2   entities    81.5    79.9     69.9   1.19       1.16        0.5         0.80      0.36
-    128     1e4    RAM     1   one          1.0     0.2      0.1   1.54       1.45        0.1         2.13      0.36
-    128     1e5    RAM     1   one          2.3     1.6      1.4   1.13       1.10        0.5         1.62      0.36
-    128     1e6    RAM     1   one         17.1    14.9     13.9   1.07       1.05        0.6         1.49      0.79
-
-Re-runs (dim 64, one process, ``--repeat 9``): 1e4 1.69x / 1.74x, 1e5 1.26x; after chunk walkers took
-the next chunk instead of every other one (18:25): 1e4 1.62x, 1e5 1.23x (0.87 s per 1e9 pairs); and with one
-FusedCounts per walker and batch (18:30): 1e4 1.72x, 1e5 1.06x / 1.09x (0.88 s per 1e9 pairs), 1e6 0.95x
-(``--repeat 3``; 8.0 s warm, 0.80 s per 1e9 pairs). With ``--train 1000000`` (10^6 filter triples, the
-setting of the issue that asked for <= 1.2x): 1e4 2.16x before / 1.96x after the filter index's compiled
-membership pass and the protocol count beside the ranking (fixed work per call 44 -> 26 ms), 1e5 1.26-1.27x,
-1e6 1.08x. The code before these
-changes (cc45597: 4M-entry blocks, 1,024 x 4,096 chunks, whole rows in one block per walker), under the
-same floor, right after: 1e4 1.95x, 1e5 1.48x; in one process, alternating, 1e6 8.38 s with 2M-entry
-chunks vs 8.14 s with 1M (1.08x vs 1.05x the best floor). The previous table (floor: 4,096-wide blocks
-only) read 1.46x / 1.35x / 1.16x / 1.09x at 1e4 / 1e5 / 1e6 / 1e7; its floor was the slower one.
-
-(ratio: median of back-to-back evaluation/floor pairs after the cold first run. One process walks a
-batch's chunks -- or, up to 16,384 entities, its row groups -- on two threads, each with a one-thread
-matmul into its own reused block; the 2-process modes run one thread each and share the two cores.)
-
-Where the rest goes at 1e4 (dim 64, ~0.11 s per evaluation against a ~0.07 s floor): the products of
-whole rows in groups of 209 x 10^4 take ~1.5-1.6 ns per pair on one core against ~1.37-1.4 for the
-floor's best blocks (the output of a whole row is wide; groups of 104 rows run at 1.49 but double the
-per-group calls); the counting kernel reads each block once after its product (~11 ms per walker,
-~0.2 ns per pair from L3); ~9 ms per call is fixed work (input checks, the filter index of each side,
-query grouping, the rank table, the protocol's distinct count), serial while the other core idles.
-So 1e4 stays at ~1.4-1.8x; from 1e5 the fixed part is amortised and the ratio is that of products
-(1.37-1.47 ns per pair in 1,024 x 1,024 blocks) plus counting (~0.1-0.2 ns) to the floor. The
-2-process modes at 1e4-1e5 pay the fixed costs in each process, a collective per batch and, in
-entities mode, a pass over each batch's answer columns.
-
-Before the counting kernel and the reused score block (same box, quiet): 10^5 one 2.3 s (2.40x), 10^6 one
-29.4 s (2.55x), 10^6 entities 37.7 s (3.80x); building Results took 5.5 s at 10^6 candidates. Warm, at
-10^5 entities with one walker, a ranking pass was ~1.05-1.1x the floor in scoring calls (model
-arithmetic, the scorer protocol) plus ~0.2x in the counting kernel (memory-bound: it reads each 16 MiB
-block once at ~18-29 GB/s), plus ~0.05x bookkeeping; two walkers hide the counting behind the other
-walker's matmul. The cold first call adds the numba load and torch warm-up.
-Entities mode also exchanges query rows, true scores and counts per batch.
 
 Projection (from the throughput above; re-measure on the target hardware): full filtered evaluation scores
 ``2 x #test x #entities`` pairs (fewer after query deduplication). This 2-core box ranks ~1.0-1.25e9
