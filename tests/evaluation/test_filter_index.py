@@ -168,6 +168,45 @@ def test_distinct_triples_count_equals_numpy(E, R, kernel, monkeypatch):
     assert count_distinct_triples([known[:0], known[:0]], E, R) == 0
 
 
+@pytest.mark.parametrize("E, R", [(40, 6), (87_143_637, 1_315), (1_000_000_000, 30)])
+def test_distinct_triples_sorted_in_relation_blocks_without_concatenating(E, R, monkeypatch):
+    """Without the kernel, or where the code does not fit int64 (WikiKG90M-sized: relations in 2
+    blocks; 10^9 entities: blocks of 9 relations), the sets are read in place in small steps and never
+    stacked: the count equals a set of tuples for sets with repeats inside and across them, any layout."""
+    import threading
+
+    from kgeval.evaluation import count_kernel
+    from kgeval.evaluation import filter_index as fi
+
+    monkeypatch.setattr(count_kernel, "_READY", threading.Event())  # as if not loaded
+
+    def no_stacking(sets):
+        raise AssertionError("the known sets were concatenated")
+
+    monkeypatch.setattr(fi, "_stacked", no_stacking)
+    rng = np.random.default_rng(11)
+    for step in (1, 7, 1 << 18):
+        monkeypatch.setattr(fi, "_SORT_ROWS", step)
+        ids = np.concatenate([rng.integers(0, E, 25), [0, E - 1]])
+        known = np.stack([rng.choice(ids, 400), rng.choice([0, R - 1, *rng.integers(0, R, 5)], 400), rng.choice(ids, 400)], 1)
+        sets = [known[:150], np.asfortranarray(known[100:300]).astype(np.int64), known[:0], known[250:][::-1], known[:9]]
+        expected = len({tuple(x) for a in sets for x in a.tolist()})
+        assert fi.count_distinct_triples(sets, E, R) == expected
+
+
+def test_distinct_triples_whose_full_codes_wrap_around_stay_apart():
+    """E = 2^30, R = 30: ``(h * R + r) * E + t`` wraps modulo 2^64 and two different triples whose
+    ``h * R + r`` differ by 2^34 would share one code (counted once); blocks of 7 relations keep them apart."""
+    from kgeval.evaluation.filter_index import count_distinct_triples
+
+    E, R = 1 << 30, 30
+    k = 5 + (1 << 34)
+    twins = np.array([[0, 5, 123], [k // R, k % R, 123]])
+    assert len(set(((twins[:, 0] * R + twins[:, 1]) * E + twins[:, 2]).tolist())) == 1  # int64: one code for two
+    assert count_distinct_triples(twins, E, R) == 2
+    assert count_distinct_triples([twins, twins[::-1]], E, R) == 2
+
+
 @pytest.mark.parametrize("n", [1, 4095, 4096, 70_000, 1_200_000])
 def test_distinct_triples_count_in_buckets_equals_numpy(n):
     """The compiled count partitions the codes into up to 2^8 hashed buckets (from 4,096 triples on):
