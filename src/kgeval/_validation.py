@@ -122,6 +122,16 @@ def _is_int(value) -> bool:
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def check_bool(name: str, value, *, allow_none: bool = False):
+    """``True`` or ``False`` (numpy's bool too); anything else is refused rather than read by truthiness:
+    ``bool("false")`` is ``True``, so a configuration file's ``"false"`` would silently mean the opposite."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidInputError(f"{name} must be True or False{' or None' if allow_none else ''}, got {value!r}")
+    return bool(value)
+
+
 def check_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None, allow_none=False):
     """An integer (``bool`` is refused) within ``[minimum, maximum]``; returns a plain ``int``."""
     if value is None and allow_none:

@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from .._validation import check_positive_int
-from ..errors import InvalidInputError
+from .._validation import check_bool, check_positive_int
+from ..errors import InvalidInputError, KGEvalError
 from ..keys import DEFAULT_METRIC
 
 
@@ -17,7 +17,11 @@ class EarlyStopper:
     """Evaluate every ``frequency`` epochs; stop after ``patience`` evaluations without improvement.
 
     An evaluation improves on the best value ``b`` when ``v > b * (1 + relative_delta)``
-    (``larger_is_better``) or ``v < b * (1 - relative_delta)`` otherwise (PyKEEN's rule). The
+    (``larger_is_better``) or ``v < b * (1 - relative_delta)`` otherwise (PyKEEN's rule).
+    ``larger_is_better`` defaults to the metric's own direction (``True`` for MRR and hits@k,
+    ``False`` for mean rank); a value contradicting a kgeval metric's direction is refused, since
+    it would keep the *worst* checkpoint. For a key kgeval does not know (a custom ``evaluate_fn``'s
+    own metric) it defaults to ``True``. The
     weights of the best evaluation are kept in memory and :meth:`restore_best` (called by
     :func:`~kgeval.training.train` at the end) loads them back. Pass validation triples as
     ``evaluation_triples`` and train+valid as ``filter_triples``: the stopper must never see
@@ -34,7 +38,7 @@ class EarlyStopper:
     """
 
     def __init__(self, evaluation_triples, filter_triples, *, metric: str = DEFAULT_METRIC, frequency: int = 10,
-                 patience: int = 2, relative_delta: float = 0.0, larger_is_better: bool = True,
+                 patience: int = 2, relative_delta: float = 0.0, larger_is_better: bool | None = None,
                  options=None, evaluate_kwargs: Mapping | None = None, evaluate_fn: Callable | None = None):
         frequency = check_positive_int("frequency", frequency)
         patience = check_positive_int("patience", patience)
@@ -46,7 +50,7 @@ class EarlyStopper:
         self.frequency = frequency
         self.patience = patience
         self.relative_delta = float(relative_delta)
-        self.larger_is_better = bool(larger_is_better)
+        self.larger_is_better = _direction(metric, check_bool("larger_is_better", larger_is_better, allow_none=True))
         if evaluate_kwargs is not None and not isinstance(evaluate_kwargs, Mapping):
             raise InvalidInputError(f"evaluate_kwargs must be a mapping, got {type(evaluate_kwargs).__name__}")
         self.evaluate_kwargs = dict(evaluate_kwargs or {})
@@ -126,6 +130,33 @@ class EarlyStopper:
             return False
         model.load_state_dict(self._best_state)
         return True
+
+
+def metric_increasing(metric: str) -> bool | None:
+    """Whether larger values of the metric key ``metric`` are better; ``None`` for a key kgeval does not know."""
+    from .. import metrics
+    from ..keys import parse_key
+
+    try:
+        name = parse_key(metric).metric
+        if name.lower().startswith(("precision_at_", "recall_at_")):  # query metrics: larger is better
+            return True
+        return bool(metrics.get(name).increasing)
+    except (KGEvalError, TypeError, ValueError):
+        return None
+
+
+def _direction(metric, larger_is_better: bool | None) -> bool:
+    """``larger_is_better``, defaulting to the metric's direction; a contradiction of it is refused."""
+    increasing = metric_increasing(metric) if isinstance(metric, str) else None
+    if larger_is_better is None:
+        return True if increasing is None else increasing
+    if increasing is not None and larger_is_better != increasing:
+        better = "larger" if increasing else "smaller"
+        raise InvalidInputError(f"early stopping metric {metric!r}: {better} values are better, but "
+                                f"larger_is_better={larger_is_better} would keep the worst checkpoint; "
+                                "leave larger_is_better unset")
+    return larger_is_better
 
 
 def _evaluation_options(options, kwargs: Mapping):

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._validation import check_positive_int, check_seed
+from .._validation import check_bool, check_positive_int, check_seed
 from ..errors import InvalidInputError, unknown_name
 from .defaults import model_defaults
 
@@ -172,7 +172,8 @@ class EvaluationSpec:
         if split == "train":
             raise InvalidInputError(f"evaluation split must be 'test' or 'valid', got {self.split!r}")
         object.__setattr__(self, "split", split)
-        object.__setattr__(self, "filter_validation_when_testing", bool(self.filter_validation_when_testing))
+        object.__setattr__(self, "filter_validation_when_testing",
+                           check_bool("filter_validation_when_testing", self.filter_validation_when_testing))
         options = self.options
         if options is None or isinstance(options, Mapping):
             given = dict(options or {})
@@ -253,7 +254,7 @@ class PipelineConfig:
         object.__setattr__(self, "seed", check_seed("seed", self.seed))
         object.__setattr__(self, "threads", check_positive_int("threads", self.threads, allow_none=True,
                                                                   maximum=MAX_THREADS))
-        object.__setattr__(self, "drop_unseen", bool(self.drop_unseen))
+        object.__setattr__(self, "drop_unseen", check_bool("drop_unseen", self.drop_unseen))
         if self.device is not None:
             object.__setattr__(self, "device", str(self.device))
 

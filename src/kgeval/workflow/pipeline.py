@@ -23,8 +23,7 @@ from .._threads import torch_threads
 from ..data.splits import split_attribute
 from ..errors import InvalidInputError
 from .config import PipelineConfig, Restriction
-from .evaluation import check_split_to_evaluate, evaluate_model, metric_direction, resolve_whitelist, \
-    validation_filter_sets
+from .evaluation import check_split_to_evaluate, evaluate_model, resolve_whitelist, validation_filter_sets
 
 #: Graphs with at most this many entities train on one torch thread by default (see :func:`pipeline`).
 SMALL_GRAPH_ENTITIES = 1000
@@ -114,10 +113,11 @@ def _handle_stopper(config: PipelineConfig, ds):
     check_split_to_evaluate(ds, "valid", rel, ent, purpose=" (needed for early stopping)")
     options = dict(config.early_stopping.options)
     options.setdefault("metric", DEFAULT_METRIC)
-    options.setdefault("larger_is_better", metric_direction(options["metric"]) == "maximize")
-    config = config.replace(early_stopping=type(config.early_stopping)(options))
     evaluation = config.evaluation.options.replace(restrict_relations=rel, restrict_entities=ent)
+    # the stopper resolves larger_is_better from the metric (and refuses a contradiction); recorded as used
     stopper = EarlyStopper(ds.validation, validation_filter_sets(ds), options=evaluation, **options)
+    options["larger_is_better"] = stopper.larger_is_better
+    config = config.replace(early_stopping=type(config.early_stopping)(options))
     return stopper, config
 
 
