@@ -1,5 +1,9 @@
 """``kgeval evaluate``: re-evaluate a saved model with the pipeline's filtering rules.
 
+A run directory is re-evaluated as it was evaluated when saved: its whitelists, its
+validation filtering and its evaluation options (unless overridden by the options here), so
+it reproduces the run's ``results.json``.
+
 A run directory is verified against its manifest and the model is evaluated only on the
 dataset it was trained on (same label -> id maps and split hashes) unless
 ``--allow-dataset-mismatch`` is given.
@@ -124,7 +128,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False,
-                             distributed=distributed)
+                             distributed=distributed,
+                             **({} if defaults["options"] is None else {"options": defaults["options"]}))
     if not leader:  # every rank holds the same results: one of them reports
         return
     if output:
@@ -150,7 +155,7 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     from ..models import load_model
     from ..workflow.runs import check_dataset, load_run
 
-    defaults = {"filter_validation_when_testing": True, "relations": None, "entities": None}
+    defaults = {"filter_validation_when_testing": True, "relations": None, "entities": None, "options": None}
     if path.is_dir():
         run = load_run(path)
         model = run.load_model(shard=shard)
@@ -158,7 +163,11 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
         cfg = run.config
         defaults = {"filter_validation_when_testing": cfg.evaluation.filter_validation_when_testing,
                     "relations": None if cfg.restriction.relations is None else list(cfg.restriction.relations),
-                    "entities": None if cfg.restriction.entities is None else list(cfg.restriction.entities)}
+                    "entities": None if cfg.restriction.entities is None else list(cfg.restriction.entities),
+                    # the run's evaluation options (filtered, sides, sampled negatives, tie tolerance, ...):
+                    # without them a run evaluated with filtered=False was re-evaluated filtered, another number
+                    # (its device is this machine's: a run evaluated on a GPU re-evaluates on the CPU too)
+                    "options": cfg.evaluation.options.replace(device=None)}
         return model, ds, defaults
     if dataset is None:
         raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
