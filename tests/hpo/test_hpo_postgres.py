@@ -21,7 +21,7 @@ optuna = pytest.importorskip("optuna")
 from postgres_server import postgres_cluster, server_binaries  # noqa: E402
 
 from kgeval.workflow import study as study_mod  # noqa: E402
-from kgeval.workflow.hpo import hpo_pipeline  # noqa: E402
+from kgeval.workflow.hpo import IDENTITY_ATTR, hpo_pipeline  # noqa: E402
 from kgeval.workflow.study import StorageError, display_url  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -93,6 +93,9 @@ def test_killed_workers_trial_is_failed_and_the_study_resumes(postgres_url, monk
     monkeypatch.setattr(study_mod, "HEARTBEAT_INTERVAL", 1)
     monkeypatch.setattr(study_mod, "GRACE_PERIOD", 1)
     time.sleep(2.1)
+    # the killed worker trained 5000 epochs (to be caught RUNNING); the resumed one trains 1, which a
+    # resumed study refuses (other settings, incomparable values): forget the recorded settings
+    optuna.load_study(study_name="killed", storage=postgres_url).set_user_attr(IDENTITY_ATTR, None)
     res = hpo_pipeline(dataset="nations", model="distmult", epochs=1, n_trials=1, sampler="random", pruner="none",
                        storage=postgres_url, study_name="killed")
     assert [t.state.name for t in res.study.trials] == ["FAIL", "COMPLETE"]

@@ -164,7 +164,7 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     """
     optuna = _optuna()
     from ..data import get_dataset
-    from .study import make_pruner, open_study
+    from .study import display_url, make_pruner, open_study
 
     n_trials = check_positive_int("n_trials", n_trials)
     frequency = check_positive_int("evaluation_frequency", evaluation_frequency, allow_none=True)
@@ -193,12 +193,80 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     optuna.logging.set_verbosity(optuna.logging.INFO if progress else optuna.logging.ERROR)
     study = open_study(storage, study_name, direction=direction, sampler=sampler_obj, pruner=pruner_obj,
                        load_if_exists=load_if_exists)
+    check_resumed_study(study, study_identity(metric, base, ds), display_url(storage))
     result = HPOResult(study=study, metric=metric, direction=direction, storage=storage, study_name=study_name)
     _optimize(result, _Objective(ds, base, space, metric, frequency), n_trials=n_trials, timeout=timeout,
               output_dir=output_dir)
     if output_dir is not None:
         result.save(output_dir)
     return result
+
+
+#: the study's user attribute holding :func:`study_identity`
+IDENTITY_ATTR = "kgeval_identity"
+#: settings a resumed study may change: how fast a trial runs, and the seed (trials under other
+#: seeds measure the same configuration, with other training noise; the seed also seeds the sampler)
+_SPEED_ONLY = ("threads", "device", "seed")
+_SPEED_ONLY_EVALUATION = ("device", "memory_budget", "batch_size", "entity_chunk_size", "distributed")
+
+
+def _canonical_metric(metric: str) -> str:
+    """``side.rank_type.key`` with the metric's canonical key (``mrr`` -> ``both.realistic.inverse_harmonic_mean_rank``)."""
+    from .. import metrics
+    from ..keys import parse_key
+
+    try:
+        key = parse_key(metric)
+        return f"{key.side}.{key.rank_type}.{metrics.get(key.metric).key}"
+    except KGEvalError:
+        return str(metric)
+
+
+def study_identity(metric: str, base: PipelineConfig, ds) -> dict[str, Any]:
+    """What every trial of one study must share for their values to be comparable: the metric, the
+    base configuration (less the settings of :data:`_SPEED_ONLY`) and the dataset's split hashes."""
+    import json
+
+    config = base.to_dict()
+    for key in _SPEED_ONLY:
+        config.pop(key, None)
+    options = config["evaluation"]["options"]
+    for key in _SPEED_ONLY_EVALUATION:
+        options.pop(key, None)
+    # through JSON: what the storage keeps (tuples as lists), so a resumed study compares like with like
+    return json.loads(json.dumps({"metric": _canonical_metric(metric), "configuration": config,
+                                  "dataset": ds.hashes()}, default=str))
+
+
+def _differences(saved, current, path: str = "") -> list[str]:
+    if isinstance(saved, dict) and isinstance(current, dict):
+        out = []
+        for key in sorted(set(saved) | set(current), key=str):
+            out += _differences(saved.get(key), current.get(key), f"{path}.{key}" if path else str(key))
+        return out
+    return [] if saved == current else [f"{path}: {saved!r} -> {current!r}"]
+
+
+def check_resumed_study(study, identity: dict[str, Any], shown_storage: str) -> None:
+    """Record ``identity`` in a new study; refuse to resume one recorded with another identity.
+
+    Trial values are only comparable under one metric, base configuration and dataset: resuming
+    a study of validation MRR with ``metric="hits@10"`` (or with other epochs) would rank the
+    new trials' hits@10 against the old trials' MRR and report the larger number as the best.
+    A study made before kgeval recorded this (or by Optuna directly) is adopted as it is.
+    """
+    saved = study.user_attrs.get(IDENTITY_ATTR)
+    if saved is None:
+        study.set_user_attr(IDENTITY_ATTR, identity)
+        return
+    differ = _differences(saved, identity)
+    if differ:
+        shown = "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
+        raise InvalidInputError(
+            f"study {study.study_name!r} in {shown_storage} was run with other settings, so its trials' values "
+            f"are not comparable with new ones ({shown}); resume it with the same metric, base configuration "
+            "and dataset, or give another study_name"
+        )
 
 
 def _base_config(config, pipeline_kwargs: dict) -> PipelineConfig:
