@@ -55,3 +55,29 @@ def test_trial_values_are_the_validation_metric_and_the_best_follows_its_directi
         assert t.value == values[t.number]
     assert len(set(values.values())) == 2 and res.best_value == min(values.values())
     assert res.best_config.evaluation.split == "test"
+
+
+@pytest.mark.parametrize(("spec", "match"), [
+    ({"type": "float", "low": 0.001, "high": 0.1, "grid": [5.0]}, r"grid point\(s\) \[5.0\] outside"),
+    ({"type": "int", "low": 4, "high": 8, "grid": [2, 4]}, r"grid point\(s\) \[2\] outside"),
+    ({"type": "int", "low": 4, "high": 8, "grid": [4.5]}, "must be an integer"),
+    ({"type": "int", "low": 4, "high": 8, "grid": []}, "non-empty list"),
+])
+def test_grid_points_must_lie_in_the_range(spec, match):
+    """sampler='grid' trained on these points although they were outside the declared range
+    (lr=5.0 for a range [0.001, 0.1]) and were never checked against the configuration."""
+    from kgeval.workflow.search_space import normalize_space
+
+    with pytest.raises(InvalidInputError, match=match):
+        normalize_space({"x": spec})
+
+
+def test_a_null_step_means_no_step():
+    """``"step": null`` (JSON) passed the check, then every trial failed with int(None)."""
+    import optuna
+
+    from kgeval.workflow.search_space import normalize_space, suggest
+
+    space = normalize_space({"model.dim": {"type": "int", "low": 4, "high": 8, "step": None}})
+    trial = optuna.create_study().ask()
+    assert 4 <= suggest(trial, "model.dim", space["model.dim"]) <= 8

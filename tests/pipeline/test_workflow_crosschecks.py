@@ -86,3 +86,58 @@ def test_a_query_metric_can_drive_early_stopping():
     r = pipeline(**FAST, epochs=2, stopper="early", stopper_kwargs={"metric": "tail.precision_at_3", "frequency": 1},
                  evaluation_kwargs={"query_metrics_k": [3]})
     assert len(r.training.metric_history) == 2 and r.config.early_stopping.options["larger_is_better"] is True
+
+
+def _reference_mrr(model, triples, known, num_entities):
+    """Filtered realistic MRR over both sides by plain sets: a candidate is dropped when its triple is
+    known, the true answer never; realistic rank = (optimistic + pessimistic) / 2."""
+    import numpy as np
+    import torch
+
+    known = {tuple(int(x) for x in row) for row in known}
+    reciprocal = []
+    with torch.no_grad():
+        for h, r, t in triples.tolist():
+            tails = model.score_tails(torch.tensor([h]), torch.tensor([r]))[0].double().numpy()
+            heads = model.score_heads(torch.tensor([r]), torch.tensor([t]))[0].double().numpy()
+            for scores, true, triple in ((tails, t, lambda e: (h, r, e)), (heads, h, lambda e: (e, r, t))):
+                keep = np.array([e == true or triple(e) not in known for e in range(num_entities)])
+                optimistic = 1 + np.sum((scores > scores[true]) & keep)
+                pessimistic = np.sum((scores >= scores[true]) & keep)
+                reciprocal.append(2 / (optimistic + pessimistic))
+    return float(np.mean(reciprocal))
+
+
+def test_filter_sets_of_validation_and_test_against_plain_sets():
+    """Validation filters train + valid; test filters train + valid + test (train + test without
+    validation filtering): the pipeline's numbers against a set-based reference."""
+    import numpy as np
+
+    from kgeval.data import get_dataset
+    from kgeval.workflow.evaluation import evaluate_model
+
+    ds = get_dataset("nations")
+    r = pipeline(**FAST, epochs=1)
+    tr, va, te = ds.training, ds.validation, ds.testing
+    assert r.results.get_metric("mrr") == pytest.approx(
+        _reference_mrr(r.model, te, np.concatenate([tr, va, te]), ds.num_entities), rel=1e-12)
+    for split, filter_valid, known in (("valid", True, [tr, va]), ("test", False, [tr, te])):
+        got = evaluate_model(r.model, ds, split=split, filter_validation_when_testing=filter_valid)
+        expected = _reference_mrr(r.model, va if split == "valid" else te, np.concatenate(known), ds.num_entities)
+        assert got.get_metric("mrr") == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(("device", "match"), [("gpu", "not a torch device"), ("cuda:x", "not a torch device"),
+                                               (3, "device must be a name")])
+def test_a_bad_device_is_a_named_error(device, match):
+    """These were a RuntimeError from inside ``model.to`` after the dataset was loaded."""
+    with pytest.raises(InvalidInputError, match=match):
+        pipeline(**FAST, epochs=1, device=device)
+
+
+def test_an_unavailable_device_is_refused_before_training(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(InvalidInputError, match="CUDA is not available"):
+        pipeline(**FAST, epochs=1, device="cuda")

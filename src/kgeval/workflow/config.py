@@ -232,6 +232,20 @@ MAX_THREADS = 1024
 _SCALARS = ("dataset", "drop_unseen", "seed", "device", "threads")
 
 
+def _device_name(device) -> str:
+    """A torch device spelling (``"cpu"``, ``"cuda"``, ``"cuda:1"``), refused by name when torch cannot read
+    it (``"gpu"``, ``3``: a RuntimeError deep in ``model.to`` otherwise); availability is checked at run time."""
+    import torch
+
+    if not isinstance(device, (str, torch.device)):
+        raise InvalidInputError(f"device must be a name such as 'cpu' or 'cuda:0', got {device!r}")
+    try:
+        return str(torch.device(device))
+    except RuntimeError:
+        raise InvalidInputError(f"device {str(device)!r} is not a torch device (use 'cpu', 'cuda' or 'cuda:<index>')") \
+            from None
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     """Everything that determines a pipeline run (see the module docstring)."""
@@ -256,7 +270,7 @@ class PipelineConfig:
                                                                   maximum=MAX_THREADS))
         object.__setattr__(self, "drop_unseen", check_bool("drop_unseen", self.drop_unseen))
         if self.device is not None:
-            object.__setattr__(self, "device", str(self.device))
+            object.__setattr__(self, "device", _device_name(self.device))
 
     # ------------------------------------------------------------------ dict form
     def to_dict(self) -> dict[str, Any]:

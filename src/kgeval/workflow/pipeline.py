@@ -185,6 +185,12 @@ def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bo
         raise InvalidInputError("pipeline() needs a dataset")
     if config.model is None:
         raise InvalidInputError("pipeline() needs a model")
+    if config.device is not None:  # before loading or training: 'cuda' on a CPU-only build is a named error
+        import torch
+
+        from ..evaluation.inputs import usable_device
+
+        usable_device(torch.device(config.device))
     if num_replicates is not None:
         from .replicates import run_replicates
 

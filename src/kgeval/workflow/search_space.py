@@ -74,9 +74,18 @@ def _distribution(where: str, spec: Mapping[str, Any]):
     if "low" not in spec or "high" not in spec:
         raise InvalidInputError(f"{where}: an {kind} range needs 'low' and 'high', got {dict(spec)!r}")
     low, high = _number(where, "low", spec["low"], whole=whole), _number(where, "high", spec["high"], whole=whole)
+    if "step" in spec and spec["step"] is None:  # written out as null: no step (suggest() reads spec["step"])
+        spec.pop("step")
     step = None if spec.get("step") is None else _number(where, "step", spec["step"], whole=whole)
     if step is not None and not step > 0:
         raise InvalidInputError(f"{where}: 'step' must be positive, got {spec['step']!r}")
+    if "grid" in spec:  # sampler="grid" visits exactly these points: they must lie in the declared range
+        grid = spec["grid"]
+        if not isinstance(grid, (list, tuple)) or not grid:
+            raise InvalidInputError(f"{where}: 'grid' must be a non-empty list of points, got {grid!r}")
+        outside = [g for g in grid if not low <= _number(where, "grid point", g, whole=whole) <= high]
+        if outside:
+            raise InvalidInputError(f"{where}: grid point(s) {outside} outside [{low}, {high}]")
     log = spec.get("log", False)
     if not isinstance(log, bool):
         raise InvalidInputError(f"{where}: 'log' must be true or false, got {log!r}")
