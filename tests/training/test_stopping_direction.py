@@ -62,3 +62,14 @@ def test_a_custom_metric_takes_the_direction_given():
     stopper = EarlyStopper(TRIPLES, TRIPLES, metric="loss", larger_is_better=False, frequency=1,
                            evaluate_fn=lambda *a, **k: {"loss": 1.0})
     assert stopper.larger_is_better is False
+
+
+def test_a_nan_evaluation_is_never_the_best():
+    """A first NaN used to become the best value: nothing compares greater than NaN, so it was
+    restored at the end instead of the real best (0.4 here)."""
+    fn = Scripted([float("nan"), 0.4, 0.3, float("nan"), 0.2])
+    model = get_model("distmult", 5, 2, dim=4, seed=0)
+    stopper = EarlyStopper(TRIPLES, TRIPLES, metric="mrr", frequency=1, patience=3, evaluate_fn=fn)
+    result = train(model, TRIPLES, epochs=10, lr=0.05, stopper=stopper, progress=False)
+    assert result.best_epoch == 2 and result.best_metric == 0.4 and result.epochs_run == 5
+    assert torch.equal(model.entity.weight, fn.snapshots[1])

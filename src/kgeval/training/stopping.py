@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Mapping
 
 import torch
@@ -75,7 +76,11 @@ class EarlyStopper:
         return epoch % self.frequency == 0
 
     def _is_improvement(self, value: float) -> bool:
-        if self.best_metric is None:
+        # NaN (an undefined metric) is never an improvement, and any number improves on a NaN best:
+        # a first NaN would otherwise win every comparison's "not better" and be restored at the end
+        if math.isnan(value):
+            return False
+        if self.best_metric is None or math.isnan(self.best_metric):
             return True
         if self.larger_is_better:
             return value > self.best_metric * (1.0 + self.relative_delta) if self.best_metric >= 0 \
