@@ -81,3 +81,14 @@ def test_a_null_step_means_no_step():
     space = normalize_space({"model.dim": {"type": "int", "low": 4, "high": 8, "step": None}})
     trial = optuna.create_study().ask()
     assert 4 <= suggest(trial, "model.dim", space["model.dim"]) <= 8
+
+
+@pytest.mark.parametrize(("metric", "direction"), [("mrr", "minimize"), ("mr", "maximize"),
+                                                   ("tail.precision_at_3", "minimize")])
+def test_a_direction_against_the_metric_is_refused(metric, direction):
+    """hpo_pipeline(metric="mrr", direction="minimize") searched for the worst configuration."""
+    from kgeval.workflow.hpo import _direction
+
+    with pytest.raises(InvalidInputError, match="worst trial"):
+        _direction(metric, direction)
+    assert _direction(metric, None) == ("minimize" if direction == "maximize" else "maximize")

@@ -155,7 +155,7 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
       an existing study is resumed, trials left RUNNING by a killed worker are marked FAILED;
     - ``metric``, ``direction``: the validation metric (any :meth:`Results.get_metric` key with a
       value under the evaluation options in use) and ``"maximize"``/``"minimize"`` (default: the
-      metric's own);
+      metric's own; the other one is refused);
     - ``evaluation_frequency``: every so many epochs (default ``epochs // 5``) the validation
       metric is reported to Optuna for pruning.
 
@@ -354,18 +354,22 @@ def _refuse_constant_metric(metric: str) -> None:
 
 
 def _direction(metric: str, direction: str | None) -> str:
-    """``direction``, or the metric's own; query metrics (``tail.precision_at_10``) are maximised."""
-    if direction is None:
-        try:
-            direction = metric_direction(metric)
-        except KGEvalError:
-            name = metric.rsplit(".", 1)[-1].lower()
-            if not name.startswith(("precision_at_", "recall_at_")):
-                raise
-            direction = "maximize"
-    if direction not in ("maximize", "minimize"):
+    """``direction``, or the metric's own; query metrics (``tail.precision_at_10``) are maximised.
+    A direction against the metric's (``mrr`` minimised) would select the worst trial: refused."""
+    if direction is not None and direction not in ("maximize", "minimize"):
         raise InvalidInputError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-    return direction
+    try:
+        own = metric_direction(metric)
+    except KGEvalError:
+        name = metric.rsplit(".", 1)[-1].lower()
+        if not name.startswith(("precision_at_", "recall_at_")):
+            raise
+        own = "maximize"
+    if direction is not None and direction != own:
+        raise InvalidInputError(f"direction={direction!r} for metric {metric!r}, which is better when "
+                                f"{'larger' if own == 'maximize' else 'smaller'}: the search would select the "
+                                "worst trial; leave direction unset")
+    return own
 
 
 def _check_metric_has_value(metric: str, ds, config: PipelineConfig) -> None:
