@@ -141,3 +141,25 @@ def test_an_unavailable_device_is_refused_before_training(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(InvalidInputError, match="CUDA is not available"):
         pipeline(**FAST, epochs=1, device="cuda")
+
+
+def test_replicates_are_the_single_runs_of_their_seeds_and_summarise_them():
+    """Replicate i is exactly ``pipeline(seed=seed + i)`` (options and restriction included) and the
+    summary is the mean / sample sd / t interval of those runs' values."""
+    import numpy as np
+    from scipy.stats import t
+
+    kw = dict(FAST, epochs=1, random_seed=11, evaluation_relation_whitelist=["embassy", "ngo"],
+              evaluation_kwargs={"sides": ["tail"], "tie_tolerance": 1e-3})
+    rep = pipeline(**kw, num_replicates=2)
+    singles = [pipeline(**{**kw, "random_seed": s}) for s in (11, 12)]
+    assert rep.seeds == [11, 12]
+    for run, single in zip(rep.runs, singles):
+        assert run.results.to_flat_dict() == pytest.approx(single.results.to_flat_dict(), nan_ok=True, rel=0, abs=0)
+    for key in ("tail.realistic.inverse_harmonic_mean_rank", "tail.realistic.arithmetic_mean_rank"):
+        x = np.array([s.results.get_metric(key) for s in singles])
+        half = t.ppf(0.975, 1) * x.std(ddof=1) / np.sqrt(2)
+        s = rep.summary[key]
+        assert s["values"] == x.tolist() and len(set(s["values"])) == 2
+        assert (s["mean"], s["sd"], s["ci_low"], s["ci_high"]) == pytest.approx(
+            (x.mean(), x.std(ddof=1), x.mean() - half, x.mean() + half), rel=1e-12)
