@@ -92,3 +92,10 @@ def test_a_direction_against_the_metric_is_refused(metric, direction):
     with pytest.raises(InvalidInputError, match="worst trial"):
         _direction(metric, direction)
     assert _direction(metric, None) == ("minimize" if direction == "maximize" else "maximize")
+
+
+def test_a_search_whose_trials_would_never_evaluate_for_early_stopping_is_refused(tmp_path):
+    with pytest.raises(InvalidInputError, match="training.epochs.*never evaluate"):
+        hpo_pipeline(n_trials=1, storage=f"sqlite:///{tmp_path / 'e.db'}", stopper="early",
+                     stopper_kwargs={"frequency": 4}, **{**TINY, "epochs": 8,
+                                                          "search_space": {"training.epochs": [2, 8]}})

@@ -163,3 +163,14 @@ def test_replicates_are_the_single_runs_of_their_seeds_and_summarise_them():
         assert s["values"] == x.tolist() and len(set(s["values"])) == 2
         assert (s["mean"], s["sd"], s["ci_low"], s["ci_high"]) == pytest.approx(
             (x.mean(), x.std(ddof=1), x.mean() - half, x.mean() + half), rel=1e-12)
+
+
+def test_early_stopping_that_would_never_evaluate_is_refused():
+    """frequency 10 (the default) with 3 epochs trained the last-epoch model without one validation
+    evaluation (best_epoch None), although early stopping was asked for."""
+    with pytest.raises(InvalidInputError, match="never evaluate"):
+        pipeline(**FAST, epochs=3, stopper="early")
+    with pytest.raises(InvalidInputError, match="never evaluate"):
+        pipeline(**FAST, epochs=3, stopper="early", stopper_kwargs={"frequency": 4})
+    r = pipeline(**FAST, epochs=3, stopper="early", stopper_kwargs={"frequency": 3})
+    assert r.training.best_epoch == 3

@@ -14,6 +14,10 @@ from ..keys import DEFAULT_METRIC
 
 
 
+#: evaluate every so many epochs unless told otherwise
+DEFAULT_FREQUENCY = 10
+
+
 class EarlyStopper:
     """Evaluate every ``frequency`` epochs; stop after ``patience`` evaluations without improvement.
 
@@ -38,7 +42,7 @@ class EarlyStopper:
     return a Results object (``get_metric``), a mapping or a plain number.
     """
 
-    def __init__(self, evaluation_triples, filter_triples, *, metric: str = DEFAULT_METRIC, frequency: int = 10,
+    def __init__(self, evaluation_triples, filter_triples, *, metric: str = DEFAULT_METRIC, frequency: int = DEFAULT_FREQUENCY,
                  patience: int = 2, relative_delta: float = 0.0, larger_is_better: bool | None = None,
                  options=None, evaluate_kwargs: Mapping | None = None, evaluate_fn: Callable | None = None):
         frequency = check_positive_int("frequency", frequency)

@@ -31,7 +31,7 @@ from ..errors import InvalidInputError, KGEvalError, UnknownNameError
 from ..keys import DEFAULT_METRIC
 from .config import PipelineConfig
 from .evaluation import evaluate_model, metric_direction
-from .pipeline import pipeline
+from .pipeline import check_stopping_schedule, pipeline
 from .search_space import default_search_space, grid_points, normalize_space, probe_values, suggest
 
 INSTALL_HINT = "hyper-parameter search needs optuna: pip install 'kgeval[hpo]' (or pip install optuna)"
@@ -327,6 +327,8 @@ def _check_config(base: PipelineConfig, values: Mapping[str, Any], what: str) ->
     try:
         cfg = base.with_paths(values).resolve()
         cfg.training_config()
+        if cfg.early_stopping is not None:
+            check_stopping_schedule(cfg.early_stopping.options.get("frequency"), cfg.training.epochs)
         get_model(cfg.model.name, 2, 1, **cfg.model.options)
     except KGEvalError as exc:
         raise InvalidInputError(f"{what}: {exc}") from None

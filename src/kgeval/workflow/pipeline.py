@@ -117,8 +117,21 @@ def _handle_stopper(config: PipelineConfig, ds):
     # the stopper resolves larger_is_better from the metric (and refuses a contradiction); recorded as used
     stopper = EarlyStopper(ds.validation, validation_filter_sets(ds), options=evaluation, **options)
     options["larger_is_better"] = stopper.larger_is_better
+    check_stopping_schedule(stopper.frequency, config.training.epochs)
     config = config.replace(early_stopping=type(config.early_stopping)(options))
     return stopper, config
+
+
+def check_stopping_schedule(frequency, epochs: int) -> None:
+    """Refuse early stopping that would never evaluate: ``frequency`` > ``epochs`` trains the
+    last-epoch model with no validation at all, although early stopping was asked for."""
+    from ..training.stopping import DEFAULT_FREQUENCY
+
+    frequency = DEFAULT_FREQUENCY if frequency is None else frequency
+    if isinstance(frequency, int) and frequency > epochs:
+        raise InvalidInputError(f"early stopping evaluates every {frequency} epochs but training runs {epochs}: "
+                                "it would never evaluate; lower early_stopping.frequency (--frequency) or "
+                                "raise the epochs")
 
 
 def _handle_model(config: PipelineConfig, ds):
