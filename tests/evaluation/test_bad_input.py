@@ -213,3 +213,16 @@ def test_check_ids_takes_more_relations_than_entities():
         check_ids("t", np.array([(0, 8, 1)], dtype=np.int64), 2, 8)
     with pytest.raises(InvalidInputError, match=r"tail id 2 of triple 1"):
         check_ids("t", np.array([(0, 7, 1), (1, 2, 2)], dtype=np.int64), 2, 8)
+
+
+def test_num_relations_beyond_the_scorers_is_named():
+    """num_relations above the scorer's let relation ids pass the range check that the scorer cannot
+    score (an IndexError from inside the scorer); at most the scorer's is fine."""
+    tri = np.array([[0, 3, 1]])
+    with pytest.raises(InvalidInputError, match=r"num_relations=5 exceeds the scorer's num_relations=2"):
+        run(tri, num_relations=5)
+    with pytest.raises(InvalidInputError, match=r"relation id 3 .* out of range \[0, 2\)"):
+        run(tri, num_relations=2)
+    assert len(run(GOOD, num_relations=2).rank_table) == 4
+    # a scorer without a relation count takes the option as given
+    assert len(run(np.array([[0, 1, 1]]), s=scorer(), num_relations=2).rank_table) == 2

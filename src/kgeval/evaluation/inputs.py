@@ -95,7 +95,13 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
         triples, filter_triples = scorer.map_triples(triples, filter_triples)
     tri = as_triples("triples", triples, allow_empty=False)
     fsets = [(name, as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
-    num_relations = opts.num_relations if opts.num_relations is not None else getattr(scorer, "num_relations", None)
+    scorer_relations = getattr(scorer, "num_relations", None)
+    if opts.num_relations is not None and scorer_relations is not None and opts.num_relations > int(scorer_relations):
+        # ids up to num_relations - 1 would pass the range check and reach a scorer that has fewer
+        raise InvalidInputError(
+            f"num_relations={opts.num_relations} exceeds the scorer's num_relations={int(scorer_relations)}: "
+            f"relation ids {int(scorer_relations)}..{opts.num_relations - 1} cannot be scored")
+    num_relations = opts.num_relations if opts.num_relations is not None else scorer_relations
     rel_limit = int(num_relations) if num_relations is not None else None
     # the id checks, with the known triples' content key (.known_cache) in the same pass where it can
     fingerprint = known_cache.checked_fingerprint([("triples", tri)] + fsets, num_entities, rel_limit)
