@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from kgeval.evaluation import count_kernel, evaluate_ranks, known_cache
 from kgeval.models import from_embeddings
@@ -175,3 +176,56 @@ def test_the_fingerprint_pass_keys_as_the_plain_fingerprint_or_steps_aside():
         known_cache.checked_fingerprint([("triples", test), ("train", bad)], 60, 3)
     # unknown relations: not taken here (the caller checks the ids itself)
     assert known_cache.checked_fingerprint(named, 60, None) is None
+
+
+def _first_sum_twins(ne, nr):
+    """Codes ``k`` whose pair ``{k, k}`` has the same first fingerprint sum as ``{2k, 0}`` (the first
+    finaliser starts with a plain multiply: ~1 in 30 small codes do), as triples ``(k, 2k)``."""
+    from kgeval.evaluation.count_kernel import _MIX1, _MIX2
+
+    def mix1(c):  # known_cache._fingerprint_numpy's first sum, per code
+        z = c * _MIX1
+        z ^= (z >> 31) & 0x1FFFFFFFF
+        z *= _MIX2
+        return z ^ ((z >> 29) & 0x7FFFFFFFF)
+
+    k = np.arange(1, ne * nr * ne // 2, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        twins = k[mix1(k) + mix1(k) == mix1(2 * k) + mix1(np.zeros_like(k))]
+    return [np.stack([c // ne // nr, c // ne % nr, c % ne], 1) for c in (twins, 2 * twins)]
+
+
+@pytest.mark.parametrize("kernel", ["numba", "torch"])
+def test_other_layouts_of_the_same_triples_hit_and_lookalike_triples_miss(monkeypatch, kernel):
+    """The second evaluation of one model: the same filter triples in another order, dtype or layout
+    (Fortran order, strided slices, int32, a tensor, split into sets) are a hit, and give the first
+    evaluation's results; other triples that keep what a weak key might look at (column sums, the
+    set of ids per column, the first of the two fingerprint sums) are a miss, and give what an
+    uncached evaluation gives -- never the cached index or count of the first."""
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", kernel)
+    model, test, train = _case(seed=5)
+    options = ({}, {"num_negatives": 6, "seed": 1}, {"sides": "head", "restrict_entities": np.arange(0, 60, 3)},
+               {"query_metrics_k": (1, 3)})
+    same = {"reversed": train[::-1], "fortran": np.asfortranarray(train), "int32": train.astype(np.int32),
+            "strided": np.repeat(train, 2, axis=0)[::2], "tensor": torch.as_tensor(train),
+            "split": [train[:400], train[400:]], "dict": {"a": train[:10], "b": train[10:]}}
+    swapped = train.copy()
+    swapped[[0, 1], 2] = swapped[[1, 0], 2]
+    shuffled = train.copy()
+    shuffled[:, 2] = np.random.default_rng(0).permutation(shuffled[:, 2])
+    twins, doubles = _first_sum_twins(60, 3)
+    assert len(twins)
+    lookalike = {"mirrored": np.ascontiguousarray(train[:, ::-1]), "tails swapped": swapped,
+                 "tails shuffled": shuffled, "first-sum twins": np.concatenate([train, twins[:1], twins[:1]]),
+                 "first-sum doubles": np.concatenate([train, doubles[:1], [[0, 0, 0]]])}
+    for kw in options:
+        base = _run(model, test, train, **kw)
+        held = known_cache.held()
+        for name, variant in same.items():
+            assert _same(_run(model, test, variant, **kw), base), (kw, name)
+            assert known_cache.held() == held, (kw, name)  # hits: nothing new kept
+        for name, variant in lookalike.items():
+            cached = _run(model, test, variant, **kw)
+            monkeypatch.setenv("KGEVAL_FILTER_CACHE", "0")
+            assert _same(cached, _run(model, test, np.array(variant), **kw)), (kw, name)
+            monkeypatch.delenv("KGEVAL_FILTER_CACHE")
