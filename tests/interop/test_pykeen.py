@@ -178,3 +178,50 @@ def test_entity_chunks_go_through_pykeens_candidate_restriction(trained, dataset
     assert chunked.protocol["entity_chunk_size"] == 4
     for col in ("optimistic", "pessimistic", "num_candidates"):
         assert np.array_equal(getattr(chunked.rank_table, col), getattr(full.rank_table, col))
+
+
+# metrics where kgeval deliberately differs under weights (README, "Where kgeval deliberately differs"):
+# the weighted MAD's scale; PyKEEN's weighted variance / standard deviation; PyKEEN's inverse median rank
+# takes np.reciprocal of an integer median (1 / 4 -> 0) for the optimistic and pessimistic ranks
+_WEIGHTED_DIFFERENCES = ("median_absolute_deviation", "variance", "standard_deviation", "inverse_median_rank")
+
+
+@pytest.mark.parametrize("macro", [False, True], ids=["micro", "macro"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_restricted_and_macro_metrics_equal_pykeens(macro, seed):
+    """Entity + relation restriction (test triples outside dropped, candidates restricted) and
+    PyKEEN's macro evaluator's weights: every common metric of the flat results equals PyKEEN's.
+    A DistMult with small integer embeddings: exact scores with many ties, so all rank types
+    and the tie handling are compared too."""
+    from pykeen.evaluation import MacroRankBasedEvaluator
+    from pykeen.triples import TriplesFactory
+
+    rng = np.random.default_rng(seed)
+    ne, nr = 24, 3
+    allt = rng.permutation(np.unique(np.stack([rng.integers(0, ne, 300), rng.integers(0, nr, 300),
+                                               rng.integers(0, ne, 300)], 1), axis=0))
+    train, test = allt[:200], allt[200:240]
+    tf = TriplesFactory(mapped_triples=torch.as_tensor(train), entity_to_id={str(i): i for i in range(ne)},
+                        relation_to_id={str(i): i for i in range(nr)})
+    model = DistMult(triples_factory=tf, embedding_dim=3, random_seed=0)
+    with torch.no_grad():
+        for rep, n in ((model.entity_representations[0], ne), (model.relation_representations[0], nr)):
+            rep._embeddings.weight.copy_(torch.as_tensor(rng.integers(-2, 3, (n, 3)), dtype=torch.float32))
+    model.eval()
+    ents, rels = sorted(rng.choice(ne, 17, replace=False).tolist()), [0, 2]
+    evaluator = (MacroRankBasedEvaluator if macro else RankBasedEvaluator)()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = evaluator.evaluate(model, torch.as_tensor(test), additional_filter_triples=[torch.as_tensor(train)],
+                                    batch_size=7, use_tqdm=False, pre_filtered_triples=False,
+                                    restrict_entities_to=ents, restrict_relations_to=rels).to_flat_dict()
+        ours = kgeval.evaluate(model, test, filter_triples=[train], macro=macro, restrict_entities=ents,
+                               restrict_relations=rels, progress=False)
+    assert ours.protocol["restriction"]["num_triples_dropped"] > 0 and ours.rank_table.num_candidates.max() <= len(ents)
+    flat = ours.to_flat_dict()
+    common = [k for k in theirs if k in flat and not (macro and k.split(".")[-1] in _WEIGHTED_DIFFERENCES)
+              and "median_absolute_deviation" not in k]
+    assert len(common) > 150
+    for key in common:
+        # (PyKEEN keeps realistic ranks in float32: ~1e-7 relative)
+        assert flat[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6), key
