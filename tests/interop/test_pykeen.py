@@ -181,8 +181,8 @@ def test_entity_chunks_go_through_pykeens_candidate_restriction(trained, dataset
 
 
 # metrics where kgeval deliberately differs under weights (README, "Where kgeval deliberately differs"):
-# the weighted MAD's scale; PyKEEN's weighted variance / standard deviation; PyKEEN's inverse median rank
-# takes np.reciprocal of an integer median (1 / 4 -> 0) for the optimistic and pessimistic ranks
+# the weighted MAD's scale; PyKEEN's variance / standard deviation ignore the weights; PyKEEN's weighted
+# inverse median rank takes np.reciprocal of an integer median (1 / 4 -> 0) for optimistic / pessimistic ranks
 _WEIGHTED_DIFFERENCES = ("median_absolute_deviation", "variance", "standard_deviation", "inverse_median_rank")
 
 
