@@ -163,3 +163,26 @@ def test_tie_tolerance_below_one_float32_spacing():
                           tie_tolerance=1e-6)
     t = res.rank_table
     assert (int(t.optimistic[0]), int(t.pessimistic[0])) == (3, 4)
+
+
+def test_batch_size_is_honoured_not_ignored():
+    """batch_size sets the rows per scorer call here too (it was silently replaced by the budget's)."""
+    tri, negs = _data(2)
+    model = get_model("distmult", NE, NR, dim=8, seed=3)
+    calls = []
+
+    class Counting:
+        num_entities, num_relations = NE, NR
+
+        def score_tails(self, h, r):
+            calls.append(h.shape[0])
+            return model.score_tails(h, r)
+
+        def score_heads(self, r, t):
+            calls.append(r.shape[0])
+            return model.score_heads(r, t)
+
+    res = kgeval.evaluate(Counting(), tri, candidates=negs, batch_size=7, progress=False)
+    assert calls == [7, 7, 7, 7, 2] * 2
+    ref = kgeval.evaluate(model, tri, candidates=negs, progress=False)
+    np.testing.assert_array_equal(res.rank_table.ranks("realistic"), ref.rank_table.ranks("realistic"))

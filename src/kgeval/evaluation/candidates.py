@@ -64,7 +64,7 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
     with torch.inference_mode():
         for side, negs in per_side.items():
             better, tied = _count_side(scorer, tri, side, negs, ne, budget, opts.tie_tolerance, opts.nan_policy,
-                                       device)
+                                       device, opts.batch_size)
             tables.append(RankTable.from_counts(better, tied, np.full(len(tri), negs.shape[1] + 1), side=side,
                                                 triple_index=np.arange(len(tri)), relation=tri[:, 1]))
     table = RankTable.concat(tables)
@@ -123,12 +123,13 @@ def parse_candidates(candidates, triples: np.ndarray, num_entities: int) -> dict
 
 
 def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, budget: int, tol: float,
-                nan_policy: str = "raise", device: torch.device = torch.device("cpu")):
-    """``(#better, #tied)`` per task, in batches of rows. ``nan_policy="worst"``: a NaN negative
-    loses to every non-NaN true score; a NaN true score gets the worst rank (``better = K``)."""
+                nan_policy: str = "raise", device: torch.device = torch.device("cpu"), batch_size: int | None = None):
+    """``(#better, #tied)`` per task, in batches of ``batch_size`` rows (default: from the memory budget).
+    ``nan_policy="worst"``: a NaN negative loses to every non-NaN true score; a NaN true score gets the
+    worst rank (``better = K``)."""
     per_candidates = getattr(scorer, "score_head_candidates" if side == Side.HEAD else "score_tail_candidates", None)
     width = negs.shape[1] + 1 if per_candidates is not None else ne
-    step = max(1, budget // (8 * width))
+    step = batch_size or max(1, budget // (8 * width))
     better, tied = np.empty(len(tri), np.int64), np.empty(len(tri), np.int64)
     for lo in range(0, len(tri), step):
         b = torch.as_tensor(tri[lo:lo + step]).to(device)  # ids go to the scorer's device, scores stay there
