@@ -126,3 +126,17 @@ def test_query_metrics_of_a_perfect_scorer():
     assert out.extra["tail.recall_at_2"] == 1.0
     assert out.extra["tail.precision_at_2"] == pytest.approx((1.0 + 0.5) / 2)
     assert out.extra["tail.random_recall_at_1"] == pytest.approx(1 / E)
+
+
+def test_query_metrics_with_sampled_negatives_warn_that_they_are_not_computed():
+    """Query precision / recall need whole score rows: with num_negatives they are not computed, and
+    the evaluation says so instead of silently leaving the keys out."""
+    from kgeval.evaluation import FunctionScorer, evaluate_ranks
+
+    table = torch.arange(5 * 2 * 5, dtype=torch.float32).reshape(5, 2, 5) % 3
+    scorer = FunctionScorer(lambda h, r, t: table[h, r, t], 5, num_relations=2)
+    tri = np.array([[0, 0, 1], [2, 1, 3]])
+    with pytest.warns(UserWarning, match=r"query_metrics_k=\(1, 3\) is ignored with num_negatives=2"):
+        out = evaluate_ranks(scorer, tri, num_negatives=2, query_metrics_k=(3, 1), progress=False)
+    assert out.extra == {} and out.protocol.query_metrics_k == ()
+    assert "head.precision_at_1" in evaluate_ranks(scorer, tri, query_metrics_k=(1,), progress=False).extra

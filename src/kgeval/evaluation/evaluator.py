@@ -64,6 +64,10 @@ def evaluate_ranks(scorer, triples, *, filter_triples=(), options: EvaluationOpt
 
 def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> EvaluationOutput:
     """The evaluation of ``triples`` under ``opts`` (validated before any work starts)."""
+    if opts.query_metrics_k and opts.num_negatives is not None:  # asked for, not computed: say so
+        warnings.warn(f"query_metrics_k={opts.query_metrics_k} is ignored with num_negatives={opts.num_negatives}: "
+                      "query-level precision / recall need whole score rows (no such keys in the results)",
+                      stacklevel=3)
     plan = None if opts.distributed is None else distributed.start(opts.distributed)
     if plan is None:
         inp = prepare_inputs(scorer, triples, filter_triples, opts)
