@@ -226,3 +226,17 @@ def test_num_relations_beyond_the_scorers_is_named():
     assert len(run(GOOD, num_relations=2).rank_table) == 4
     # a scorer without a relation count takes the option as given
     assert len(run(np.array([[0, 1, 1]]), s=scorer(), num_relations=2).rank_table) == 2
+
+
+def test_a_dataframe_of_filter_triples_is_one_set():
+    """A DataFrame passed as filter_triples was iterated like a list of sets: its column names became
+    'sets' ("filter_triples[0] must hold integer ids, got dtype <U4"). It is one set, as an array is."""
+    pd = pytest.importorskip("pandas")
+    train = np.array([[0, 0, 2], [1, 1, 1], [2, 1, 4]])
+    frame = pd.DataFrame(train, columns=["head", "relation", "tail"])
+    got = run(filter_triples=frame)
+    want = run(filter_triples=train)
+    assert got.protocol.num_known_triples == want.protocol.num_known_triples == 5
+    assert [f.name for f in got.protocol.filter_sets] == ["evaluation", "filter_triples"]
+    assert np.array_equal(got.rank_table.optimistic, want.rank_table.optimistic)
+    assert np.array_equal(got.rank_table.num_candidates, want.rank_table.num_candidates)

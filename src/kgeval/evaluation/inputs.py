@@ -50,7 +50,8 @@ def _filter_sets(filter_triples) -> list[tuple[str, object]]:
         return []
     if isinstance(filter_triples, Mapping):
         return [(str(k), v) for k, v in filter_triples.items()]
-    if isinstance(filter_triples, (np.ndarray, torch.Tensor)):
+    # one array: numpy, torch, or any 2-d table (a pandas DataFrame, whose iteration would give column names)
+    if isinstance(filter_triples, (np.ndarray, torch.Tensor)) or getattr(filter_triples, "ndim", None) == 2:
         return [("filter_triples", filter_triples)]
     items = list(filter_triples)
     if not items:
