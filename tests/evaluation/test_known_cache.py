@@ -178,21 +178,57 @@ def test_the_fingerprint_pass_keys_as_the_plain_fingerprint_or_steps_aside():
     assert known_cache.checked_fingerprint(named, 60, None) is None
 
 
-def _first_sum_twins(ne, nr):
-    """Codes ``k`` whose pair ``{k, k}`` has the same first fingerprint sum as ``{2k, 0}`` (the first
-    finaliser starts with a plain multiply: ~1 in 30 small codes do), as triples ``(k, 2k)``."""
-    from kgeval.evaluation.count_kernel import _MIX1, _MIX2
+def _sum_twins(ne, nr, k: int = 7):
+    """Triples of codes ``{k, k}`` and ``{2k, 0}``: the same sum of codes (a key built on a linear mix
+    of the codes would not tell them apart; the first finaliser until 2026-11-24, which began with a
+    plain multiply, did not for ~1 in 30 small ``k``)."""
+    return [np.array([[c // ne // nr, c // ne % nr, c % ne] for c in cs]) for cs in ((k, k), (2 * k, 0))]
 
-    def mix1(c):  # known_cache._fingerprint_numpy's first sum, per code
-        z = c * _MIX1
-        z ^= (z >> 31) & 0x1FFFFFFFF
-        z *= _MIX2
-        return z ^ ((z >> 29) & 0x7FFFFFFFF)
 
-    k = np.arange(1, ne * nr * ne // 2, dtype=np.int64)
+def _python_mixes(k: int) -> tuple[int, int]:
+    """The two finalisers of the module docstring on Python's unbounded ints, reduced mod 2^64: the
+    published splitmix64 output function and MurmurHash3's fmix64, an independent reference."""
+    m = (1 << 64) - 1
+    z = (k + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    z ^= z >> 31
+    y = (k & m) ^ 0xC4CEB9FE1A85EC53
+    y = ((y ^ (y >> 33)) * 0xFF51AFD7ED558CCD) & m
+    y = ((y ^ (y >> 33)) * 0xC4CEB9FE1A85EC53) & m
+    y ^= y >> 33
+    return z, y
+
+
+def test_fingerprint_sums_are_the_published_finalisers_in_both_implementations():
+    """Both sums, compiled and numpy, equal splitmix64 / fmix64 computed on Python ints (mod 2^64),
+    over codes from 0 to the int64 limit."""
+    from kgeval.evaluation import count_kernel
+
+    count_kernel._load()
+    ne, nr = 3_037_000_499, 1  # codes up to ~9.2e18, just under 2^63
+    rng = np.random.default_rng(3)
+    trip = np.stack([rng.integers(0, ne, 500), np.zeros(500, np.int64), rng.integers(0, ne, 500)], 1)
+    trip[:3] = [[0, 0, 0], [ne - 1, 0, ne - 1], [1, 0, 0]]
+    codes = [(int(h) * nr + int(r)) * ne + int(t) for h, r, t in trip]
+    sums = [sum(_python_mixes(c)[i] for c in codes) % (1 << 64) for i in (0, 1)]
+    want = tuple(x - (1 << 64) if x >= 1 << 63 else x for x in sums)  # as int64
+    assert known_cache._fingerprint_numpy([trip], ne, nr) == want
+    assert count_kernel.fingerprint_codes([trip], ne, nr) == want
+
+
+def test_fingerprint_sums_do_not_collide_on_equal_sums_of_codes():
+    """No additive structure in either sum: ``{k, k}`` vs ``{2k, 0}`` for every k below 2^16 and
+    10^5 random ``{a, b}`` vs ``{c, a + b - c}`` differ in both sums (a linear mix collides on all;
+    the old first finaliser did on ~1 in 30 small k; a random function on ~2^-64 of them)."""
+    k = np.arange(1, 1 << 16, dtype=np.int64)
+    rng = np.random.default_rng(4)
+    a, b, c = (rng.integers(0, 1 << 40, 100_000) for _ in range(3))
+    d = a + b - c
     with np.errstate(over="ignore"):
-        twins = k[mix1(k) + mix1(k) == mix1(2 * k) + mix1(np.zeros_like(k))]
-    return [np.stack([c // ne // nr, c // ne % nr, c % ne], 1) for c in (twins, 2 * twins)]
+        for mix in (known_cache.mix1, known_cache.mix2):
+            assert not np.any(mix(k) + mix(k) == mix(2 * k) + mix(np.zeros_like(k)))
+            assert not np.any(mix(a) + mix(b) == mix(c) + mix(d))
 
 
 @pytest.mark.parametrize("kernel", ["numba", "torch"])
@@ -200,7 +236,7 @@ def test_other_layouts_of_the_same_triples_hit_and_lookalike_triples_miss(monkey
     """The second evaluation of one model: the same filter triples in another order, dtype or layout
     (Fortran order, strided slices, int32, a tensor, split into sets) are a hit, and give the first
     evaluation's results; other triples that keep what a weak key might look at (column sums, the
-    set of ids per column, the first of the two fingerprint sums) are a miss, and give what an
+    set of ids per column, equal sums of codes) are a miss, and give what an
     uncached evaluation gives -- never the cached index or count of the first."""
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", kernel)
     model, test, train = _case(seed=5)
@@ -213,11 +249,10 @@ def test_other_layouts_of_the_same_triples_hit_and_lookalike_triples_miss(monkey
     swapped[[0, 1], 2] = swapped[[1, 0], 2]
     shuffled = train.copy()
     shuffled[:, 2] = np.random.default_rng(0).permutation(shuffled[:, 2])
-    twins, doubles = _first_sum_twins(60, 3)
-    assert len(twins)
+    twins, doubles = _sum_twins(60, 3)
     lookalike = {"mirrored": np.ascontiguousarray(train[:, ::-1]), "tails swapped": swapped,
-                 "tails shuffled": shuffled, "first-sum twins": np.concatenate([train, twins[:1], twins[:1]]),
-                 "first-sum doubles": np.concatenate([train, doubles[:1], [[0, 0, 0]]])}
+                 "tails shuffled": shuffled, "sum twins": np.concatenate([train, twins]),
+                 "sum doubles": np.concatenate([train, doubles])}
     for kw in options:
         base = _run(model, test, train, **kw)
         held = known_cache.held()

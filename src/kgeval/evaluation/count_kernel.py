@@ -418,13 +418,17 @@ def _c_blocks(sets, rows: int = 1 << 18, index: bool = False):
             yield (i, block) if index else block
 
 
-#: the two finalisers of :func:`_fingerprint` (splitmix64's multipliers, as int64)
+#: the multipliers of :func:`_fingerprint`'s two finalisers, as int64: splitmix64's (Stafford's Mix13) ...
 _MIX1 = np.int64(-4658895280553007687)  # 0xbf58476d1ce4e5b9
 _MIX2 = np.int64(-7723592293110705685)  # 0x94d049bb133111eb
+#: ... and MurmurHash3's fmix64
+_FMIX1 = np.int64(-49064778989728563)  # 0xff51afd7ed558ccd
+_FMIX2 = np.int64(-4265267296055464877)  # 0xc4ceb9fe1a85ec53
 
 
 def _fingerprint(flat, num_relations, num_entities, lohi, out):  # compiled by numba (see _load)
-    # out[0] += sum of mix1(code), out[1] += sum of mix2(code) over the rows, wrapping mod 2^64; the
+    # out[0] += sum of mix1(code), out[1] += sum of mix2(code) over the rows, wrapping mod 2^64 (mix1:
+    # splitmix64's output, mix2: MurmurHash3's fmix64, each three xor-shifts and two multiplies); the
     # shifts are logical (masked), as numpy's fallback in .known_cache computes them bit for bit.
     # lohi[2c], lohi[2c + 1]: the least and greatest id of column c seen (the caller's range check,
     # in the same pass: the sums of ids out of range are discarded by it). ``flat``: the rows of a
@@ -442,16 +446,14 @@ def _fingerprint(flat, num_relations, num_entities, lohi, out):  # compiled by n
         t0 = min(t0, t)
         t1 = max(t1, t)
         k = (h * num_relations + r) * num_entities + t
-        z = k * _MIX1
-        z ^= (z >> 31) & 0x1FFFFFFFF
-        z *= _MIX2
-        z ^= (z >> 29) & 0x7FFFFFFFF
-        a += z
-        y = (k ^ _HASH) * _MIX2
-        y ^= (y >> 32) & 0xFFFFFFFF
-        y *= _MIX1
-        y ^= (y >> 27) & 0x1FFFFFFFFF
-        b += y
+        z = k + _HASH  # splitmix64's output for state k
+        z = (z ^ ((z >> 30) & 0x3FFFFFFFF)) * _MIX1
+        z = (z ^ ((z >> 27) & 0x1FFFFFFFFF)) * _MIX2
+        a += z ^ ((z >> 31) & 0x1FFFFFFFF)
+        y = k ^ _FMIX2  # MurmurHash3's fmix64 of k xor a constant (fmix64(0) = 0)
+        y = (y ^ ((y >> 33) & 0x7FFFFFFF)) * _FMIX1
+        y = (y ^ ((y >> 33) & 0x7FFFFFFF)) * _FMIX2
+        b += y ^ ((y >> 33) & 0x7FFFFFFF)
     out[0] = a
     out[1] = b
     lohi[0], lohi[1], lohi[2], lohi[3], lohi[4], lohi[5] = h0, h1, r0, r1, t0, t1
