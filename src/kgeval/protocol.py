@@ -18,9 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+import numpy as np
+
 from .keys import RANK_TYPES
 
-__all__ = ["EvaluationProtocol", "FilterSet", "Sampling", "RANK_TYPE_MEANINGS"]
+__all__ = ["EvaluationProtocol", "FilterSet", "Sampling", "RANK_TYPE_MEANINGS", "tasks_digest"]
 
 #: What each rank type means (one definition, printed by :meth:`EvaluationProtocol.describe`).
 RANK_TYPE_MEANINGS = {
@@ -33,6 +35,21 @@ RANK_TYPE_MEANINGS = {
 # keys of the old dict layout that are derived from fields (never kept in ``extra``)
 _DERIVED = {"realistic", "realistic_rank", "expected", "averaging", "macro_weights", "ties", "filter", "restriction",
             "sampling", "query_metrics", "consistency_check"}
+
+
+def tasks_digest(triples, *given) -> str:
+    """SHA-256 (hex) of the evaluation triples as int64 ``(h, r, t)`` rows in their order, followed by
+    any ``given`` int arrays (the candidates mode's negatives), each with its shape. Two evaluations
+    share it exactly when they ranked the same triples at the same positions (and the same given
+    candidates), whatever dtype or memory layout the arrays came in."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in (triples, *given):
+        a = np.ascontiguousarray(np.asarray(a), dtype=np.int64)
+        h.update(repr(a.shape).encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,10 @@ class EvaluationProtocol(Mapping):
     consistency_mismatches: int | None = None
     entity_chunk_size: int | None = None
     device: str | None = None
+    #: SHA-256 of what defines the ranking tasks (:func:`tasks_digest`): the evaluation triples in their
+    #: order (a task's ``triple_index`` is a row of them) and any given negatives; paired comparisons
+    #: refuse results whose digests differ (None: not recorded, e.g. an older results file)
+    tasks_sha256: str | None = None
     #: set by :class:`kgeval.Results`: whether tasks carry weights, whether null moments are approximate
     weighted: bool | None = None
     approximate_null_moments: object = None  # bool, or the keys whose null moments are approximate
@@ -134,7 +155,7 @@ class EvaluationProtocol(Mapping):
             "entity_chunk_size": self.entity_chunk_size,
             "device": self.device,
         }
-        for name in ("weighted", "approximate_null_moments"):
+        for name in ("tasks_sha256", "weighted", "approximate_null_moments"):
             if getattr(self, name) is not None:
                 d[name] = getattr(self, name)
         d.update(self.extra)

@@ -293,3 +293,43 @@ def test_bootstrap_rows_say_how_their_p_value_was_made():
     # a model against itself: no difference, p = 1
     same = _records(compare(a, a, metrics=["mrr", "gmr"], test="bootstrap", seed=3, num_resamples=100))
     assert [r["p_value"] for r in same] == [1.0, 1.0]
+
+
+def test_evaluations_of_other_triples_at_the_same_positions_are_refused(tmp_path):
+    """Unfiltered evaluations of two test sets with the same relation at every position (so the same
+    task identities, relations and candidate counts) were paired task by task, the unrelated triples
+    compared as if they were the same; the protocol's tasks_sha256 tells them apart. The same
+    triples given as int32 or as a tensor are the same tasks; the digest survives a results file;
+    in the candidates mode other given negatives are other tasks."""
+    import torch
+
+    import kgeval
+    from kgeval.models import from_embeddings
+
+    rng = np.random.default_rng(21)
+    ne, nr = 40, 3
+    model = from_embeddings("distmult", rng.standard_normal((ne, 8), dtype=np.float32),
+                            rng.standard_normal((nr, 8), dtype=np.float32))
+    a = np.unique(rng.integers(0, [ne, nr, ne], size=(50, 3)), axis=0)
+    b = a.copy()
+    b[:, 0] = (b[:, 0] + 1) % ne  # other heads, the same relations
+    run = lambda t, **kw: kgeval.evaluate(model, t, filtered=False, progress=False, **kw)  # noqa: E731
+    ra, rb = run(a), run(b)
+    assert np.array_equal(ra.rank_table.relation, rb.rank_table.relation)
+    assert np.array_equal(ra.rank_table.num_candidates, rb.rank_table.num_candidates)
+    with pytest.raises(TaskMismatchError, match="different triples"):
+        compare(ra, rb)
+    with pytest.raises(TaskMismatchError, match="different triples"):
+        compare(ra, run(a[::-1].copy()))  # the same triples in another order: positions differ
+    same = compare(("a", ra), ("a as int32 tensor", run(torch.as_tensor(a.astype(np.int32)))))
+    assert len(same) > 0
+    ra.save_json(tmp_path / "a.json")
+    loaded = Results.load_json(tmp_path / "a.json", ra.rank_table)
+    assert loaded.protocol["tasks_sha256"] == ra.protocol["tasks_sha256"]
+    with pytest.raises(TaskMismatchError, match="different triples"):
+        compare(loaded, rb)
+    negs = (a[:, 2:3] + np.arange(1, 6)) % ne  # never the true tail
+    given = lambda n: kgeval.evaluate(model, a, candidates={"tail_neg": n}, progress=False)  # noqa: E731
+    with pytest.raises(TaskMismatchError, match="different triples"):
+        compare(given(negs), given((negs + 5) % ne))
+    assert len(compare(given(negs), given(negs.copy()))) > 0

@@ -29,7 +29,7 @@ import torch
 
 from .._validation import as_whole_numbers
 from ..errors import InvalidInputError
-from ..protocol import EvaluationProtocol
+from ..protocol import EvaluationProtocol, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable, Side
 from ..triples import as_triples, check_ids
 from .batching import default_memory_budget
@@ -72,7 +72,8 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
         sides=tuple(SIDE_NAMES[s] for s in per_side), filtered=False, num_triples=len(tri),
         num_evaluated_triples=len(tri), num_tasks=len(table), num_entities=ne,
         num_relations=getattr(scorer, "num_relations", None), tie_tolerance=opts.tie_tolerance,
-        candidates="1 + the given negatives of each task (OGB protocol); unfiltered", device=str(device))
+        candidates="1 + the given negatives of each task (OGB protocol); unfiltered", device=str(device),
+        tasks_sha256=tasks_digest(tri, *per_side.values()))
     return EvaluationOutput(table, protocol)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .._threads import bookkeeping_threads, torch_threads
-from ..protocol import EvaluationProtocol, FilterSet, Sampling
+from ..protocol import EvaluationProtocol, FilterSet, Sampling, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable
 from . import distributed, known_cache
 from .batching import default_memory_budget
@@ -330,4 +330,5 @@ def _protocol(inp: Inputs, opts: EvaluationOptions, ctx: RunContext, table: Rank
         consistency_mismatches=None if cc is None else cc.mismatches,
         entity_chunk_size=ctx.chunk_used,
         device=str(ctx.device),
+        tasks_sha256=tasks_digest(tri),
     )

@@ -9,8 +9,11 @@ Tasks are identified by ``(triple_index, side)``. When every task of both tables
 triple index and the pairs are unique, the tables are aligned by sorting on them (their
 order may differ) and an evaluation triple's head and tail tasks form one resampling unit.
 Tables without a ``triple_index`` column are paired by position when their lengths and
-side columns agree (each task is then its own unit). Anything else is refused with
-:class:`TaskMismatchError`; different protocols with :class:`ProtocolMismatchError`.
+side columns agree (each task is then its own unit). Evaluations that record different
+``tasks_sha256`` (:func:`kgeval.protocol.tasks_digest`: other triples, or the same in another
+order, at the same positions; other given negatives) are not the same tasks, whatever their
+positions and relations say. Anything else is refused with :class:`TaskMismatchError`; different
+protocols with :class:`ProtocolMismatchError`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class ProtocolMismatchError(InvalidInputError):
 #: protocol fields (``EvaluationProtocol`` attributes) that must agree for a paired comparison
 PROTOCOL_FIELDS = ("filtered", "filter_sets", "num_known_triples", "num_triples", "num_evaluated_triples",
                    "num_entities", "num_relations", "restrict_entities", "restrict_relations",
-                   "num_triples_dropped", "sampling", "macro", "tie_tolerance", "candidates")
+                   "num_triples_dropped", "sampling", "macro", "tie_tolerance", "candidates", "tasks_sha256")
 
 
 @dataclass
@@ -94,6 +97,10 @@ def check_protocols(a: Model, b: Model) -> None:
     pa, pb = EvaluationProtocol.from_dict(a.protocol), EvaluationProtocol.from_dict(b.protocol)
     for name in PROTOCOL_FIELDS:
         va, vb = getattr(pa, name), getattr(pb, name)
+        if va is not None and vb is not None and va != vb and name == "tasks_sha256":
+            raise TaskMismatchError(f"{a.name!r} and {b.name!r} were evaluated on different triples (or the same "
+                                    "triples in another order, or other given negatives): a task of one is not "
+                                    f"the task at its position in the other (tasks_sha256 {va[:12]}... vs {vb[:12]}...)")
         if va is not None and vb is not None and va != vb:
             raise ProtocolMismatchError(f"{a.name!r} and {b.name!r} were evaluated under different protocols: "
                                         f"{name} is {va!r} vs {vb!r}")
