@@ -225,3 +225,44 @@ def test_restricted_and_macro_metrics_equal_pykeens(macro, seed):
     for key in common:
         # (PyKEEN keeps realistic ranks in float32: ~1e-7 relative)
         assert flat[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6), key
+
+
+def test_labels_map_through_a_permuted_factory_like_pykeens_evaluator(datasets):
+    """The model's own factory numbers the labels in a random order (not PyKEEN's sorted default), with
+    inverse triples: label triples mapped through it get PyKEEN's ranks for the same labelled triple,
+    and the realistic MRR equals PyKEEN's. An adapter that used the dataset's default ids, or mapped
+    only one column, would rank other triples."""
+    from pykeen.triples import TriplesFactory
+
+    base = datasets[False]
+    rng = np.random.default_rng(7)
+    ents, rels = sorted(base.training.entity_to_id), sorted(base.training.relation_to_id)
+    e2i = {x: int(i) for x, i in zip(ents, rng.permutation(len(ents)))}
+    r2i = {x: int(i) for x, i in zip(rels, rng.permutation(len(rels)))}
+    assert e2i != base.training.entity_to_id and r2i != base.training.relation_to_id
+
+    def factory(tf, inverse=False):
+        return TriplesFactory.from_labeled_triples(tf.triples, entity_to_id=e2i, relation_to_id=r2i,
+                                                   create_inverse_triples=inverse)
+
+    train, valid, test = factory(base.training, True), factory(base.validation), factory(base.testing)
+    model = _train(type("DS", (), {"training": train})(), "DistMult")
+    ev = RankBasedEvaluator(clear_on_finalize=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = ev.evaluate(model, test.mapped_triples, batch_size=64, use_tqdm=False,
+                             additional_filter_triples=[train.mapped_triples, valid.mapped_triples])
+    labels = base.testing.triples
+    res = kgeval.evaluate(PyKEENScorer(model, triples_factory=train), labels,
+                          filter_triples=[base.training.triples, base.validation.triples], progress=False)
+    t = res.rank_table
+    as_ids = np.array([[e2i[h], r2i[r], e2i[x]] for h, r, x in labels], dtype=np.int64)
+    pk_ids = test.mapped_triples.numpy()
+    for side, code in (("head", SIDE_HEAD), ("tail", SIDE_TAIL)):
+        sel = t.side == code
+        for kind, ours in (("optimistic", t.optimistic[sel]), ("pessimistic", t.pessimistic[sel])):
+            got = sorted(zip(map(tuple, as_ids[t.triple_index[sel]].tolist()), ours.tolist()))
+            want = sorted(zip(map(tuple, pk_ids.tolist()), np.concatenate(ev.ranks[side, kind]).tolist()))
+            assert got == want, f"{side} {kind} ranks differ"
+    key = "both.realistic.inverse_harmonic_mean_rank"
+    assert res.to_flat_dict()[key] == pytest.approx(theirs.to_flat_dict()[key], rel=1e-6)
