@@ -266,3 +266,25 @@ def test_labels_map_through_a_permuted_factory_like_pykeens_evaluator(datasets):
             assert got == want, f"{side} {kind} ranks differ"
     key = "both.realistic.inverse_harmonic_mean_rank"
     assert res.to_flat_dict()[key] == pytest.approx(theirs.to_flat_dict()[key], rel=1e-6)
+
+
+def test_exported_inverse_embeddings_need_the_documented_reordering(trained, datasets):
+    """PyKEEN's inverse-triple relation table (r at 2r, its inverse at 2r + 1), reordered as the CLI help
+    and README say (``concatenate(rel[0::2], rel[1::2])``), gives PyKEEN's ranks through
+    ``from_embeddings``; the interleaved table as stored gives other head ranks (no error can tell)."""
+    from kgeval.models import from_embeddings
+
+    model, ds = trained["ComplEx", True], datasets[True]
+    with torch.no_grad():
+        ent = model.entity_representations[0](indices=None)
+        rel = model.relation_representations[0](indices=None)
+    theirs = _pykeen_ranks(model, ds)
+    heads = {}
+    for layout, table in (("reordered", torch.cat([rel[0::2], rel[1::2]])), ("interleaved", rel)):
+        ours = from_embeddings("complex", ent, table, inverse_relations=True, num_entities=model.num_entities,
+                               num_relations=model.num_real_relations)
+        res = kgeval.evaluate(ours, ds.testing.mapped_triples, filter_triples=_filters(ds), progress=False)
+        heads[layout] = _kgeval_ranks(res.rank_table)
+    for key in theirs:
+        assert np.array_equal(heads["reordered"][key], theirs[key]), key
+    assert not np.array_equal(heads["interleaved"]["head", "optimistic"], theirs["head", "optimistic"])

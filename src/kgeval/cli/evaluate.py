@@ -30,10 +30,14 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
 @click.option("--trust-pickle", is_flag=True,
               help="Allow loading --pykeen-dir's trained_model.pkl: unpickling runs code stored in the file.")
 @click.option("--entity-embeddings", type=click.Path(exists=True, dir_okay=False),
-              help="Entity embeddings (.npy/.npz/.pt), rows in the dataset's entity id order; needs "
+              help="Entity embeddings (.npy/.npz/.pt), rows in the dataset's entity id order (its labels "
+                   "sorted, as PyKEEN numbers a factory built from labels); needs "
                    "--relation-embeddings, --interaction and --dataset.")
 @click.option("--relation-embeddings", type=click.Path(exists=True, dir_okay=False),
-              help="Relation embeddings (.npy/.npz/.pt), rows in the dataset's relation id order.")
+              help="Relation embeddings (.npy/.npz/.pt), rows in the dataset's relation id order. 2R rows (R = "
+                   "the dataset's relations) mean inverse relations, row r + R the inverse of r (LibKGE's "
+                   "layout); PyKEEN stores the inverse of r at 2r + 1: reorder its table to "
+                   "concatenate(rel[0::2], rel[1::2]) first.")
 @click.option("--interaction", help="Interaction of the embedding files: complex, distmult, rotate or transe.")
 @click.option("--libkge-checkpoint", type=click.Path(exists=True, dir_okay=False),
               help="A LibKGE checkpoint (checkpoint_best.pt); needs --dataset and --libkge-data.")
