@@ -129,3 +129,23 @@ def test_cli_distributed_tasks_equals_one_process(pykeen_dir):
     assert one.exit_code == 0, one.output
     many = torchrun_json(*args, "--distributed", "tasks", "--dist-timeout", "60", timeout=240)
     assert many["metrics"] == json.loads(one.output[one.output.index("{"):])["metrics"]
+
+
+def test_a_label_map_that_is_not_one_to_one_is_a_named_error(pykeen_dir):
+    """A factory whose entity_to_id gives two dataset labels one id (same number of labels as the
+    model's rows) would tie their scores and leave a row unscored: refused, naming both labels."""
+    from types import SimpleNamespace
+
+    from kgeval.data import get_dataset
+    from kgeval.errors import InvalidInputError
+    from kgeval.interop.pykeen import PyKEENScorer
+    from kgeval.interop.pykeen_dir import DatasetScorer, load_pipeline_directory
+
+    model, factory, _ = load_pipeline_directory(pykeen_dir, trust_pickle=True)
+    ds = get_dataset("nations")
+    DatasetScorer(PyKEENScorer(model), ds, factory)  # the saved map itself is fine
+    a, b = ds.entity_labels[:2]
+    bad = SimpleNamespace(entity_to_id={**factory.entity_to_id, b: factory.entity_to_id[a]},
+                          relation_to_id=factory.relation_to_id, mapped_triples=factory.mapped_triples)
+    with pytest.raises(InvalidInputError, match="not one-to-one"):
+        DatasetScorer(PyKEENScorer(model), ds, bad)

@@ -128,7 +128,14 @@ def _ids(labels, mapping, kind: str, name: str) -> np.ndarray:
     if missing:
         raise InvalidInputError(f"dataset {name!r} has {len(missing)} {kind} label(s) the PyKEEN model does not "
                                 f"know, e.g. {missing[0]!r}: it was trained on another dataset")
-    return np.asarray([mapping[x] for x in labels], dtype=np.int64)
+    ids = np.asarray([mapping[x] for x in labels], dtype=np.int64)
+    shared, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():  # two labels on one row: their scores would tie and another row go unscored
+        row = int(shared[counts > 1][0])
+        both = [x for x, i in zip(labels, ids) if i == row][:2]
+        raise InvalidInputError(f"the PyKEEN model's {kind}_to_id gives {kind} labels {both[0]!r} and {both[1]!r} "
+                                f"of dataset {name!r} the same id {row}: the label -> id map is not one-to-one")
+    return ids
 
 
 def evaluate_pykeen_directory(directory, dataset=None, *, trust_pickle: bool = False, split: str = "test",
