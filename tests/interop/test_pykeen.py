@@ -288,3 +288,9 @@ def test_exported_inverse_embeddings_need_the_documented_reordering(trained, dat
     for key in theirs:
         assert np.array_equal(heads["reordered"][key], theirs[key]), key
     assert not np.array_equal(heads["interleaved"]["head", "optimistic"], theirs["head", "optimistic"])
+    # the README's other trap: PyKEEN's raw float weights hold complex rows interleaved (re0, im0, ...)
+    raw = model.entity_representations[0]._embeddings.weight.detach()
+    assert torch.equal(raw, torch.view_as_real(ent).reshape(raw.shape))
+    ours = from_embeddings("complex", raw, torch.cat([rel[0::2], rel[1::2]]), inverse_relations=True)
+    res = kgeval.evaluate(ours, ds.testing.mapped_triples, filter_triples=_filters(ds), progress=False)
+    assert not np.array_equal(_kgeval_ranks(res.rank_table)["tail", "optimistic"], theirs["tail", "optimistic"])
