@@ -173,3 +173,17 @@ def test_cli_distributed_tasks_equals_one_process(tmp_path):
     assert one.exit_code == 0, one.output
     many = torchrun_json(*args, "--distributed", "tasks", "--dist-timeout", "60")
     assert many["metrics"] == json.loads(one.output)["metrics"]
+
+
+def test_id_files_are_decoded_like_triple_files(tmp_path):
+    """entity_ids.del with a byte-order mark and CRLF endings maps as without them; a file that is not
+    UTF-8 is a named error, not a UnicodeDecodeError."""
+    path, ent, _, ent_order, _ = _checkpoint(tmp_path, "distmult")
+    ref = load_libkge(path, DS).entity.weight.detach().clone()
+    assert torch.equal(ref[ent_order], ent)  # dataset id ent_order[i] is LibKGE row i
+    ids = tmp_path / "entity_ids.del"
+    ids.write_bytes(b"\xef\xbb\xbf" + ids.read_bytes().replace(b"\n", b"\r\n"))
+    assert torch.equal(load_libkge(path, DS).entity.weight.detach(), ref)
+    ids.write_bytes(ids.read_bytes() + "99\tcaf\xe9\n".encode("latin-1"))
+    with pytest.raises(InvalidInputError, match="not UTF-8"):
+        load_libkge(path, DS)

@@ -149,3 +149,15 @@ def test_a_label_map_that_is_not_one_to_one_is_a_named_error(pykeen_dir):
                           relation_to_id=factory.relation_to_id, mapped_triples=factory.mapped_triples)
     with pytest.raises(InvalidInputError, match="not one-to-one"):
         DatasetScorer(PyKEENScorer(model), ds, bad)
+
+
+def test_broken_metadata_json_is_a_named_error(pykeen_dir, tmp_path):
+    import shutil
+
+    from kgeval.interop.pykeen_dir import load_pipeline_directory
+
+    copy = tmp_path / "run"
+    shutil.copytree(pykeen_dir, copy)
+    (copy / "metadata.json").write_text('{"dataset": "nations"')
+    with pytest.raises(InvalidInputError, match="metadata.json is not valid JSON"):
+        load_pipeline_directory(copy, trust_pickle=True)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from .._textio import text_lines
 from ..errors import InvalidInputError
 
 SUPPORTED = ("complex", "distmult", "rotate", "transe")
@@ -111,7 +112,9 @@ def read_ids(path: Path, expected: int, kind: str) -> list[str]:
     if not path.is_file():
         raise InvalidInputError(f"LibKGE {kind} id file {str(path)!r} does not exist (pass the dataset folder)")
     ids: dict[int, str] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    # decoded like kgeval's triple files: a non-UTF-8 file is a named error (not a UnicodeDecodeError),
+    # a byte-order mark is dropped (it would otherwise join the first index), any line ending is accepted
+    for n, line in enumerate(text_lines(path.read_bytes(), str(path)), 1):
         if not line.strip():
             continue
         index, sep, label = line.partition("\t")

@@ -55,7 +55,10 @@ def load_pipeline_directory(directory, *, trust_pickle: bool = False):
     model = torch.load(model_path, map_location="cpu", weights_only=False)
     factory = TriplesFactory.from_path_binary(directory / TRAINING_DIR)
     meta_path = directory / "metadata.json"
-    metadata = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    try:
+        metadata = json.loads(meta_path.read_bytes()) if meta_path.is_file() else {}
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
+        raise InvalidInputError(f"{meta_path} is not valid JSON: {exc}") from None
     return model, factory, metadata if isinstance(metadata, dict) else {}
 
 
