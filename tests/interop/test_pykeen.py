@@ -294,3 +294,17 @@ def test_exported_inverse_embeddings_need_the_documented_reordering(trained, dat
     ours = from_embeddings("complex", raw, torch.cat([rel[0::2], rel[1::2]]), inverse_relations=True)
     res = kgeval.evaluate(ours, ds.testing.mapped_triples, filter_triples=_filters(ds), progress=False)
     assert not np.array_equal(_kgeval_ranks(res.rank_table)["tail", "optimistic"], theirs["tail", "optimistic"])
+
+
+def test_filter_factories_with_other_label_maps_are_refused_with_id_triples(trained, datasets):
+    """Test triples given as ids and two filter factories numbering the labels differently: the second
+    factory's ids mean other entities, so it is refused (it was checked for its size only)."""
+    from pykeen.triples import TriplesFactory
+
+    model, ds = trained["DistMult", False], datasets[False]
+    e2i = {x: len(ds.training.entity_to_id) - 1 - i for x, i in ds.training.entity_to_id.items()}
+    other = TriplesFactory.from_labeled_triples(ds.validation.triples, entity_to_id=e2i,
+                                                relation_to_id=ds.training.relation_to_id)
+    with pytest.raises(InvalidInputError, match="differ from the training factory"):
+        kgeval.evaluate(model, ds.testing.mapped_triples, filter_triples=[ds.training, other], progress=False)
+    kgeval.evaluate(model, ds.testing.mapped_triples, filter_triples=[ds.training, ds.validation], progress=False)

@@ -176,6 +176,9 @@ class PyKEENScorer:
     def _map_one(self, name: str, value):
         if is_triples_factory(value):
             self._check_factory(value)
+            if self.triples_factory is None and hasattr(value, "entity_to_id"):
+                # the first labelled factory is the reference the others' maps are checked against
+                self.triples_factory = value
             return value.mapped_triples.cpu().numpy()
         if isinstance(value, torch.Tensor):
             return value
