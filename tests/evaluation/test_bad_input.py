@@ -63,6 +63,9 @@ def test_bad_filter_triples():
         ({"restrict_entities": [0, 99]}, r"entity id 99 is out of range"),
         ({"restrict_relations": [-1]}, r"relation id -1 is out of range"),
         ({"restrict_entities": [0.5, 1.0]}, "integer entity ids"),
+        # triples passed as the entity restriction: flattened, their relation ids counted as entities
+        ({"restrict_entities": GOOD}, r"1-d list of entity ids, got an array of shape \(2, 3\) \(triples\?"),
+        ({"restrict_relations": [[0, 1]]}, r"1-d list of relation ids, got an array of shape \(1, 2\)"),
         ({"nan_policy": "ignore"}, "nan_policy"),
         ({"sides": ("middle",)}, "unknown side"),
         ({"sides": ()}, "sides is empty"),
@@ -240,3 +243,10 @@ def test_a_dataframe_of_filter_triples_is_one_set():
     assert [f.name for f in got.protocol.filter_sets] == ["evaluation", "filter_triples"]
     assert np.array_equal(got.rank_table.optimistic, want.rank_table.optimistic)
     assert np.array_equal(got.rank_table.num_candidates, want.rank_table.num_candidates)
+
+
+def test_a_single_id_restricts_to_it():
+    """A scalar restriction is a restriction to that one id (as a list of one)."""
+    one, listed = run(restrict_relations=1), run(restrict_relations=[1])
+    assert np.array_equal(one.rank_table.triple_index, listed.rank_table.triple_index)
+    assert set(GOOD[one.rank_table.triple_index, 1].tolist()) == {1}

@@ -57,7 +57,12 @@ def _id_set(name: str, value, what: str) -> tuple[int, ...] | None:
         value = sorted(value)
     elif not hasattr(value, "__len__") and hasattr(value, "__iter__"):  # generators, iterators
         value = list(value)
-    arr = to_numpy(name, value).reshape(-1)
+    arr = to_numpy(name, value)
+    if arr.ndim > 1:  # e.g. triples passed by mistake: flattened, their relation ids would count as entities
+        raise InvalidInputError(f"{name} must be a 1-d list of {what} ids, got an array of shape {tuple(arr.shape)}"
+                                + (" (triples? pass np.unique(triples[:, [0, 2]]) for their entities)"
+                                   if arr.ndim == 2 and arr.shape[1] == 3 else ""))
+    arr = arr.reshape(-1)  # a single id: a restriction to it
     if arr.size == 0:
         raise InvalidInputError(f"{name} is empty: restricting to no {what} leaves nothing to evaluate")
     if arr.dtype.kind not in "iu":
