@@ -16,7 +16,9 @@ Every row of the table compares two models on one metric (side and rank type fix
   rejections at α = 0.05 with 10 triples, ~0.06 with 30; benchmarks/compare.py);
 - ``effect_size`` (``effect_kind``): Cohen's d_z of the per-unit differences on the metric's
   additive scale (permutation, bootstrap; log rank for GMR), the rank-biserial correlation
-  (Wilcoxon), Cohen's d of the per-run values (run level); NaN where undefined;
+  (Wilcoxon), Cohen's d of the per-run values (run level); NaN where undefined; signed like
+  ``difference`` (positive: A's value is the larger), also where the additive scale runs the
+  other way (IAMR = 1/MR, HMR = 1/MRR, IGMR);
 - ``level``: ``task`` (resampling evaluation triples) or ``run`` (replicated runs: Welch's
   t-test on the per-run values of the two sets of training seeds).
 
@@ -213,18 +215,21 @@ def _task_row(job: paired.Job, test: str, confidence: float, diffs: np.ndarray, 
     if job.sums is not None:
         sa, sb, w, _ = job.sums
         d = sa - sb
+    # the per-unit effects are measured on the additive scale (Σ h(r)); signed like A − B of the metric itself
+    sign = 1.0 if job.sums is None else paired.orientation(job.sums[3])
     if test == "permutation":
         p, how = resampled_test
     elif test == "wilcoxon":
         p, r = paired.wilcoxon_test(d, w)
-        return {**row, "p_value": p, "p_method": "wilcoxon", "effect_size": r, "effect_kind": "rank-biserial r"}
+        return {**row, "p_value": p, "p_method": "wilcoxon", "effect_size": sign * r,
+                "effect_kind": "rank-biserial r"}
     elif resampled_test is not None:  # bootstrap-t
         p, how = resampled_test
     else:
         p, how = paired.bootstrap_p_value(diffs, va - vb), "bootstrap"
     if d is None:  # no per-unit decomposition (e.g. the median): no standardised difference
         return {**row, "p_value": p, "p_method": how, "effect_size": math.nan, "effect_kind": None}
-    return {**row, "p_value": p, "p_method": how, "effect_size": paired.standardised_difference(d, w),
+    return {**row, "p_value": p, "p_method": how, "effect_size": sign * paired.standardised_difference(d, w),
             "effect_kind": "cohen d_z (units)"}
 
 

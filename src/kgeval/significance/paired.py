@@ -270,6 +270,15 @@ def bootstrap_t_p_value(tstats: np.ndarray, observed: float) -> float:
     return (b + 1) / (t.size + 1)
 
 
+def orientation(finish) -> float:
+    """+1 where the metric grows with its additive-scale mean (MR, MRR, hits@k, GMR: ``g`` increasing),
+    −1 where it shrinks (IAMR = 1/MR, HMR = 1/MRR, IGMR, power means with p < 0): the factor that signs
+    an effect measured on the additive scale (``dᵤ``) like the metric difference A − B."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lo, hi = (float(v) for v in finish(np.array([1.0, 2.0])))
+    return 1.0 if hi > lo else -1.0
+
+
 def wilcoxon_test(d: np.ndarray, w: np.ndarray) -> tuple[float, float]:
     """``(p, rank-biserial r)`` of the Wilcoxon signed-rank test of the per-unit differences
     ``dᵤ / Wᵤ``; ``r = (T⁺ − T⁻) / (T⁺ + T⁻)`` over the non-zero differences (positive: A larger)."""
