@@ -349,3 +349,28 @@ def test_effect_size_is_signed_like_the_difference(test):
     for row in rows:
         assert row["difference"] != 0 and abs(row["effect_size"]) > 0.5, row
         assert np.sign(row["effect_size"]) == np.sign(row["difference"]), row
+
+
+# ---------------------------------------------------------------------------- bootstrap without spread
+@pytest.mark.parametrize("n", [1, 3])
+def test_bootstrap_p_value_is_undefined_without_spread(n):
+    # one triple, or the same difference in every triple: every resample reproduces the observed
+    # difference, and the bootstrap tests claimed p = 1 / (R + 1) (0.000999 from a single triple)
+    a = RankTable.from_ranks(np.ones(n, dtype=int), num_candidates=C)
+    b = RankTable.from_ranks(np.full(n, 2), num_candidates=C)
+    rows = _records(compare(a, b, metrics=["mrr", "mr", "median_rank"], test="bootstrap", seed=0,
+                            num_resamples=999))
+    for row in rows:
+        assert row["difference"] != 0
+        assert np.isnan(row["p_value"]) and np.isnan(row["p_corrected"]), row
+        assert "undefined" in row["p_method"], row
+    # the permutation test still gives its exact 2^(1-n) for the same data
+    perm = _records(compare(a, b, metrics=["mrr"], seed=0))[0]
+    assert perm["p_value"] == pytest.approx(2.0 ** (1 - n))
+
+
+def test_bootstrap_p_value_with_spread_is_unchanged():
+    rng = np.random.default_rng(7)
+    a, b = _table(rng, 30, p=0.2), _table(rng, 30, p=0.1)
+    for row in _records(compare(a, b, metrics=["mrr", "median_rank"], test="bootstrap", seed=0, num_resamples=500)):
+        assert 0 < row["p_value"] <= 1 and row["p_method"] in ("bootstrap-t", "bootstrap")

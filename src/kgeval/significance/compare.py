@@ -13,7 +13,9 @@ Every row of the table compares two models on one metric (side and rank type fix
   bootstrap-t (studentized, on the additive scale like the permutation test) for metrics that
   decompose over units, the centred percentile test (``bootstrap``) for the others (median):
   the latter ignores the uncertainty of the spread and is liberal with few units (~0.1
-  rejections at α = 0.05 with 10 triples, ~0.06 with 30; benchmarks/compare.py);
+  rejections at α = 0.05 with 10 triples, ~0.06 with 30; benchmarks/compare.py). Both are NaN
+  (``p_method`` says why) where every resample gives the observed non-zero difference (one
+  unit, or the same difference in every unit): without spread they would claim 1 / (R + 1);
 - ``effect_size`` (``effect_kind``): Cohen's d_z of the per-unit differences on the metric's
   additive scale (permutation, bootstrap; log rank for GMR), the rank-biserial correlation
   (Wilcoxon), Cohen's d of the per-run values (run level); NaN where undefined; signed like
@@ -91,6 +93,10 @@ def compare(results_a, results_b, *more, metrics=DEFAULT_METRICS, side: str = "b
         for i, p in zip(idx, correct([rows[i]["p_value"] for i in idx], correction)):
             rows[i]["p_corrected"] = float(p)
     return _table([{c: r.get(c) for c in COLUMNS} for r in rows])
+
+
+#: p_method of a bootstrap test that has no null spread (one unit, or the same difference in every unit)
+_NO_SPREAD = "{} (undefined: every resample has the observed difference; use test='permutation')"
 
 
 def _choice(what: str, value, choices) -> str:
@@ -192,8 +198,8 @@ def _resample(jobs: list[paired.Job], test: str, num_resamples: int, seed) -> li
             diffs, tstats = diffs
             for k, j in enumerate(members):
                 if jobs[j].sums is not None:
-                    tests[k] = (paired.bootstrap_t_p_value(tstats[:, k], paired.observed_t(jobs[j].sums)),
-                                "bootstrap-t")
+                    p = paired.bootstrap_t_p_value(tstats[:, k], paired.observed_t(jobs[j].sums))
+                    tests[k] = (p, "bootstrap-t" if not math.isnan(p) else _NO_SPREAD.format("bootstrap-t"))
         if test == "permutation":  # every member decomposes (checked by _metric_list)
             d = np.column_stack([jobs[j].sums[0] - jobs[j].sums[1] for j in members])
             p, how = paired.sign_flip_p_values(d, num_resamples=num_resamples, rng=sign_rng)
@@ -226,7 +232,8 @@ def _task_row(job: paired.Job, test: str, confidence: float, diffs: np.ndarray, 
     elif resampled_test is not None:  # bootstrap-t
         p, how = resampled_test
     else:
-        p, how = paired.bootstrap_p_value(diffs, va - vb), "bootstrap"
+        p = paired.bootstrap_p_value(diffs, va - vb)
+        how = _NO_SPREAD.format("bootstrap") if math.isnan(p) and np.isfinite(diffs).any() else "bootstrap"
     if d is None:  # no per-unit decomposition (e.g. the median): no standardised difference
         return {**row, "p_value": p, "p_method": how, "effect_size": math.nan, "effect_kind": None}
     return {**row, "p_value": p, "p_method": how, "effect_size": sign * paired.standardised_difference(d, w),

@@ -248,9 +248,14 @@ def bootstrap_p_value(diffs: np.ndarray, observed: float) -> float:
     """Two-sided p-value of the centred bootstrap: ``(#{|D* − D| ≥ |D|} + 1) / (R + 1)``
     (the resampled differences shifted to mean zero approximate the null distribution).
     Liberal for few units (its null spread is the plug-in one: ~0.09 rejections at α = 0.05 with
-    10 units); :func:`bootstrap_t_p_value` is used wherever the metric decomposes."""
+    10 units); :func:`bootstrap_t_p_value` is used wherever the metric decomposes. NaN where every
+    resample gives the observed non-zero difference (no spread)."""
     diffs = diffs[np.isfinite(diffs)]
     if not math.isfinite(observed) or diffs.size == 0:
+        return math.nan
+    if observed != 0 and np.all(np.abs(diffs - observed) <= 1e-12 * abs(observed)):
+        # every resample gives the observed difference (one unit, or the same difference in every
+        # unit): no spread to approximate the null with, so no p-value (it would be 1 / (R + 1))
         return math.nan
     b = int(_extreme(diffs - observed, observed, abs(observed)))
     return (b + 1) / (diffs.size + 1)
@@ -258,11 +263,17 @@ def bootstrap_p_value(diffs: np.ndarray, observed: float) -> float:
 
 def bootstrap_t_p_value(tstats: np.ndarray, observed: float) -> float:
     """Two-sided p-value of the bootstrap-t (studentized) test: ``(#{|t*| ≥ |t̂|} + 1) / (R + 1)``,
-    ``t̂ = D̂ / se`` (:func:`observed_t`), ``t* = (D* − D̂) / se*`` (:func:`paired_bootstrap`).
+    ``t̂ = D̂ / se`` (:func:`observed_t`), ``t* = (D* − D̂) / se*`` (:func:`paired_bootstrap`);
+    NaN where ``se = 0`` and ``D̂ ≠ 0`` (the same difference in every unit: the bootstrap has no
+    spread; the permutation test still gives its exact ``2¹⁻ⁿ``).
     Studentizing each resample carries the uncertainty of the standard error into the null
     distribution, which the centred percentile test (:func:`bootstrap_p_value`) ignores."""
     t = tstats[~np.isnan(tstats)]
     if math.isnan(observed) or t.size == 0:
+        return math.nan
+    if math.isinf(observed):
+        # every unit has the same difference (one unit, or the same in each): every resample has
+        # D* = D̂ and t* = 0, so the count would give 1 / (R + 1) however few the units; undefined
         return math.nan
     if observed == 0:
         return 1.0
