@@ -120,3 +120,25 @@ def test_a_single_triple_is_a_named_error():
     res = Results(RankTable.from_ranks([2, 3], num_candidates=[10, 10], side=[0, 1], triple_index=[0, 0]))
     with pytest.raises(InvalidInputError, match="at least 2 evaluation triples, got 1"):
         res.confidence_interval("mrr", num_resamples=100)
+
+
+def test_normal_interval_stays_inside_the_metric_range():
+    # 49 of 50 ranks are 1: value ± z·se left the range (MR [0.46, 2.70], hits@10 [0.94, 1.019],
+    # GMR [0.925, 1.22]); no ranking has MR < 1 or hits@10 > 1
+    ranks = np.ones(50, dtype=int)
+    ranks[0] = 30
+    res = Results(RankTable.from_ranks(ranks, num_candidates=100), rank_types=["realistic"])
+    for name in ("hits@10", "mrr", "mr", "gmr", "amri", "igmr"):
+        metric = get(name)
+        key = f"both.realistic.{name}"
+        low, high = res.confidence_interval(key, method="normal", num_resamples=2000, seed=0)
+        base = getattr(metric, "base", metric)
+        rng_ = base.value_range
+        b_low, b_high = res.confidence_interval(f"both.realistic.{base.key}", method="normal", num_resamples=2000,
+                                                seed=0)
+        assert rng_.lower <= b_low < b_high <= rng_.upper, (name, b_low, b_high)
+        assert low < high and low <= res.get_metric(key) <= high, (name, low, high)
+    # the clipped side of MR is exactly the bound, the other side untouched (centre + z·se)
+    low, high = res.confidence_interval("both.realistic.mr", method="normal", num_resamples=2000, seed=0)
+    assert low == 1.0 and high > res.get_metric("both.realistic.mr")
+    assert res.confidence_interval("both.realistic.amri", method="normal", num_resamples=2000, seed=0)[1] <= 1.0

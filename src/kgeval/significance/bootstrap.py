@@ -8,7 +8,7 @@ resample. Resamples are drawn in batches of at most ~4·10⁶ unit indices (32 M
 whatever ``num_resamples`` is.
 
 Methods: ``"bca"`` (bias-corrected and accelerated, the default), ``"percentile"``, and
-``"normal"`` (value ± z·se with the bootstrap standard error). scipy draws every resample; for the
+``"normal"`` (value ± z·se with the bootstrap standard error, clipped to the metric's range). scipy draws every resample; for the
 power-mean family the BCa acceleration comes from the exact leave-one-unit-out values of the
 sufficient statistics (O(U)) instead of scipy's generic jackknife, which evaluates U resamples of
 U − 1 units (O(U²): ~4·10⁸ gathered values at FB15k-237's 20,466 test triples). A table whose resamples all give one
@@ -96,7 +96,10 @@ def confidence_intervals(results, keys, confidence: float = 0.95, method: str = 
         part = table if side == "both" else table.select_side(side)
         bases = [it[2] for it in items]
         bounds = _base_intervals(part, bases, rank_type, confidence, method, num_resamples, seed)
-        for (key, value, _, shift, scale), (low, high) in zip(items, bounds):
+        for (key, value, base, shift, scale), (low, high) in zip(items, bounds):
+            # the normal interval is symmetric and can leave the metric's range (MR below 1, hits@10
+            # above 1); the percentile and BCa bounds are resampled values, inside it anyway
+            low, high = max(low, base.value_range.lower), min(high, base.value_range.upper)
             low, high = sorted(((low - shift) / scale, (high - shift) / scale))
             if not (math.isfinite(low) and math.isfinite(high)):  # scipy's degenerate-sample NaN
                 low = high = float(value)
