@@ -228,27 +228,29 @@ def test_short_rows_are_chunked_only_where_the_true_scores_are_predicted(monkeyp
 
 
 def test_tall_chunked_batches_are_of_equal_size(monkeypatch):
-    """5,000 tasks per side over 5,000 entities: two batches of ~2,500 rows in 384-column chunks
-    (2^20 / 2,500 = 419, down to a multiple of 64), not 4,096 tasks and a remainder of 904 -- with
-    the rank table of whole rows."""
+    """5,000 tasks per side over 5,000 entities: one batch of two row blocks of 2,500 rows in 384-column
+    chunks (2^20 / 2,500 = 419, down to a multiple of 64), not blocks of 4,096 tasks and a remainder of
+    904 -- with the rank table of whole rows."""
     rng = np.random.default_rng(9)
     ne, n = 5000, 5000
     test = np.stack([rng.integers(0, ne, n), rng.integers(0, NR, n), rng.integers(0, ne, n)], 1)
     model = get_model("distmult", ne, NR, dim=8, seed=1).eval()
     sizes = []
-    rank_batch = full._rank_batch
+    count_chunks = full.count_chunks
 
-    def spy(ctx, sc, queries, q0, q1, a0, a1, *rest):
-        sizes.append((sc.side, a1 - a0))
-        return rank_batch(ctx, sc, queries, q0, q1, a0, a1, *rest)
+    def spy(ctx, sc, ent, rel, task_q, *rest, row_block=None, **kw):
+        sizes.append((sc.side, task_q.shape[0], ent.shape[0], row_block))
+        return count_chunks(ctx, sc, ent, rel, task_q, *rest, row_block=row_block, **kw)
 
-    monkeypatch.setattr(full, "_rank_batch", spy)
+    monkeypatch.setattr(full, "count_chunks", spy)
     out = evaluate_ranks(model, test, progress=False)
     assert out.protocol["entity_chunk_size"] == 384
-    for side in {s for s, _ in sizes}:
-        per = [k for s, k in sizes if s == side]
-        assert len(per) == 2 and sum(per) == n and abs(per[0] - per[1]) <= 10, per  # query groups: a few tasks
-    monkeypatch.setattr(full, "_rank_batch", rank_batch)
+    for side in {s for s, *_ in sizes}:
+        per = [x for x in sizes if x[0] == side and x[3] is not None]  # (not a re-ranked query's exact pass)
+        assert len(per) == 1 and per[0][1] == n, per  # one batch of every task, one walk
+        rows, row_block = per[0][2], per[0][3]
+        assert row_block == 2500 and -(-rows // row_block) == 2, per  # two blocks of ~2,500 query rows
+    monkeypatch.setattr(full, "count_chunks", count_chunks)
     monkeypatch.setenv("KGEVAL_PREDICT_TRUE", "0")  # whole rows
     whole = evaluate_ranks(model, test, progress=False).rank_table
     for a in ("optimistic", "pessimistic", "num_candidates"):

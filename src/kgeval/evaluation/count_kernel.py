@@ -272,10 +272,17 @@ class FusedCounts:
             return None
         return cls(true, task_q, tol)
 
-    def add(self, scores: torch.Tensor, known: tuple[torch.Tensor, torch.Tensor] | None) -> int | None:
-        """Add the counts against ``scores`` (the rows of ``task_q``; ``known``: its ``(row, column)``
-        pairs, unique); returns how many rows may hold NaN (check them), or None when the kernel
-        does not take this block (other device or dtype: count it another way)."""
+    def rows(self, t0: int, t1: int, r0: int) -> tuple:
+        """The tasks ``t0:t1``, whose query rows start at row ``r0``, as :meth:`add` takes them for a
+        block of those rows only (a row block of the batch: row ``r0`` is its row 0)."""
+        return t0, t1, self.task_q[t0:t1] - r0
+
+    def add(self, scores: torch.Tensor, known: tuple[torch.Tensor, torch.Tensor] | None,
+            rows: tuple | None = None) -> int | None:
+        """Add the counts against ``scores`` (the rows of ``task_q``, or with ``rows`` (:meth:`rows`)
+        the rows of those tasks only; ``known``: its ``(row, column)`` pairs, unique, rows relative to
+        ``scores``); returns how many rows may hold NaN (check them), or None when the kernel does not
+        take this block (other device or dtype: count it another way)."""
         if scores.device.type != "cpu" or scores.dtype not in (torch.float32, torch.float64):
             return None
         if known is None:
@@ -283,7 +290,11 @@ class FusedCounts:
         else:
             krow, kcol = (k.detach().to(torch.int64).numpy() for k in known)
         S = scores.detach().contiguous()  # the compiled loop is specialised for C-contiguous rows
-        return int(_KERNEL(S.numpy(), self.task_q, self.lo, self.hi, krow, kcol, self.better, self.tied))
+        if rows is None:
+            return int(_KERNEL(S.numpy(), self.task_q, self.lo, self.hi, krow, kcol, self.better, self.tied))
+        t0, t1, task_q = rows  # views: the kernel adds into these tasks' counts in place
+        return int(_KERNEL(S.numpy(), task_q, self.lo[t0:t1], self.hi[t0:t1], krow, kcol, self.better[t0:t1],
+                           self.tied[t0:t1]))
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(self.better), torch.from_numpy(self.tied)
