@@ -47,11 +47,18 @@ def weighted_median(x: np.ndarray, w: np.ndarray | None) -> float:
     neighbours when it hits ½ exactly, so unit weights give the ordinary median)."""
     if w is None:
         return float(np.median(x))
+    keep = w > 0
+    if not keep.all():  # a task of weight 0 counts nowhere, so it is never the midpoint partner either
+        x, w = x[keep], w[keep]
+    if np.all(w == w[0]):  # equal weights: the ordinary median, with no cumulative-sum rounding
+        return float(np.median(x))
     order = np.argsort(x, kind="stable")
-    xs, cw = x[order], np.cumsum(w[order])
+    xs, cw = x[order], np.cumsum(w[order].astype(np.longdouble))
     total = cw[-1]
-    i = int(np.searchsorted(cw, 0.5 * total - 1e-12 * total))
-    if abs(cw[i] - 0.5 * total) <= 1e-12 * total and i + 1 < xs.size:
+    # a cumulative weight within the summation's rounding (< n·eps relative) of ½ is ½
+    tol = total * max(1e-12, 2 * xs.size * float(np.finfo(cw.dtype).eps))
+    i = int(np.searchsorted(cw, 0.5 * total - tol))
+    if abs(cw[i] - 0.5 * total) <= tol and i + 1 < xs.size:
         return float(0.5 * (xs[i] + xs[i + 1]))
     return float(xs[i])
 
