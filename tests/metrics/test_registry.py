@@ -117,3 +117,23 @@ def test_unknown_names_never_raise_other_errors():
             metrics.get(name) if "." not in name else parse_key(name)
         except KGEvalError:
             pass
+
+
+def test_power_mean_names_resolve_to_the_metric_they_name():
+    """``power_mean_rank_p2_index`` resolved to the plain power mean (5.97 for ranks 1, 5, 9 of 10,
+    under a name saying index; the index is 0.0040), and ``adjusted_power_mean_rank_p2`` to the
+    index, though ``adjusted_<key>`` of a decreasing metric is M / E (as ``adjusted_arithmetic_mean_rank``)
+    and is the key of ``ExpectationNormalized(PowerMeanRank(2))``."""
+    from kgeval.metrics import AdjustedIndex, ExpectationNormalized, PowerMeanRank, ZScore
+
+    base = PowerMeanRank(2)
+    for wrapped in (base, ExpectationNormalized(base), AdjustedIndex(base), ZScore(base)):
+        back = metrics.get(wrapped.key)
+        assert type(back) is type(wrapped) and back.key == wrapped.key
+    r, c = np.array([1.0, 5.0, 9.0]), [10, 10, 10]
+    e = base.expected_value(c)
+    assert metrics.get("adjusted_power_mean_rank_p2")(r, c) == pytest.approx(base(r) / e, rel=1e-12)
+    assert metrics.get("adjusted_pmr2_index")(r, c) == pytest.approx((base(r) - e) / (1 - e), rel=1e-12)
+    for name in ("power_mean_rank_p2_index", "pmr2_index", "z_power_mean_rank_p2_index", "z_pmr_neg0_5_index"):
+        with pytest.raises(UnknownNameError):
+            metrics.get(name)

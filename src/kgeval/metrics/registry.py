@@ -97,20 +97,29 @@ def _wrapped(prefix: str | None, base: Metric) -> Metric:
     return _WRAP["z" if prefix.startswith("z") else "index"](base)
 
 
-def _power(prefix: str | None, neg: str | None, digits: str) -> Metric:
-    p = float(digits.replace("_", ".")) * (-1 if neg else 1)
-    return _wrapped(prefix, PowerMeanRank(p))
+def _power(m: re.Match) -> Metric | None:
+    """The power-mean family, named as :func:`wrapper_key` names it (the power mean decreases):
+    ``adjusted_<key>`` is M / E, ``adjusted_<key>_index`` the adjusted index, ``z_<key>`` the
+    z-score; ``_index`` without ``adjusted_`` names nothing (None)."""
+    prefix, neg, digits, index = m[1], m[2], m[3], m[4]
+    base = PowerMeanRank(float(digits.replace("_", ".")) * (-1 if neg else 1))
+    if prefix == "adjusted_":
+        return _WRAP["index" if index else "norm"](base)
+    if index:
+        return None
+    return _wrapped(prefix, base)
 
 
-# (regex, factory(match)) pairs, tried in order after the fixed keys and synonyms
-_FAMILIES: list[tuple[re.Pattern, Callable[[re.Match], Metric]]] = [
+# (regex, factory(match)) pairs, tried in order after the fixed keys and synonyms; a factory
+# returning None refuses the name
+_FAMILIES: list[tuple[re.Pattern, Callable[[re.Match], Metric | None]]] = [
     (
         re.compile(r"^(adjusted_|z_|a|z)?(?:hits_at_|hits@|hits_|h@|hits|h)(\d+)$"),
         lambda m: _wrapped(m[1], HitsAtK(int(m[2]))),
     ),
     (
-        re.compile(r"^(adjusted_|z_)?(?:power_mean_rank_p|pmr_?)(neg)?(\d+(?:_\d+)?)(?:_index)?$"),
-        lambda m: _power(m[1], m[2], m[3]),
+        re.compile(r"^(adjusted_|z_)?(?:power_mean_rank_p|pmr_?)(neg)?(\d+(?:_\d+)?)(_index)?$"),
+        _power,
     ),
 ]
 # family names that take a keyword parameter: name -> (parameter, default, factory(value))
@@ -173,7 +182,10 @@ def get(name, **kwargs) -> Metric:
     for pattern, make in _FAMILIES:
         m = pattern.match(norm)
         if m:
-            return make(m)
+            metric = make(m)
+            if metric is not None:
+                return metric
+            break
     raise unknown_name("metric", name, names(include_synonyms=True))
 
 
