@@ -137,3 +137,21 @@ def test_power_mean_names_resolve_to_the_metric_they_name():
     for name in ("power_mean_rank_p2_index", "pmr2_index", "z_power_mean_rank_p2_index", "z_pmr_neg0_5_index"):
         with pytest.raises(UnknownNameError):
             metrics.get(name)
+
+
+def test_power_mean_key_names_its_exact_p():
+    """Keys were formatted with six significant digits: p = 2.0000001 got the key of p = 2 (both in
+    one Results: one value overwrote the other) and get(key) returned p = 2; p = 1.0000001 read back
+    as the mean rank; p = 1e-7, 1e20 or 123456789 got keys (``…p1eneg07``) that no name resolves."""
+    from kgeval.metrics import PowerMeanRank
+
+    assert PowerMeanRank(2).key == "power_mean_rank_p2" and PowerMeanRank(-0.5).key == "power_mean_rank_pneg0_5"
+    assert PowerMeanRank(1.5).key == "power_mean_rank_p1_5"
+    for p in (2.0000001, 1.0000001, 1e-7, -3.25e-5, 1e20, 123456789.0, 0.1 + 0.2):
+        m = PowerMeanRank(p)
+        assert metrics.get(m.key).p == p, (p, m.key)
+        assert m.key != PowerMeanRank(float(f"{p:g}")).key or float(f"{p:g}") == p
+    table = RankTable.from_ranks([1, 5, 9], num_candidates=10)
+    res = Results(table, metrics=[PowerMeanRank(2), PowerMeanRank(2.0000001)])
+    assert res.get_metric("power_mean_rank_p2") == PowerMeanRank(2)([1, 5, 9])
+    assert res.get_metric(PowerMeanRank(2.0000001).key) == PowerMeanRank(2.0000001)([1, 5, 9])

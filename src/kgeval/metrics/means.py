@@ -44,7 +44,9 @@ INF = math.inf
 
 
 def _fmt_p(p: float) -> str:
-    return f"{p:g}".replace("-", "neg").replace(".", "_")
+    """p in the key: its shortest exact positional form (``2``, ``neg0_5``, ``0_0000001``), which
+    the registry reads back to the same float (``:g`` kept six digits: 2.0000001 became ``2``)."""
+    return np.format_float_positional(p, trim="-").replace("-", "neg").replace(".", "_")
 
 
 class TransformedMean(Metric):
