@@ -59,3 +59,16 @@ def test_p_values_need_candidates_and_null_moments(results):
         no_c.p_value("mrr")
     with pytest.raises(InvalidInputError, match="no null-model moments"):
         results.p_value("median_rank")
+
+
+def test_loaded_results_read_p_values_by_any_metric_name(results, tmp_path):
+    """A loaded result saved its p-values under canonical keys only: back["p_mrr"] raised
+    "unknown metric 'p_mrr'. Did you mean: z_mrr" although the value was in the file."""
+    back = Results.load_json(results.save_json(tmp_path / "r.json"))
+    assert back.rank_table is None
+    for key in ("p_mrr", "both.realistic.p_mrr", "tail.log10_p_hits@10", "head.p_z_mrr", "log10_p_igmr"):
+        assert back[key] == results[key], key
+    assert back["head.p_z_mrr"] == results["head.p_mrr"]
+    # not saved (no headline metric): the normal approximation from the saved null moments, as p_value gives
+    assert back["p_gmr"] == back.p_value("gmr").value
+    assert back["p_gmr"] == pytest.approx(results.p_value("gmr", method="normal").value, rel=1e-9)

@@ -32,10 +32,21 @@ from ..protocol import RANK_TYPE_MEANINGS, EvaluationProtocol
 from ..ranks import RankTable
 from . import io as _io
 from .compute import approximate_keys, compute_values, relation_breakdown
-from .inference import flat_p_values, p_value
+from .inference import flat_p_values, p_value, p_value_keys
 from .render import HEADLINE, describe_protocol, metric_table
 
 __all__ = ["Results", "MetricKey", "HEADLINE", "compute_values", "describe_protocol", "metric_table"]
+
+def _p_value_key(side: str, rank_type: str, name: str, prefix: str) -> str | None:
+    """The flat key a p-value (``p_``) or its log10 (``log10_p_``) of metric ``name`` is saved
+    under (an adjusted or z variant has its base metric's), or None for an unknown name."""
+    try:
+        metric = _metrics.get(name)
+    except (UnknownNameError, InvalidInputError):
+        return None
+    base = getattr(metric, "base", metric)
+    return p_value_keys(side, rank_type, base.key)[prefix == "log10_p_"]
+
 
 class Results:
     """Metric values of one evaluation, addressable by PyKEEN-style keys.
@@ -130,7 +141,10 @@ class Results:
         if lowered in self.extra:
             return float(self.extra[lowered])
         for prefix in ("log10_p_", "p_"):  # p-values against chance (see :mod:`.inference`)
-            if name.lower().startswith(prefix) and self.rank_table is not None:
+            if name.lower().startswith(prefix):
+                stored = self.extra.get(_p_value_key(side, rank_type, name[len(prefix):], prefix))
+                if stored is not None:  # as saved (loaded results: under the canonical key only)
+                    return float(stored)
                 p = self.cached_p_value(flat_key(side, rank_type, name[len(prefix):]))
                 return p.log10 if prefix == "log10_p_" else p.value
         try:
