@@ -15,6 +15,9 @@ float32 rounding (~1e-7 relative).
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Iterable
+
 import numpy as np
 
 from ..errors import InvalidInputError
@@ -28,8 +31,20 @@ def ogb_metrics(ranks, ks=(1, 3, 10)) -> dict[str, float]:
         raise InvalidInputError(f"ogb_metrics needs a RankTable or Results, got {type(ranks).__name__}")
     if len(table) == 0:
         raise InvalidInputError("ogb_metrics needs at least one ranking task")
+    ks = _check_ks(ks)
     ranking = np.asarray(table.ranks("realistic"), dtype=np.float64)
     out = {"mrr": float(np.mean(1.0 / ranking))}
     for k in ks:
-        out[f"hits@{int(k)}"] = float(np.mean(ranking <= k))
+        out[f"hits@{k}"] = float(np.mean(ranking <= k))
     return out
+
+
+def _check_ks(ks) -> list[int]:
+    """``ks`` as whole numbers >= 1 (one k alone is allowed): ``int(2.5)`` once labelled hits@2.5 as hits@2."""
+    from .._validation import check_positive_int
+
+    if isinstance(ks, (numbers.Integral, np.integer)) and not isinstance(ks, (bool, np.bool_)):
+        ks = (ks,)
+    elif isinstance(ks, (str, bytes)) or not isinstance(ks, Iterable):
+        raise InvalidInputError(f"ks must be whole numbers >= 1, got {ks!r}")
+    return [check_positive_int(f"ks[{i}]", k) for i, k in enumerate(ks)]
