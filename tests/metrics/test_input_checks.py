@@ -108,3 +108,18 @@ def test_candidates_beyond_int64_are_refused_not_wrapped():
         metrics.get("mr").expected_value([1e20])
     with pytest.raises(InvalidInputError, match="too large"):
         metrics.get("mrr")([1.0], [1e20])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"num_samples": 2.5}, {"num_samples": -3}, {"num_samples": True}, {"seed": -1}, {"seed": 1.5}, {"seed": "a"}],
+)
+def test_simulation_parameters_are_named_errors(kwargs):
+    """sample_values / monte_carlo passed num_samples and seed to numpy unchecked: TypeError
+    ('expected a sequence of integers'), ValueError ('negative dimensions', 'expected non-negative integer')."""
+    mrr, std = metrics.get("mrr"), metrics.get("std")  # std: no closed form, expected_value simulates
+    name = next(iter(kwargs))
+    calls = [(mrr.sample_values, {}), (mrr.monte_carlo, {}), (std.expected_value, {"num_samples": 10})]
+    for method, extra in calls:
+        with pytest.raises(InvalidInputError, match=name):
+            method([3, 4], **{**extra, **kwargs})

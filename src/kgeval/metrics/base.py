@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_1d, check_weights as _check_relative_weights
+from .._validation import as_1d, check_positive_int, check_seed, check_weights as _check_relative_weights
 from ..errors import InvalidInputError, NoClosedFormError
 
 
@@ -293,6 +293,8 @@ class Metric:
     # ------------------------------------------------------------------ simulation
     def sample_values(self, num_candidates, weights=None, *, num_samples: int = 1000, seed: int = 0) -> np.ndarray:
         """The metric on ``num_samples`` rank arrays drawn from the null model (seeded)."""
+        num_samples = check_positive_int("num_samples", num_samples)
+        seed = check_seed("seed", seed)
         c = check_candidates(num_candidates)
         w = check_weights(weights, c.size)
         rng = np.random.default_rng(seed)
@@ -307,8 +309,8 @@ class Metric:
         (normal interval for the mean; chi-square interval for the variance)."""
         from scipy import stats
 
-        if num_samples < 2:
-            raise InvalidInputError("num_samples must be at least 2")
+        if check_positive_int("num_samples", num_samples) < 2:
+            raise InvalidInputError(f"num_samples must be at least 2, got {num_samples}")
         x = self.sample_values(num_candidates, weights, num_samples=num_samples, seed=seed)
         m, v = float(x.mean()), float(x.var(ddof=1))
         half = 1.959963984540054 * math.sqrt(v / num_samples)
