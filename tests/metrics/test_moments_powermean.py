@@ -76,3 +76,57 @@ def test_negative_p_many_weights_is_flagged_approximate():
     w = np.linspace(1, 2, 20)
     nm = metrics.get("power_mean_rank", p=-0.5).null_moments(c, w / w.sum())
     assert not nm.exact
+
+
+@pytest.mark.parametrize(
+    ("ranks", "p", "want"),
+    [
+        # closed forms: (½(1 + 10^400))^(1/400) = 10·2^(−1/400), and so on
+        ([1.0, 10.0], 400.0, 10 * 2 ** (-1 / 400)),
+        ([10.0, 20.0], -400.0, 10 * 2 ** (1 / 400)),
+        ([100.0, 100_000.0], -200.0, 100 * 2 ** (1 / 200)),
+        ([1e5, 3e5], 64.0, 3e5 * (0.5 * (3.0**-64 + 1)) ** (1 / 64)),
+        ([1.0, 2.0], 2000.0, 2 * 2 ** (-1 / 2000)),
+    ],
+)
+def test_power_mean_value_without_overflow(ranks, p, want):
+    """r^p overflowed or underflowed: p = 400 with ranks [1, 10] gave inf, p = −400 with [10, 20]
+    and p = −200 with [100, 10⁵] raised ZeroDivisionError (0.0 to a negative power)."""
+    assert metrics.get("power_mean_rank", p=p)(ranks) == pytest.approx(want, rel=1e-14)
+
+
+def test_power_mean_value_for_tiny_p_is_the_limit():
+    """1 + p·ln r lost the digits that ^(1/p) amplifies: p = 1e-9 on ranks [2, 3] gave 2.44948994,
+    8e-8 above the limit √6 (the geometric mean; the p-term is ~1e-11 relative)."""
+    m = metrics.get("power_mean_rank", p=1e-9)
+    assert m([2.0, 3.0]) == pytest.approx(6**0.5, rel=1e-10)
+    gmr = metrics.get("gmr")
+    r, w = np.array([1.0, 4.0, 17.0, 250.0]), np.array([1.0, 2.0, 0.5, 3.0])
+    assert m(r, weights=w) == pytest.approx(gmr(r, weights=w), rel=1e-8)
+
+
+@pytest.mark.parametrize(("c", "p"), [((100, 200), 300.0), ((3, 4), 1500.0)])
+def test_large_p_enumeration_is_finite_and_exact(c, p):
+    """Enumeration summed j^p in float64: NullMoments(mean=inf, variance=nan, exact=True)."""
+    nm = metrics.get("power_mean_rank", p=p).null_moments(np.array(c))
+    r = np.array(list(itertools.product(*[range(1, ci + 1) for ci in c])), dtype=np.float64)
+    top = r.max(axis=1)  # M = max · (mean (r/max)^p)^(1/p), no overflow
+    m = top * np.mean((r / top[:, None]) ** p, axis=1) ** (1 / p)
+    assert nm.exact and rel(nm.mean, m.mean()) < 1e-12 and rel(nm.variance, m.var()) < 1e-9
+
+
+def test_overflowing_power_sums_give_unknown_moments_not_nan():
+    """Delta method on overflowing sums: NullMoments(mean=nan, variance=nan) for p = 64, C = 10⁵;
+    p = −200 with C = [10⁵, 10⁵] raised ZeroDivisionError in the quadrature (x_min underflowed)."""
+    from kgeval.errors import NoClosedFormError
+
+    m = metrics.get("power_mean_rank", p=64)
+    nm = m.null_moments(np.array([100_000, 100_000]))
+    assert nm.mean is None and nm.variance is None
+    with pytest.raises(NoClosedFormError):
+        m.expected_value([100_000, 100_000])
+    est = m.monte_carlo([100_000, 100_000], num_samples=200)
+    assert np.isfinite(est.mean) and 1 <= est.mean <= 100_000
+    for mm in (metrics.get("power_mean_rank", p=-200), m):  # no exception, no NaN
+        got = mm.null_moments(np.array([100_000, 100_000]))
+        assert got.mean is None or np.isfinite(got.mean)

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 from .asymptotics import EM_BASE, _EM_COEF
-from .moments import power_moment, power_variance
+from .moments import power_mean, power_moment, power_variance
 
 _H = 0.25  # trapezoid step in y = ln t
 _SERIES_MAX_U = 2.0  # G(u, C) by its power series in u below this (C ≥ EM_BASE)
@@ -96,9 +96,13 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     mu = float(np.sum(cnt * wv * mean_f))
     m2 = float(np.sum(cnt * wv * wv * var_f)) + mu * mu
     x_min = float(np.sum(cnt * wv * f_min))
+    if not (x_min > 0 and 0 < m2 < math.inf):  # j^p under- or overflows (|p| large): no quadrature
+        return None
     # cut where the neglected parts are < 1e-18 relative: residual ≤ t²E[X²]/2 below t₀, L ≤ e^{−t·x_min} above t₁
     t0 = min((2 * (2 - b) * 1e-18 * mu**b * math.gamma(-b) / m2) ** (1 / (2 - b)) for b in betas)
     t1 = max(100.0 + 2.0 * (1 - b) * math.log(max(mu / x_min, 1.0)) for b in betas) / x_min
+    if not (0 < t0 < t1 < math.inf):
+        return None
     t = np.exp(np.arange(math.log(t0) + _H / 2, math.log(t1) + _H, _H))
     if p == 1.0:
         log_l_of = lambda tt: _log_l_identity(tt, cv, wv, cnt)  # noqa: E731
@@ -134,10 +138,8 @@ def power_mean_null(num_candidates, weights, p: float) -> tuple[float, float] | 
         return (cf + 1) / 2, (cf * cf - 1) / 12
     # log2 of the outcome count: the product itself overflows to inf for many tasks
     if float(np.log2(c.astype(np.float64)).sum()) <= 16:
-        x = np.zeros(1)
-        for ci, wi in zip(c, w):
-            x = (x[:, None] + wi * np.arange(1, ci + 1, dtype=np.float64)[None, :] ** p).ravel()
-        m = x ** (1.0 / p)
+        grids = np.meshgrid(*(np.arange(1, ci + 1, dtype=np.float64) for ci in c), indexing="ij")
+        m = power_mean(np.stack([g.ravel() for g in grids], axis=-1), w, p)  # no overflow at large |p|
         return float(m.mean()), float(m.var())
     if p < 0:
         moments = power_moments(c, w, p, (1.0 / p, 2.0 / p))

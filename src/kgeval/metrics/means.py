@@ -36,9 +36,9 @@ import math
 import numpy as np
 
 from ..errors import InvalidInputError
-from .base import Metric, NullMoments, ValueRange, wmean, wsum_sq
+from .base import UNKNOWN, Metric, NullMoments, ValueRange, wmean, wsum_sq
 from .laplace import inverse_moments, power_mean_null
-from .moments import log_power_moment, power_moment, power_variance
+from .moments import log_power_moment, power_mean, power_moment, power_variance
 
 INF = math.inf
 
@@ -247,13 +247,23 @@ class PowerMeanRank(TransformedMean):
     def f(self, r):
         return r**self.p
 
+    def _compute(self, ranks, num_candidates, weights) -> float:
+        return float(power_mean(ranks, weights, self.p))  # no overflow for large |p| (see power_mean)
+
     def _null_moments(self, c, w) -> NullMoments:
         """Exact where :func:`~kgeval.metrics.laplace.power_mean_null` applies (one task, small
-        enumerations, p < 0 by quadrature), else the delta method (see the module table)."""
-        exact = None if self.identity_post else power_mean_null(c, w, self.p)
-        if exact is None:
-            return super()._null_moments(c, w)
-        return NullMoments(float(exact[0]), float(exact[1]), True)
+        enumerations, p < 0 by quadrature), else the delta method (see the module table). Where
+        the power sums overflow (large p: Σ j^p beyond float range) the moments are unknown, not
+        inf or NaN; :meth:`monte_carlo` still estimates them."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            exact = None if self.identity_post else power_mean_null(c, w, self.p)
+            if exact is None:
+                moments = super()._null_moments(c, w)
+            else:
+                moments = NullMoments(float(exact[0]), float(exact[1]), True)
+        if not (math.isfinite(moments.mean) and math.isfinite(moments.variance)):
+            return UNKNOWN
+        return moments
 
     def g(self, x):
         return x ** (1.0 / self.p)
