@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from kgeval import metrics
+from kgeval.ranks import RankTable
+from kgeval.results import Results
 
 
 def enumerate_power_mean(c, w, p):
@@ -130,3 +132,33 @@ def test_overflowing_power_sums_give_unknown_moments_not_nan():
     for mm in (metrics.get("power_mean_rank", p=-200), m):  # no exception, no NaN
         got = mm.null_moments(np.array([100_000, 100_000]))
         assert got.mean is None or np.isfinite(got.mean)
+
+
+def test_negative_p_near_zero_neither_crashes_nor_claims_exactness():
+    """p ∈ (−0.012, 0) raised OverflowError (Γ(−1/p) in the quadrature); p = −0.25 / −0.1 were
+    flagged exact with Var off by 9e-10 / 1.3e-5 (C = 50, 60, 70, against enumeration)."""
+    c = (50, 60, 70)
+    for p, tol in ((-0.01, (0.02, 0.15)), (-1e-6, (0.02, 0.15)), (-0.25, (1e-8, 1e-7)), (-0.1, (1e-8, 1e-4))):
+        nm = metrics.get("power_mean_rank", p=p).null_moments(np.array(c))
+        e, v = enumerate_power_mean(c, None, p)
+        assert not nm.exact and rel(nm.mean, e) <= tol[0] and rel(nm.variance, v) <= tol[1], p
+    nm = metrics.get("power_mean_rank", p=-0.5).null_moments(np.array(c))
+    e, v = enumerate_power_mean(c, None, -0.5)
+    assert nm.exact and rel(nm.mean, e) <= 1e-12 and rel(nm.variance, v) <= 1e-12
+
+
+@pytest.mark.parametrize(("p", "c"), [(-3.0, (2**21, 2**20)), (-0.5, (2**21, 2**20, 3000)), (-200.0, (10**5, 10**5))])
+def test_delta_method_outside_its_validity_gives_unknown_moments(p, c):
+    """The delta method's second-order term dwarfed g(μ): p = −3 with C = 2²¹, 2²⁰ gave
+    E[M] = 1.15e7, above the largest possible value 2²¹ (true ≈ 5.15e5, Monte Carlo), flagged only
+    approximate; p = −0.5 (three tasks, C ≥ 3000) E 124% off; p = −200 E 134 for a true ≈ 3.3e4."""
+    from kgeval.errors import NoClosedFormError
+
+    m = metrics.get("power_mean_rank", p=p)
+    assert m.null_moments(np.array(c)).mean is None
+    with pytest.raises(NoClosedFormError):
+        m.expected_value(c)
+    table = RankTable.from_ranks([1, 2] + [1] * (len(c) - 2), num_candidates=c)
+    res = Results(table, metrics=[m, metrics.ZScore(m)])
+    assert res.get_metric(m.key) == m([1, 2] + [1] * (len(c) - 2))
+    assert res.value("both", "realistic", metrics.ZScore(m).key) is None  # omitted, not garbage
