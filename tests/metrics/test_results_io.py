@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from kgeval import metrics
 from kgeval.errors import InvalidInputError, UnknownNameError
 from kgeval.ranks import RankTable
 from kgeval.results import Results, metric_table
@@ -120,3 +121,14 @@ def test_relation_with_zero_total_weight_is_nan_in_breakdown():
     out = Results(table).by_relation(["mrr"])
     assert out[0]["inverse_harmonic_mean_rank"] == pytest.approx((1 + 2 / 3) / 3)
     assert math.isnan(out[1]["inverse_harmonic_mean_rank"])
+
+
+@pytest.mark.parametrize("key", ["both.realistic.inverse_harmonic_mean_rank", "both.realistic.mrr", "mrr", "tail.best.hits@10"])
+def test_extra_values_may_not_shadow_computed_metrics(key):
+    """extra={"both.realistic.inverse_harmonic_mean_rank": 0.9, "both.realistic.mrr": 0.8} gave three
+    MRRs for one table: results["mrr"] 0.8, the canonical key and to_flat_dict 0.9, the summary 0.6111."""
+    table = RankTable.from_ranks([1, 2, 3], num_candidates=10, side=[0, 1, 1])
+    with pytest.raises(InvalidInputError, match="names the metric"):
+        Results(table, extra={key: 0.9})
+    ok = Results(table, extra={"both.precision_at_3": 0.25, "tail.random_recall_at_10": 0.1})
+    assert ok["both.precision_at_3"] == 0.25 and ok["mrr"] == metrics.get("mrr")([1, 2, 3])

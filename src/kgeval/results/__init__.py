@@ -48,6 +48,22 @@ def _p_value_key(side: str, rank_type: str, name: str, prefix: str) -> str | Non
     return p_value_keys(side, rank_type, base.key)[prefix == "log10_p_"]
 
 
+def _check_extra(extra) -> None:
+    """Extra values may not name a metric Results computes: ``extra={"both.realistic.mrr": 0.8}``
+    made ``results["mrr"]`` 0.8, ``to_flat_dict`` and ``results["both.realistic.inverse_harmonic_mean_rank"]``
+    another value and the summary table the computed one."""
+    for key in extra or {}:
+        try:
+            side, rank_type, name = parse_key(key)
+            metric = _metrics.get(name)
+        except (UnknownNameError, InvalidInputError):
+            continue
+        raise InvalidInputError(
+            f"extra value {key!r} names the metric {flat_key(side, rank_type, metric.key)!r}, which Results "
+            "computes from the rank table; give the extra value another name"
+        )
+
+
 class Results:
     """Metric values of one evaluation, addressable by PyKEEN-style keys.
 
@@ -74,6 +90,7 @@ class Results:
         for rt in rank_types:
             if rt not in RANK_TYPES:
                 raise unknown_name("rank type", rt, RANK_TYPES)
+        _check_extra(extra)
         ms = _metrics.default_metrics(ks) if metrics is None else [_metrics.get(m) for m in metrics]
         values, null = compute_values(rank_table, ms, rank_types=rank_types)
         self._init(rank_table, values, null, protocol, extra)
