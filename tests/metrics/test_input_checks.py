@@ -123,3 +123,12 @@ def test_simulation_parameters_are_named_errors(kwargs):
     for method, extra in calls:
         with pytest.raises(InvalidInputError, match=name):
             method([3, 4], **{**extra, **kwargs})
+
+
+@pytest.mark.parametrize(("lo", "hi"), [([2.5], [3.0]), ([1.5], [2.7]), ([1.0, 2.0], [2.0, 3.5])])
+def test_tie_expectation_refuses_fractional_ranks(lo, hi):
+    """The ranks were cast to int64: tie_expectation([2.5], [3], [5]) of the MRR gave 0.4167 (ranks
+    2..3) and the MR of [1.5]..[2.7] gave 1.5 (ranks 1..2), silently."""
+    for key in ("mrr", "mr", "gmr", "hits@2", "z_mrr"):
+        with pytest.raises(InvalidInputError, match="whole numbers"):
+            metrics.get(key).tie_expectation(lo, hi, [5] * len(lo))

@@ -275,6 +275,13 @@ class Metric:
     def _tie_inputs(self, optimistic, pessimistic, num_candidates, weights):
         lo = check_ranks(optimistic, "optimistic ranks")
         hi = check_ranks(pessimistic, "pessimistic ranks")
+        for name, r in (("optimistic", lo), ("pessimistic", hi)):
+            if np.any(r != np.floor(r)):  # the int64 cast below would truncate (2.5 -> 2)
+                i = int(np.flatnonzero(r != np.floor(r))[0])
+                raise InvalidInputError(
+                    f"{name} ranks must be whole numbers, got {r[i]} at position {i} "
+                    "(pass optimistic and pessimistic ranks, not realistic ones)"
+                )
         if lo.size != hi.size:
             raise InvalidInputError(f"length mismatch: {lo.size} optimistic but {hi.size} pessimistic ranks")
         if np.any(hi < lo):
