@@ -155,6 +155,23 @@ def test_map_triples_and_unknown_label():
         map_triples(ds, [["atlantis", "militaryalliance", "uk"]])
 
 
+def test_to_labels_checks_ids():
+    ds = get_dataset("nations")
+    last = ds.entity_labels[-1]
+    # a valid id triple maps back to the labels it came from
+    assert ds.to_labels(ds.testing[:2]).tolist() == [
+        [ds.entity_labels[h], ds.relation_labels[r], ds.entity_labels[t]] for h, r, t in ds.testing[:2]]
+    # -1 wrapped round to the last entity (ds.to_labels([[-1, 0, 0]]) gave its label), 1.7 was truncated to 1
+    with pytest.raises(InvalidInputError, match=r"head id -1 of triple 0 .* out of range \[0, 14\)"):
+        ds.to_labels([[-1, 0, 0]])
+    assert last not in str(pytest.raises(InvalidInputError, ds.to_labels, [[0, 0, -1]]).value)
+    with pytest.raises(InvalidInputError, match="integer ids, got dtype float64"):
+        ds.to_labels([[1.7, 0, 2.2]])
+    with pytest.raises(InvalidInputError, match=r"relation id 55 .* out of range \[0, 55\)"):
+        ds.to_labels([[0, 55, 0]])
+    assert ds.to_labels(np.empty((0, 3), dtype=np.int64)).shape == (0, 3)
+
+
 def test_from_id_arrays_checks_range():
     ds = Dataset.from_id_arrays([[0, 0, 1]], [[1, 0, 0]], [[1, 0, 1]])
     assert ds.num_entities == 2 and ds.num_relations == 1

@@ -141,12 +141,17 @@ class Dataset:
         return dict(self._hashes)
 
     def to_labels(self, triples: np.ndarray) -> np.ndarray:
-        """Map id triples back to an ``(n, 3)`` array of labels."""
-        triples = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
-        ent = np.asarray(self.entity_labels, dtype=object)
-        rel = np.asarray(self.relation_labels, dtype=object)
+        """Map id triples back to an ``(n, 3)`` array of labels.
+
+        Ids are checked like every id triple: a float is refused (never truncated), and a negative
+        or too large id is an :class:`~kgeval.errors.InvalidInputError` (never numpy's wrap-around).
+        """
+        triples = as_triples("triples", triples, allow_empty=True)
         if triples.size == 0:
             return np.empty((0, 3), dtype=object)
+        check_ids("triples", triples, self.num_entities, self.num_relations)
+        ent = np.asarray(self.entity_labels, dtype=object)
+        rel = np.asarray(self.relation_labels, dtype=object)
         return np.stack([ent[triples[:, 0]], rel[triples[:, 1]], ent[triples[:, 2]]], axis=1)
 
     def summary(self) -> dict[str, Any]:
