@@ -48,6 +48,10 @@ def _as_label_array(name: str, triples: Any) -> np.ndarray:
     if empty.any():
         i = int(np.flatnonzero(empty)[0]) // 3
         raise InvalidInputError(f"{name}: triple {i} has an empty or missing label: {list(arr[i])!r}")
+    # the triple-file parser's rule: surrounding whitespace is no part of a label, so the same labelled
+    # triple gets the same ids from a file, an array or a DataFrame ("a " would be another entity)
+    if any(v != v.strip() for v in arr.ravel()):
+        arr = np.vectorize(str.strip, otypes=[object])(arr)
     _check_writable(name, arr)
     return arr
 
@@ -210,6 +214,8 @@ class Dataset:
         reference: str | None = None,
     ) -> Dataset:
         """Build from ``(n, 3)`` arrays (or lists of tuples) of string labels.
+
+        Labels are read as the triple-file parser reads them: surrounding whitespace is dropped.
 
         The entity/relation vocabularies are those of all splits, sorted; with
         ``drop_unseen=True`` they come from training only, and evaluation triples with
