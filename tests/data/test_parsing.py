@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from kgeval.data import Dataset, canonical_split, get_dataset, map_triples
@@ -183,3 +184,15 @@ def test_arrays_read_labels_like_files(tmp_path):
     kept = Dataset.from_labeled_arrays(train, None, test, drop_unseen=True)
     assert kept.testing.tolist() == [[0, 0, 2]] and kept.dropped["testing"]["triples"] == 0
     np.testing.assert_array_equal(map_triples(from_file, [(" b", "r2 ", "\tc")]), [[1, 1, 2]])
+
+
+@pytest.mark.parametrize("missing", [float("nan"), np.float32("nan"), pd.NA, pd.NaT])
+def test_missing_values_in_label_arrays_are_refused(missing):
+    # str(nan) made an entity "nan" (str(pd.NA) "<NA>"): from_labeled_arrays([[a, r, nan], [a, r, b]])
+    # had 3 entities; a DataFrame with the same gap was already refused
+    rows = [["a", "r", "b"], ["a", "r", missing]]
+    with pytest.raises(InvalidInputError, match=r"training: triple 1 has a missing label"):
+        Dataset.from_labeled_arrays(rows)
+    with pytest.raises(InvalidInputError, match=r"triples: triple 0 has a missing label"):
+        map_triples(Dataset.from_labeled_arrays(rows[:1]), rows[1:])
+    assert Dataset.from_labeled_arrays([["a", "r", 7]]).entity_labels == ["7", "a"]  # numbers are labels

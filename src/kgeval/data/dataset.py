@@ -43,6 +43,10 @@ def _as_label_array(name: str, triples: Any) -> np.ndarray:
         raw = next((v for v in arr.ravel() if isinstance(v, (bytes, bytearray))), None)
         if raw is not None:  # str(b"x") is "b'x'": a silent new label
             raise InvalidInputError(f"{name}: labels must be text, got bytes {raw[:40]!r}; decode them first")
+        missing = next((i for i, v in enumerate(arr.ravel()) if _is_missing(v)), None)
+        if missing is not None:  # str(nan) is "nan", str(pd.NA) "<NA>": a silent new entity
+            i = missing // 3
+            raise InvalidInputError(f"{name}: triple {i} has a missing label: {list(arr[i])!r}")
         arr = np.vectorize(lambda v: v if v is None else str(v), otypes=[object])(arr)
     empty = np.fromiter((v is None or not v.strip() for v in arr.ravel()), dtype=bool, count=arr.size)
     if empty.any():
@@ -54,6 +58,13 @@ def _as_label_array(name: str, triples: Any) -> np.ndarray:
         arr = np.vectorize(str.strip, otypes=[object])(arr)
     _check_writable(name, arr)
     return arr
+
+
+def _is_missing(v) -> bool:
+    """A missing value as pandas and numpy spell it: a float NaN, ``pd.NA``, ``pd.NaT``."""
+    if isinstance(v, (float, np.floating)):
+        return bool(np.isnan(v))
+    return type(v).__name__ in ("NAType", "NaTType")
 
 
 def _check_writable(name: str, arr: np.ndarray) -> None:
