@@ -124,6 +124,27 @@ def test_from_dataframes_and_arrays_agree():
     assert a.hashes() == b.hashes()
 
 
+def test_from_dataframes_picks_label_columns_or_refuses():
+    pd = pytest.importorskip("pandas")
+    nations = get_dataset("nations")
+    rows = nations.to_labels(nations.training)
+    # PyKEEN's TriplesFactory.to_df layout: the first three columns are head_id, head_label, relation_id,
+    # which gave 55 "entities" (the relation ids) and 14 "relations" (the head labels)
+    ids = nations.training
+    pykeen_like = pd.DataFrame({
+        "head_id": ids[:, 0], "head_label": rows[:, 0], "relation_id": ids[:, 1],
+        "relation_label": rows[:, 1], "tail_id": ids[:, 2], "tail_label": rows[:, 2]})
+    ds = Dataset.from_dataframes(pykeen_like)
+    assert (ds.num_entities, ds.num_relations) == (14, 55)
+    np.testing.assert_array_equal(ds.training, nations.training)
+    # a frame saved with its index and read back: the index column became the heads (1647 entities)
+    indexed = pd.DataFrame(rows).reset_index()
+    with pytest.raises(InvalidInputError, match=r"exactly 3 columns; got 4: \['index', '0', '1', '2'\]"):
+        Dataset.from_dataframes(indexed)
+    with pytest.raises(InvalidInputError, match="got 2"):
+        Dataset.from_dataframes(pd.DataFrame(rows[:, :2]))
+
+
 def test_from_labeled_arrays_rejects_bad_shape_and_empty_labels():
     with pytest.raises(InvalidInputError, match="shape"):
         Dataset.from_labeled_arrays([["a", "b"]])

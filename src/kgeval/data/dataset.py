@@ -25,10 +25,20 @@ def _as_label_array(name: str, triples: Any) -> np.ndarray:
     if triples is None:
         return np.empty((0, 3), dtype=object)
     if hasattr(triples, "columns") and hasattr(triples, "iloc"):  # pandas DataFrame
-        cols = [c for c in ("head", "relation", "tail") if c in triples.columns]
-        frame = triples[cols] if len(cols) == 3 else triples.iloc[:, :3]
-        if frame.shape[1] != 3:
-            raise InvalidInputError(f"{name}: a DataFrame of triples needs 3 columns, got {triples.shape[1]}")
+        # named columns first (PyKEEN's to_df: head_id, head_label, ...: the labels); else exactly three
+        # columns: the first three of more were taken silently (an index column became the heads)
+        for names in (("head", "relation", "tail"), ("head_label", "relation_label", "tail_label")):
+            if all(c in triples.columns for c in names):
+                frame = triples[list(names)]
+                break
+        else:
+            if triples.shape[1] != 3:
+                raise InvalidInputError(
+                    f"{name}: a DataFrame of triples needs columns head, relation, tail (or head_label, "
+                    f"relation_label, tail_label), or exactly 3 columns; got {triples.shape[1]}: "
+                    f"{[str(c) for c in triples.columns][:8]}"
+                )
+            frame = triples
         if frame.isna().to_numpy().any():
             bad = int(np.flatnonzero(frame.isna().to_numpy().any(axis=1))[0])
             raise InvalidInputError(f"{name}: row {bad} has a missing label")
@@ -284,7 +294,8 @@ class Dataset:
 
     @classmethod
     def from_dataframes(cls, training, validation=None, testing=None, *, name: str = "custom", drop_unseen: bool = False) -> Dataset:
-        """Build from pandas DataFrames with columns ``head, relation, tail`` (else the first three columns).
+        """Build from pandas DataFrames with columns ``head, relation, tail`` (else ``head_label,
+        relation_label, tail_label``, as PyKEEN's ``to_df`` writes; else exactly three columns).
 
         Read files with ``dtype=str`` (``pd.read_csv(..., sep="\\t", header=None, dtype=str)``):
         a numeric column has already lost any leading zeros of its labels.
