@@ -196,3 +196,14 @@ def test_missing_values_in_label_arrays_are_refused(missing):
     with pytest.raises(InvalidInputError, match=r"triples: triple 0 has a missing label"):
         map_triples(Dataset.from_labeled_arrays(rows[:1]), rows[1:])
     assert Dataset.from_labeled_arrays([["a", "r", 7]]).entity_labels == ["7", "a"]  # numbers are labels
+
+
+@pytest.mark.parametrize("header", [b"head\trelation\ttail", b"\xef\xbb\xbf\nHead\tRelation\tTail \r", b"subject\tpredicate\tobject",
+                                    b"head_label\trelation_label\ttail_label"])
+def test_a_header_line_is_refused(tmp_path, header):
+    # it was read as a triple: the Nations-sized toy file below had 5 entities and 3 relations, not 3 and 2
+    with pytest.raises(InvalidInputError, match=r"train.txt, line \d: .* is a column header"):
+        Dataset.from_directory(_dir(tmp_path, header + b"\n" + TRAIN))
+    # the words are labels like any other past the first line
+    ds = Dataset.from_directory(_dir(tmp_path, TRAIN + b"head\trelation\ttail\n"))
+    assert ds.num_entities == 5 and "relation" in ds.relation_to_id

@@ -64,12 +64,23 @@ def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: First lines that name columns (PyKEEN writes ``head relation tail`` above its numeric triples, pandas
+#: a DataFrame's column names): refused, never read as a triple of made-up entities.
+_HEADERS = frozenset(
+    tuple(f"{w}{suffix}" for w in words)
+    for words in (("head", "relation", "tail"), ("head", "rel", "tail"), ("subject", "predicate", "object"),
+                  ("source", "relation", "target"))
+    for suffix in ("", "_label", "_id")
+)
+
+
 def parse_triples(data: bytes, source: str = "<triples>") -> np.ndarray:
     """Parse tab-separated labeled triples into a ``(n, 3)`` object array of ``str``.
 
     Blank lines are skipped and trailing whitespace (a ``\\r``, spaces, a trailing tab) ends a
     line; every other line must hold exactly three non-empty tab-separated fields, each
-    stripped of surrounding spaces, else :class:`InvalidInputError` names the line.
+    stripped of surrounding spaces, else :class:`InvalidInputError` names the line. A first line
+    that is a column header (``head relation tail``, ``subject predicate object``, ...) is refused.
     """
     rows: list[list[str]] = []
     for lineno, line in enumerate(text_lines(data, source), start=1):
@@ -83,6 +94,11 @@ def parse_triples(data: bytes, source: str = "<triples>") -> np.ndarray:
             raise InvalidInputError(
                 f"{source}, line {lineno}: expected 3 non-empty tab-separated fields "
                 f"(head, relation, tail), got {len(fields)}: {line[:200]!r}"
+            )
+        if not rows and tuple(f.lower() for f in fields) in _HEADERS:
+            raise InvalidInputError(
+                f"{source}, line {lineno}: {line[:200]!r} is a column header; triple files have none "
+                "(it would be read as a triple: entities and a relation that do not exist): remove the line"
             )
         rows.append(fields)
     out = np.empty((len(rows), 3), dtype=object)  # object dtype: Python str labels, no fixed-width copies
