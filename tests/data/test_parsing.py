@@ -207,3 +207,13 @@ def test_a_header_line_is_refused(tmp_path, header):
     # the words are labels like any other past the first line
     ds = Dataset.from_directory(_dir(tmp_path, TRAIN + b"head\trelation\ttail\n"))
     assert ds.num_entities == 5 and "relation" in ds.relation_to_id
+
+
+def test_a_header_row_in_arrays_and_frames_is_refused():
+    # pd.read_csv(..., header=None) or np.loadtxt(dtype=str) of a file with a header: it was triple 0
+    rows = [["head", "relation", "tail"], ["a", "r1", "b"]]
+    with pytest.raises(InvalidInputError, match=r"training: triple 0 .* is a column header"):
+        Dataset.from_labeled_arrays(rows)
+    with pytest.raises(InvalidInputError, match=r"testing: triple 0 .* is a column header"):
+        Dataset.from_dataframes(pd.DataFrame(rows[1:]), None, pd.DataFrame(rows))
+    assert Dataset.from_labeled_arrays(rows[::-1]).num_entities == 4  # not first: labels like any other

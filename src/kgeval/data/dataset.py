@@ -66,6 +66,8 @@ def _as_label_array(name: str, triples: Any) -> np.ndarray:
     # triple gets the same ids from a file, an array or a DataFrame ("a " would be another entity)
     if any(v != v.strip() for v in arr.ravel()):
         arr = np.vectorize(str.strip, otypes=[object])(arr)
+    if tuple(v.lower() for v in arr[0]) in io.HEADERS:  # a file's header read as data (header=None)
+        raise InvalidInputError(f"{name}: triple 0 {list(arr[0])!r} is a column header, not a triple: drop it")
     _check_writable(name, arr)
     return arr
 

@@ -66,7 +66,7 @@ def sha256_of(data: bytes) -> str:
 
 #: First lines that name columns (PyKEEN writes ``head relation tail`` above its numeric triples, pandas
 #: a DataFrame's column names): refused, never read as a triple of made-up entities.
-_HEADERS = frozenset(
+HEADERS = frozenset(
     tuple(f"{w}{suffix}" for w in words)
     for words in (("head", "relation", "tail"), ("head", "rel", "tail"), ("subject", "predicate", "object"),
                   ("source", "relation", "target"))
@@ -95,7 +95,7 @@ def parse_triples(data: bytes, source: str = "<triples>") -> np.ndarray:
                 f"{source}, line {lineno}: expected 3 non-empty tab-separated fields "
                 f"(head, relation, tail), got {len(fields)}: {line[:200]!r}"
             )
-        if not rows and tuple(f.lower() for f in fields) in _HEADERS:
+        if not rows and tuple(f.lower() for f in fields) in HEADERS:
             raise InvalidInputError(
                 f"{source}, line {lineno}: {line[:200]!r} is a column header; triple files have none "
                 "(it would be read as a triple: entities and a relation that do not exist): remove the line"
