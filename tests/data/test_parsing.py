@@ -217,3 +217,16 @@ def test_a_header_row_in_arrays_and_frames_is_refused():
     with pytest.raises(InvalidInputError, match=r"testing: triple 0 .* is a column header"):
         Dataset.from_dataframes(pd.DataFrame(rows[1:]), None, pd.DataFrame(rows))
     assert Dataset.from_labeled_arrays(rows[::-1]).num_entities == 4  # not first: labels like any other
+
+
+def test_an_empty_dataset_name_is_refused_and_dot_is_named(tmp_path, monkeypatch):
+    # Path("") is ".": get_dataset("") loaded the working directory, as a dataset called ""
+    _dir(tmp_path / "mykg", TRAIN)
+    monkeypatch.chdir(tmp_path / "mykg")
+    for empty in ("", "  "):
+        with pytest.raises(InvalidInputError, match="dataset name is empty"):
+            get_dataset(empty)
+    assert get_dataset(".").name == "mykg"
+    (tmp_path / "mykg" / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "mykg" / "sub")
+    assert get_dataset("..").name == "mykg"

@@ -105,6 +105,8 @@ def get_dataset(name_or_path, *, data_dir=None, drop_unseen: bool = False) -> Da
         return name_or_path
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise InvalidInputError(f"dataset must be a name, a directory path or a Dataset, got {type(name_or_path).__name__}")
+    if not str(name_or_path).strip():  # Path("") is ".": an empty name would load the working directory
+        raise InvalidInputError(f"dataset name is empty ({str(name_or_path)!r}); give a name or a directory path")
     info = lookup(str(name_or_path))
     if info is not None:
         return _load_registered(info, data_dir, drop_unseen)

@@ -361,7 +361,7 @@ class Dataset:
             raise InvalidInputError(f"{files['train']}: no triples (the training file is empty)")
         return cls.from_labeled_arrays(
             labels["train"], labels["valid"], labels["test"],
-            name=name or directory.name, drop_unseen=drop_unseen, hashes=hashes, source=str(directory),
+            name=name or Path(os.path.abspath(directory)).name, drop_unseen=drop_unseen, hashes=hashes, source=str(directory),
             reference=str(directory.absolute()),
         )
 
