@@ -145,6 +145,21 @@ def test_from_dataframes_picks_label_columns_or_refuses():
         Dataset.from_dataframes(pd.DataFrame(rows[:, :2]))
 
 
+@pytest.mark.parametrize("columns", [["source", "target", "relation"], ["Tail", "Head", "Relation"],
+                                     ["object", "subject", "predicate"]])
+def test_from_dataframes_reads_named_columns_in_any_order(columns):
+    pd = pytest.importorskip("pandas")
+    rows = {"head": ["a", "b"], "relation": ["likes", "likes"], "tail": ["b", "c"]}
+    role = {"source": "head", "target": "tail", "relation": "relation", "subject": "head", "object": "tail",
+            "predicate": "relation"}
+    frame = pd.DataFrame({c: rows[role.get(c, c.lower())] for c in columns})
+    # networkx's edge list (source, target, relation) was read by position: 3 entities a, b, likes and
+    # relations b, c
+    ds = Dataset.from_dataframes(frame)
+    assert ds.entity_labels == ["a", "b", "c"] and ds.relation_labels == ["likes"]
+    assert ds.training.tolist() == [[0, 0, 1], [1, 0, 2]]
+
+
 def test_from_labeled_arrays_rejects_bad_shape_and_empty_labels():
     with pytest.raises(InvalidInputError, match="shape"):
         Dataset.from_labeled_arrays([["a", "b"]])

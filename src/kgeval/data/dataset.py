@@ -20,23 +20,30 @@ from . import io
 from .splits import ATTRIBUTES, FILE_STEMS, SPLITS, split_attribute
 
 
+#: DataFrame column names of (head, relation, tail), tried in this order.
+_COLUMN_NAMES = (("head", "relation", "tail"), ("head_label", "relation_label", "tail_label"),
+                 ("head", "rel", "tail"), ("subject", "predicate", "object"), ("source", "relation", "target"))
+
+
 def _as_label_array(name: str, triples: Any) -> np.ndarray:
     """Coerce labeled triples (array, list of tuples, DataFrame) to an ``(n, 3)`` object array of ``str``."""
     if triples is None:
         return np.empty((0, 3), dtype=object)
     if hasattr(triples, "columns") and hasattr(triples, "iloc"):  # pandas DataFrame
-        # named columns first (PyKEEN's to_df: head_id, head_label, ...: the labels); else exactly three
-        # columns: the first three of more were taken silently (an index column became the heads)
-        for names in (("head", "relation", "tail"), ("head_label", "relation_label", "tail_label")):
-            if all(c in triples.columns for c in names):
-                frame = triples[list(names)]
+        # named columns first, in any order and case (PyKEEN's to_df: head_id, head_label, ...: the labels;
+        # networkx's edge lists: source, target, relation); else exactly three columns, in head, relation,
+        # tail order: the first three of more were taken silently (an index column became the heads)
+        lower = {c.lower(): c for c in triples.columns if isinstance(c, str)}
+        for names in _COLUMN_NAMES:
+            if all(c in lower for c in names):
+                frame = triples[[lower[c] for c in names]]
                 break
         else:
             if triples.shape[1] != 3:
                 raise InvalidInputError(
                     f"{name}: a DataFrame of triples needs columns head, relation, tail (or head_label, "
-                    f"relation_label, tail_label), or exactly 3 columns; got {triples.shape[1]}: "
-                    f"{[str(c) for c in triples.columns][:8]}"
+                    f"relation_label, tail_label; subject, predicate, object; source, relation, target), or "
+                    f"exactly 3 columns; got {triples.shape[1]}: {[str(c) for c in triples.columns][:8]}"
                 )
             frame = triples
         if frame.isna().to_numpy().any():
@@ -296,8 +303,9 @@ class Dataset:
 
     @classmethod
     def from_dataframes(cls, training, validation=None, testing=None, *, name: str = "custom", drop_unseen: bool = False) -> Dataset:
-        """Build from pandas DataFrames with columns ``head, relation, tail`` (else ``head_label,
-        relation_label, tail_label``, as PyKEEN's ``to_df`` writes; else exactly three columns).
+        """Build from pandas DataFrames with columns ``head, relation, tail`` in any order (else ``head_label,
+        relation_label, tail_label`` as PyKEEN's ``to_df`` writes, ``subject, predicate, object`` or
+        ``source, relation, target``; else exactly three columns, taken as head, relation, tail).
 
         Read files with ``dtype=str`` (``pd.read_csv(..., sep="\\t", header=None, dtype=str)``):
         a numeric column has already lost any leading zeros of its labels.
