@@ -88,6 +88,10 @@ def test_corrupt_gzip_is_a_clear_error(tmp_path):
         ({"training": [[0, 0, 1]], "num_relations": 1.5}, "num_relations must be a non-negative integer"),
         ({"training": np.array([[2**63, 0, 1]], dtype=np.uint64)}, "too large"),
         ({"training": [[0, 0, -1]]}, r"tail id -1 of triple 0"),
+        # one label string per id: these were a bare MemoryError (after minutes), or an exhausted machine
+        ({"training": [[0, 0, 2**62]]}, r"4611686018427387905 entities \(ids must be dense"),
+        ({"training": [[0, 2**40, 1]]}, r"1099511627777 relations"),
+        ({"training": [[0, 0, 1]], "num_entities": 2**40}, r"1099511627776 entities"),
     ],
 )
 def test_from_id_arrays_refuses_silent_conversion(kwargs, match):

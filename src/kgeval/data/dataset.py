@@ -20,6 +20,9 @@ from . import io
 from .splits import ATTRIBUTES, FILE_STEMS, SPLITS, split_attribute
 
 
+#: The most entities (or relations) :meth:`Dataset.from_id_arrays` labels: one Python string per id.
+MAX_IDS = 2**31 - 1
+
 #: DataFrame column names of (head, relation, tail), tried in this order.
 _COLUMN_NAMES = (("head", "relation", "tail"), ("head_label", "relation_label", "tail_label"),
                  ("head", "rel", "tail"), ("subject", "predicate", "object"), ("source", "relation", "target"))
@@ -336,6 +339,13 @@ class Dataset:
             ne = max(int(allt[:, [0, 2]].max()) + 1, 0) if len(allt) else 0
         if nr is None:
             nr = max(int(allt[:, 1].max()) + 1, 0) if len(allt) else 0
+        for what, n in (("entities", ne), ("relations", nr)):
+            # one label per id: 2**62 ids (a hashed id, an overflowed one) were a bare MemoryError after minutes
+            if n > MAX_IDS:
+                raise InvalidInputError(
+                    f"{n} {what} (ids must be dense, 0 to n - 1): more than {MAX_IDS} cannot be labelled in "
+                    f"memory; map sparse or hashed ids to 0..n-1 first, or use from_labeled_arrays"
+                )
         return cls(
             name=name,
             training=arrs[0],
