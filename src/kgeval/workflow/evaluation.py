@@ -22,7 +22,8 @@ def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) 
     """Map a whitelist of labels and/or ids to sorted unique ids (``None`` = no whitelist).
 
     Strings are looked up as labels first; a string of digits that is not a label is read
-    as an id. Unknown labels raise :class:`~kgeval.errors.UnknownNameError`.
+    as an id, unless some labels are digit strings themselves (WN18RR's synset offsets): then it is
+    an error. Unknown labels raise :class:`~kgeval.errors.UnknownNameError`.
     """
     if values is None:
         return None
@@ -38,6 +39,14 @@ def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) 
                 continue
             if not v.strip().isdigit():
                 raise unknown_name(kind, v, mapping)
+            if _digit_labels(mapping):
+                # WN18RR's labels are digit strings ('00001740'): '1740' read as id 1740 selected
+                # another entity ('00311113') without a word
+                same = [k for k in mapping if k.strip().isdigit() and int(k) == int(v)]
+                hint = f" (did you mean the label {same[0]!r}?)" if same else ""
+                raise InvalidInputError(
+                    f"{kind} whitelist: {v!r} is not a label{hint}, and this dataset's labels are digit strings, "
+                    "so it is not read as an id either; give the label exactly, or ids as integers (Python API)")
             v = int(v)
         if not isinstance(v, (int, np.integer)):
             raise InvalidInputError(f"{kind} whitelist: entries must be labels or ids, got {v!r}")
@@ -47,6 +56,11 @@ def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) 
     if not ids:
         raise InvalidInputError(f"the {kind} whitelist is empty")
     return sorted(ids)
+
+
+def _digit_labels(mapping: Mapping[str, int]) -> bool:
+    """Whether any label of ``mapping`` is a string of digits (then a digit string is ambiguous)."""
+    return any(isinstance(k, str) and k.strip().isdigit() for k in mapping)
 
 
 def check_split_to_evaluate(dataset, split: str, relations, entities, *, purpose: str = "") -> None:
