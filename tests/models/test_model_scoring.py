@@ -250,3 +250,16 @@ def test_prepared_queries_follow_a_subclass_and_are_not_used_past_its_own_scorin
     public = Public(N_ENT, N_REL, dim=DIM)
     assert _prepare_method(public, SIDE_TAIL) is None and _prepare_method(public, SIDE_HEAD) is not None
     assert _prepare_method(shifted, SIDE_TAIL) is not None
+
+
+@pytest.mark.parametrize(("name", "option"), [("tucker", "batch_norm"), ("transe", "normalize_entities")])
+@pytest.mark.parametrize("value", ["False", "false", 0, None])
+def test_boolean_options_are_not_read_by_truthiness(name, option, value):
+    # bool("False") is True: a configuration file's "False" built a TuckER *with* batch norm (and TransE
+    # with its unit-norm constraint), while the run's configuration said 'False'
+    with pytest.raises(InvalidInputError, match=option):
+        get_model(name, N_ENT, N_REL, dim=DIM, **{option: value})
+    off = get_model(name, N_ENT, N_REL, dim=DIM, **{option: False})
+    assert off.hparams[option] is False
+    if name == "tucker":
+        assert off.bn0 is None and off.bn1 is None

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .._validation import check_bool
 from .base import Model, check_norm, neg_l1_distance, neg_l2_distance
 
 
@@ -27,7 +28,7 @@ class TransE(Model):
                  normalize_entities=True):
         super().__init__(num_entities, num_relations, dim=dim, inverse_relations=inverse_relations)
         self.p = check_norm(p)
-        self.normalize_entities = bool(normalize_entities)
+        self.normalize_entities = check_bool("normalize_entities", normalize_entities)
         self.hparams = {"p": self.p, "normalize_entities": self.normalize_entities}
         self.entity = nn.Embedding(num_entities, dim)
         self.relation = nn.Embedding(self.num_relation_embeddings, dim)

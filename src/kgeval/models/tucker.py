@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._validation import check_positive_int
+from .._validation import check_bool, check_positive_int
 from ..errors import InvalidInputError
 from .base import Model, check_nonnegative, matmul_into
 
@@ -42,7 +42,7 @@ class TuckER(Model):
                 raise InvalidInputError(f"{key} must be in [0, 1), got {value!r}")
             drops[key] = value
         self.relation_dim = relation_dim
-        self.batch_norm = bool(batch_norm)
+        self.batch_norm = check_bool("batch_norm", batch_norm)
         self.hparams = {"relation_dim": relation_dim, **drops, "batch_norm": self.batch_norm}
         self.entity = nn.Embedding(num_entities, dim)
         self.relation = nn.Embedding(self.num_relation_embeddings, relation_dim)
