@@ -75,6 +75,28 @@ def test_cli_reevaluation_of_a_run_reproduces_its_results(tmp_path, options):
     assert again["protocol"]["num_triples"] == r.results.protocol["num_triples"]
 
 
+def test_cli_reevaluation_of_a_validation_run_stays_on_validation(tmp_path):
+    """A run evaluated on validation (as a search evaluates: test never read) was re-evaluated on test
+    by ``kgeval evaluate --model-file RUN``: 201 test triples (Nations) instead of its 199 validation ones,
+    other numbers than its results.json. ``--split test`` still asks for test explicitly."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    r = pipeline(**FAST, epochs=2, evaluation_split="valid")
+    r.save(tmp_path / "run")
+    out = CliRunner().invoke(main, ["evaluate", "--model-file", str(tmp_path / "run"), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    again = json.loads(out.output)
+    assert again["split"] == "valid"
+    assert again["metrics"] == json.loads(json.dumps(_payload(r.results)))
+    assert again["protocol"]["num_triples"] == r.results.protocol["num_triples"] == len(r.dataset.validation)
+    out = CliRunner().invoke(main, ["evaluate", "--model-file", str(tmp_path / "run"), "--split", "test",
+                                    "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["protocol"]["num_triples"] == len(r.dataset.testing)
+
+
 def _payload(results):
     from kgeval.cli.common import metrics_payload
 

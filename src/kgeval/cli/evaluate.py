@@ -1,6 +1,6 @@
 """``kgeval evaluate``: re-evaluate a saved model with the pipeline's filtering rules.
 
-A run directory is re-evaluated as it was evaluated when saved: its whitelists, its
+A run directory is re-evaluated as it was evaluated when saved: its split, its whitelists, its
 validation filtering and its evaluation options (unless overridden by the options here), so
 it reproduces the run's ``results.json``.
 
@@ -46,7 +46,8 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
 @click.option("--libkge-data", type=click.Path(exists=True, file_okay=False),
               help="The LibKGE dataset folder of the checkpoint (entity_ids.del, relation_ids.del).")
 @click.option("--dataset", "-d", help="Dataset name or directory [default: the one in the output's config.json].")
-@click.option("--split", type=click.Choice(["test", "valid"]), default="test", show_default=True)
+@click.option("--split", type=click.Choice(["test", "valid"]),
+              help="Split to evaluate on [default: the run's own for a run directory, else test].")
 @click.option("--relation-whitelist", help="Comma-separated relation labels or ids [default: as trained].")
 @click.option("--entity-whitelist", help="Comma-separated entity labels or ids [default: as trained].")
 @click.option("--no-filter-validation", is_flag=True, default=None,
@@ -101,6 +102,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         import torch.distributed as dist
 
         shard = (dist.get_rank(), dist.get_world_size())
+    if model_file is None:
+        split = split or "test"
     if model_file is None and pykeen_dir is None:  # embedding files (sharded with shard) or LibKGE
         from ..interop.external import evaluate_external
 
@@ -129,6 +132,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         model, ds, defaults = _load(Path(model_file), dataset, data_dir, allow_dataset_mismatch, shard)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
+    split = split or defaults["split"]
     filter_valid = defaults["filter_validation_when_testing"] if no_filter_validation is None else not no_filter_validation
     rel = split_list(relation_whitelist) if relation_whitelist else defaults["relations"]
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
@@ -161,13 +165,17 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     from ..models import load_model
     from ..workflow.runs import check_dataset, load_run
 
-    defaults = {"filter_validation_when_testing": True, "relations": None, "entities": None, "options": None}
+    defaults = {"split": "test", "filter_validation_when_testing": True, "relations": None, "entities": None,
+                "options": None}
     if path.is_dir():
         run = load_run(path)
         model = run.load_model(shard=shard)
         ds = run.load_dataset(model, dataset, data_dir=data_dir, allow_dataset_mismatch=allow_mismatch)
         cfg = run.config
-        defaults = {"filter_validation_when_testing": cfg.evaluation.filter_validation_when_testing,
+        # its split too: a run evaluated on validation (e.g. a configuration under search, which must never
+        # read test) was re-evaluated on test unless --split said otherwise
+        defaults = {"split": cfg.evaluation.split,
+                    "filter_validation_when_testing": cfg.evaluation.filter_validation_when_testing,
                     "relations": None if cfg.restriction.relations is None else list(cfg.restriction.relations),
                     "entities": None if cfg.restriction.entities is None else list(cfg.restriction.entities),
                     # the run's evaluation options (filtered, sides, sampled negatives, tie tolerance, ...):
