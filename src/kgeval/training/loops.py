@@ -117,12 +117,50 @@ def train(model, triples, config: TrainingConfig | Mapping | None = None, *, num
         generator = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
         optimizer = OPTIMIZERS[config.optimizer](model.parameters(), lr=config.learning_rate)
         result = _fit(model, epoch, optimizer, generator, epochs=config.epochs, stopper=stopper, callback=callback,
-                      progress=progress)
+                      progress=progress, probe=_probe_triples(data))
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _fit(model, epoch_strategy, optimizer, generator, *, epochs: int, stopper, callback, progress) -> TrainingResult:
+#: training triples whose scores are checked to be finite after every epoch (:func:`_check_finite`)
+PROBE_TRIPLES = 256
+
+
+def _probe_triples(data: TrainingTriples) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The first :data:`PROBE_TRIPLES` training triples (the inverse copies come after them)."""
+    n = min(PROBE_TRIPLES, int(data.head.numel()))
+    return data.head[:n], data.relation[:n], data.tail[:n]
+
+
+def _check_finite(model, probe, epoch: int) -> None:
+    """Refuse weights that diverged in the epoch's last steps, after its losses were computed: a NaN/inf
+    parameter, or finite weights so large that scores overflow (DistMult entries ~1e15 give h*r*t ~1e45,
+    inf in float32). Such a model reached the evaluation, which ranked inf scores as ties (an MRR from
+    overflowed scores) or blamed NaN scores on the evaluation and offered nan_policy='worst'. Scores
+    are taken in eval mode (no dropout, so no random numbers are drawn) without gradients."""
+    for name, param in model.named_parameters():
+        if (param.is_floating_point() or param.is_complex()) and not bool(torch.isfinite(param.detach()).all()):
+            raise InvalidInputError(f"training diverged: parameter {name!r} holds NaN or infinite values after "
+                                    f"epoch {epoch}; lower the learning rate")
+    score = getattr(model, "score_triples", None)
+    if score is None or probe[0].numel() == 0:
+        return
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            device = next(model.parameters()).device
+            scores = score(*(x.to(device) for x in probe))
+    finally:
+        model.train(was_training)
+    if isinstance(scores, torch.Tensor) and not bool(torch.isfinite(scores).all()):
+        bad = scores[~torch.isfinite(scores)][0].item()
+        raise InvalidInputError(f"training diverged: after epoch {epoch} the model scores training triples as "
+                                f"{bad} (its weights overflow float arithmetic); lower the learning rate")
+
+
+def _fit(model, epoch_strategy, optimizer, generator, *, epochs: int, stopper, callback, progress,
+         probe=None) -> TrainingResult:
     """Run up to ``epochs`` epochs; stop when the stopper or the callback says so."""
     if stopper is not None:
         stopper.reset()
@@ -135,6 +173,8 @@ def _fit(model, epoch_strategy, optimizer, generator, *, epochs: int, stopper, c
         epoch_loss = epoch_strategy.run_epoch(model, optimizer, generator)
         if not np.isfinite(epoch_loss):
             raise InvalidInputError(f"training diverged: loss is {epoch_loss} in epoch {epoch}; lower the learning rate")
+        if probe is not None:
+            _check_finite(model, probe, epoch)
         train_seconds += time.perf_counter() - t0
         result.losses.append(epoch_loss)
         result.epochs_run = epoch
