@@ -46,6 +46,21 @@ def test_bad_values_are_refused(changes, match):
         TrainingConfig(**changes)
 
 
+@pytest.mark.parametrize(("optimizer", "lr"), [("adam", 1e38), ("adam", 3.5e37), ("adagrad", 1e39)])
+def test_learning_rates_the_optimiser_cannot_step_with_are_refused(optimizer, lr):
+    """Adam's first step is 10 lr: lr = 1e38 passed the float32 bound and training died in optimizer.step()
+    with a raw RuntimeError ('value cannot be converted to type float without overflow')."""
+    with pytest.raises(InvalidInputError, match=f"lr must be at most .* for {optimizer}"):
+        TrainingConfig(optimizer=optimizer, lr=lr)
+
+
+@pytest.mark.parametrize(("optimizer", "lr"), [("adam", 3.4e37), ("adagrad", 3.4e38)])
+def test_the_largest_accepted_learning_rate_steps_without_a_raw_error(optimizer, lr):
+    model = get_model("distmult", N_ENT, N_REL, dim=4, seed=0, inverse_relations=True)
+    with pytest.raises(InvalidInputError, match="training diverged"):  # a named error, not torch's overflow
+        train(model, TRIPLES, TrainingConfig(optimizer=optimizer, lr=lr, epochs=1, batch_size=10**4), progress=False)
+
+
 def test_names_are_normalised_and_checked_against_the_loop():
     cfg = TrainingConfig(loop="SLCWA", optimizer="AdaGrad", regularizer="N3", loss="margin")
     assert (cfg.loop, cfg.optimizer, cfg.regularizer) == ("slcwa", "adagrad", "n3")

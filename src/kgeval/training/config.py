@@ -16,6 +16,10 @@ from .losses import resolve_loss, resolve_regularizer
 
 #: the largest float32 (the parameters' dtype): a larger learning rate overflows inside torch
 _FLOAT32_MAX = 3.4028234663852886e38
+#: the largest learning rate each optimiser's step can use: Adam's first step is lr / (1 - beta1) = 10 lr
+#: (torch's default beta1 = 0.9), which must be a float32 (else a raw "value cannot be converted to type
+#: float without overflow" RuntimeError from the first optimiser step)
+MAX_LR = {"adam": _FLOAT32_MAX * (1 - 0.9), "adagrad": _FLOAT32_MAX}
 
 OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
 DEFAULT_LR = {"adam": 1e-3, "adagrad": 1e-2}
@@ -79,8 +83,9 @@ class TrainingConfig:
         put(self, "optimizer", optimizer)
         put(self, "regularizer", resolve_regularizer(self.regularizer))
         put(self, "lr", check_positive_number("lr", self.lr, allow_none=True))
-        if self.lr is not None and self.lr > _FLOAT32_MAX:  # torch's optimisers fail with a raw overflow
-            raise InvalidInputError(f"lr must be at most {_FLOAT32_MAX:.3g} (the largest float32), got {self.lr!r}")
+        if self.lr is not None and self.lr > MAX_LR[optimizer]:  # torch's optimisers fail with a raw overflow
+            raise InvalidInputError(f"lr must be at most {MAX_LR[optimizer]:.3g} for {optimizer} (its step must be a "
+                                    f"float32), got {self.lr!r}")
         for name in ("epochs", "batch_size", "num_negatives"):
             # 2**31 - 1: beyond any real run, and larger counts overflow inside tqdm/torch as raw errors
             put(self, name, check_positive_int(name, getattr(self, name), maximum=2**31 - 1))
