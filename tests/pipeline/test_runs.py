@@ -88,6 +88,35 @@ def test_run_without_manifest_warns_but_loads(result, tmp_path):
     assert run.config == result.config
 
 
+@pytest.mark.parametrize(("other", "match"), [
+    ({"model": "complex", "model_kwargs": {"dim": 4}}, "name 'distmult' in config.json but 'complex'"),
+    ({"model_kwargs": {"dim": 16}}, "dim 8 in config.json but 16"),
+    ({"model_kwargs": {"dim": 8, "inverse_relations": False}}, "inverse_relations True in config.json but False"),
+])
+def test_a_model_file_from_another_run_is_refused(result, tmp_path, other, match):
+    """model.pt copied in from another run, in a run without a manifest (or with a rewritten one): the other
+    model (Nations ComplEx dim 4, test MRR 0.4323) was evaluated under this run's DistMult configuration."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+    from kgeval.workflow.runs import write_manifest
+
+    out = result.save(tmp_path / "run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        foreign = kgeval.pipeline(dataset="nations", **{**FAST, **other}).save(tmp_path / "foreign")
+    shutil.copy(foreign / "model.pt", out / "model.pt")
+    write_manifest(out)
+    with pytest.raises(CorruptRunError, match=match):
+        load_run(out).load_model()
+    for args in (["--model-file", str(out)], ["--model-file", str(out / "model.pt"), "-d", "nations"]):
+        res = CliRunner().invoke(main, ["evaluate", *args])
+        assert res.exit_code == 2 and "is not the model of its run's configuration" in res.output, res.output
+    shutil.copy(foreign / "model.pt", out / "model.pt")
+    load_model(out / "model.pt")  # the file itself is intact: only its pairing with config.json is refused
+    assert load_run(foreign).load_model().name == (other.get("model") or "distmult")
+
+
 # ------------------------------------------------------------------ item 6: concurrent runs
 def test_default_run_names_are_unique():
     names = {default_run_name("nations", "distmult", 1) for _ in range(2000)}  # 16 random bits collided here

@@ -163,7 +163,7 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     """The model, the checked dataset and the run's evaluation settings (defaults for a bare model file)."""
     from ..data import get_dataset
     from ..models import load_model
-    from ..workflow.runs import check_dataset, load_run
+    from ..workflow.runs import check_dataset, check_model_config, load_run
 
     defaults = {"split": "test", "filter_validation_when_testing": True, "relations": None, "entities": None,
                 "options": None}
@@ -186,8 +186,11 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     if dataset is None:
         raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
     # a model file inside a run directory is verified and checked against that run's dataset too
-    metadata = load_run(path.parent).metadata if (path.parent / "config.json").exists() else None
+    run = load_run(path.parent) if (path.parent / "config.json").exists() else None
+    metadata = None if run is None else run.metadata
     model = load_model(path, shard=shard)
+    if run is not None and path.name == "model.pt":
+        check_model_config(model, run.config, path)
     ds = get_dataset(dataset, data_dir=data_dir)
     check_dataset(model, ds, metadata, allow_mismatch=allow_mismatch)
     return model, ds, defaults

@@ -283,10 +283,14 @@ class Run:
     config: PipelineConfig
 
     def load_model(self, *, shard: tuple[int, int] | None = None):
-        """The run's model (``shard=(rank, world)``: that rank's entity shard only, see :func:`kgeval.models.load_model`)."""
+        """The run's model (``shard=(rank, world)``: that rank's entity shard only, see :func:`kgeval.models.load_model`),
+        checked to be the model its configuration describes (:func:`check_model_config`)."""
         from ..models import load_model
 
-        return load_model(self.directory / "model.pt", shard=shard)
+        path = self.directory / "model.pt"
+        model = load_model(path, shard=shard)
+        check_model_config(model, self.config, path)
+        return model
 
     def load_dataset(self, model, dataset=None, *, data_dir=None, allow_dataset_mismatch: bool = False):
         """The run's dataset (or ``dataset``), checked to be the one ``model`` was trained on (:func:`check_dataset`)."""
@@ -296,6 +300,24 @@ class Run:
                          drop_unseen=self.config.drop_unseen)
         check_dataset(model, ds, self.metadata, allow_mismatch=allow_dataset_mismatch)
         return ds
+
+
+def check_model_config(model, config: PipelineConfig, path) -> None:
+    """Refuse a model file that is not the model of the run's ``config.json`` (another model name, dimension,
+    inverse relations or model option): e.g. a ``model.pt`` copied in from another run, which a run without a
+    manifest (or with a rewritten one) evaluated under this run's name and configuration."""
+    spec = config.model
+    if spec is None:
+        return
+    model = getattr(model, "local", model)  # an entity shard: the model it wraps
+    found = {"name": getattr(model, "name", None), "dim": getattr(model, "dim", None),
+             "inverse_relations": getattr(model, "inverse_relations", False), **dict(getattr(model, "hparams", {}))}
+    wanted = {"name": spec.name, **{k: v for k, v in spec.options.items() if k != "seed" and v is not None}}
+    wanted.setdefault("inverse_relations", False)
+    differ = [f"{key} {wanted[key]!r} in config.json but {found[key]!r} in the model file"
+              for key in wanted if key in found and found[key] != wanted[key]]
+    if differ:
+        raise CorruptRunError(f"{path} is not the model of its run's configuration: {'; '.join(differ)}")
 
 
 def load_run(directory: str | os.PathLike) -> Run:
