@@ -31,6 +31,34 @@ def test_round_trip_gives_identical_scores(tmp_path, name, inverse):
     assert torch.equal(loaded.score_heads(r, h), model.score_heads(r, h))
 
 
+def test_a_loaded_model_is_in_eval_mode(tmp_path):
+    """load_model gave a module in training mode: kgeval.evaluate(load_model(path), ...) of a TuckER ran its
+    dropout (Nations, two evaluations of one file: MRR 0.4055 and 0.3926 for the run's 0.4146) and its batch
+    norms learned the evaluation batches' statistics, changing the model."""
+    import numpy as np
+
+    import kgeval
+    from kgeval.data import get_dataset
+
+    ds = get_dataset("nations")
+    model = get_model("tucker", ds.num_entities, ds.num_relations, dim=8, seed=0)
+    with torch.no_grad():
+        model.bn0.running_mean.uniform_(-0.5, 0.5)
+    model.eval()
+    path = tmp_path / "t.pt"
+    model.save(path)
+    expected = kgeval.evaluate(model, ds.testing, filter_triples=[ds.training, ds.validation], progress=False)
+    loaded = load_model(path)
+    assert not loaded.training and not loaded.bn0.training and not loaded.input_dropout.training
+    stats = loaded.bn0.running_mean.clone()
+    for _ in range(2):
+        got = kgeval.evaluate(loaded, ds.testing, filter_triples=[ds.training, ds.validation], progress=False)
+        assert np.array_equal(got.rank_table.optimistic, expected.rank_table.optimistic)
+        assert np.array_equal(got.rank_table.pessimistic, expected.rank_table.pessimistic)
+    assert torch.equal(loaded.bn0.running_mean, stats)
+    assert not load_model(path, shard=(0, 2)).training
+
+
 def test_saved_file_is_plain_dict(tmp_path):
     path = tmp_path / "m.pt"
     get_model("rotate", 5, 2, dim=3).save(path)

@@ -75,6 +75,7 @@ def get_model(name: str, num_entities: int, num_relations: int, *, dim: int | No
 def load_model(path, *, shard: tuple[int, int] | None = None) -> Model:
     """Read a file written by :meth:`Model.save`.
 
+    The model is returned in eval mode (no dropout, batch norms on their running statistics).
     Uses ``torch.load(weights_only=True)``, so a file carrying pickled code is refused
     rather than executed; any unreadable or foreign file raises ``InvalidInputError``
     naming the file.
@@ -124,7 +125,10 @@ def load_model(path, *, shard: tuple[int, int] | None = None) -> Model:
     #: label of each entity / relation id in the training data (None: not recorded)
     model.entity_labels = _labels(path, labels.get("entities"), model.num_entities, "entity")
     model.relation_labels = _labels(path, labels.get("relations"), model.num_relations, "relation")
-    return model
+    # in eval mode, as from_embeddings: a module is built in training mode, so TuckER's dropout drew new scores
+    # on every kgeval.evaluate(load_model(path), ...) and its batch norms took the evaluation batches into their
+    # running statistics, changing the model (train() switches to training mode itself)
+    return model.eval()
 
 
 def _torch_load(path: str, mmap: bool):
