@@ -25,6 +25,23 @@ def test_pipeline_prints_table_protocol_and_writes_output(trained):
                                                     "rank_table.npz", "results.json"]
 
 
+def test_pipeline_says_when_it_evaluated_an_earlier_checkpoint(tmp_path):
+    """Early stopping restores its best checkpoint even when it runs every epoch: 7 epochs, validation at 3
+    and 6, the numbers and model.pt are epoch 6's, but the report said only 'training: 7 epochs'."""
+    args = ["pipeline", "-d", "nations", "--model", "distmult", "--epochs", "7", "--dim", "8", "--early-stopping",
+            "--frequency", "3", "--patience", "5"]
+    res = run(*args, "-o", tmp_path / "a")
+    assert res.exit_code == 0, res.output
+    losses = json.loads((tmp_path / "a" / "losses.json").read_text())["training"]
+    assert losses["epochs_run"] == 7 and not losses["stopped_early"] and losses["best_epoch"] in (3, 6)
+    assert f"evaluated the best validation checkpoint (epoch {losses['best_epoch']})" in res.output
+    res = run(*args, "-o", tmp_path / "b", "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["best_epoch"] == losses["best_epoch"]
+    res = run("pipeline", "-d", "nations", "--model", "distmult", "--epochs", "2", "--dim", "8", "-o", tmp_path / "c")
+    assert "checkpoint" not in res.output
+
+
 def test_evaluate_saved_model_reproduces_numbers(trained):
     out, text = trained
     again = run("evaluate", "--model-file", out)

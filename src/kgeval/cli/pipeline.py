@@ -121,6 +121,7 @@ def _report(result, ds, saved: Path, fmt: str) -> None:
         click.echo(json.dumps({
             "dataset": ds.name, "model": cfg.model.name, "metrics": metrics_payload(result.results),
             "timings": result.timings, "epochs_run": result.training.epochs_run,
+            "best_epoch": result.training.best_epoch,
             "configuration": cfg.to_dict(), "protocol": result.results.protocol, "output": str(saved),
         }, indent=2, default=str))
         return
@@ -130,6 +131,9 @@ def _report(result, ds, saved: Path, fmt: str) -> None:
         f"training: {tr.epochs_run} epochs ({cfg.training.loop}, dim {cfg.model.options.get('dim')}, "
         f"lr {cfg.optimizer.lr}, seed {cfg.seed})"
         + (f", stopped early at best epoch {tr.best_epoch}" if tr.stopped_early else "")
+        # early stopping restores its best checkpoint even when it ran every epoch: say whose numbers these are
+        + (f", evaluated the best validation checkpoint (epoch {tr.best_epoch})"
+           if not tr.stopped_early and tr.best_epoch is not None and tr.best_epoch != tr.epochs_run else "")
         + f", {result.timings['training']:.1f} s"
         + (f"; final loss {tr.losses[-1]:.4f}" if tr.losses else "")
     )
