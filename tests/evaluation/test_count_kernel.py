@@ -589,8 +589,9 @@ def test_chunk_walkers_work_in_a_forked_child(monkeypatch):
 
 
 def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatch):
-    """A model in training mode (dropout / batch norm state) or a scorer that does not declare
-    ``concurrent_scoring`` is walked by one thread, ``out=`` or not."""
+    """A scorer that does not declare ``concurrent_scoring`` is walked by one thread, ``out=`` or not;
+    a model in training mode is evaluated in eval mode (:func:`kgeval.evaluation.scorers.eval_mode`),
+    so it is walked like one."""
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
     model, train, test = _tied_model_and_triples("distmult", 120, 4, 7, 300, 250)
@@ -610,7 +611,8 @@ def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatc
         model.train(train_mode)
         got = evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=30, progress=False,
                              check_consistency=False).rank_table
-        assert not walkers
+        assert bool(walkers) == train_mode  # the training-mode model is walked in eval mode
+        assert model.training == train_mode  # and given back in its own mode
         _assert_same_tables(got, ref)
     model.eval()
 

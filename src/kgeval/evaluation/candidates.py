@@ -37,7 +37,7 @@ from .counting import tolerance_bounds
 from .inputs import evaluation_device
 from .evaluator import EvaluationOutput
 from .options import EvaluationOptions
-from .scorers import as_scorer
+from .scorers import as_scorer, eval_mode
 
 _DEFAULT_SIDES = EvaluationOptions().sides
 
@@ -45,7 +45,13 @@ _KEYS = {"head_neg": Side.HEAD, "head": Side.HEAD, "tail_neg": Side.TAIL, "tail"
 
 
 def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: EvaluationOptions) -> EvaluationOutput:
-    """The rank table and protocol of the given-candidates protocol (module docstring)."""
+    """The rank table and protocol of the given-candidates protocol (module docstring), a torch module
+    scorer in eval mode meanwhile (:func:`.scorers.eval_mode`)."""
+    with eval_mode(scorer):
+        return _evaluate_candidates(scorer, triples, candidates, filter_triples, opts)
+
+
+def _evaluate_candidates(scorer, triples, candidates, filter_triples, opts: EvaluationOptions) -> EvaluationOutput:
     if filter_triples is not None and (not isinstance(filter_triples, (tuple, list, dict)) or len(filter_triples)):
         raise InvalidInputError("candidates= ranks against the given negatives only: filter_triples must be empty")
     _refuse_unsupported(opts)

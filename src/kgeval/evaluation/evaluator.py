@@ -38,6 +38,7 @@ from .options import EvaluationOptions, as_options
 from .query_metrics import QueryMetricAccumulator
 from .sampled import rank_sampled
 from .sampling import sample_negatives
+from .scorers import eval_mode
 from .scoring import SideScorer
 
 __all__ = ["EvaluationOutput", "evaluate_ranks", "run_evaluation"]
@@ -63,7 +64,13 @@ def evaluate_ranks(scorer, triples, *, filter_triples=(), options: EvaluationOpt
 
 
 def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> EvaluationOutput:
-    """The evaluation of ``triples`` under ``opts`` (validated before any work starts)."""
+    """The evaluation of ``triples`` under ``opts`` (validated before any work starts), with a torch
+    module scorer in eval mode meanwhile (:func:`.scorers.eval_mode`: no dropout, no batch-norm updates)."""
+    with eval_mode(scorer):
+        return _run_evaluation(scorer, triples, filter_triples, opts)
+
+
+def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) -> EvaluationOutput:
     if opts.query_metrics_k and opts.num_negatives is not None:  # asked for, not computed: say so
         warnings.warn(f"query_metrics_k={opts.query_metrics_k} is ignored with num_negatives={opts.num_negatives}: "
                       "query-level precision / recall need whole score rows (no such keys in the results)",
