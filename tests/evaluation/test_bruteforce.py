@@ -256,6 +256,25 @@ def test_consistency_check_warns_on_batch_dependent_scores():
     assert out.protocol["consistency_check"]["mismatches"] > 0
 
 
+def test_consistency_warning_names_overflow_not_dropout():
+    """In-batch scores that overflow to inf (a finite score alone) are reported as overflow; the message
+    used to blame dropout or batch norm, which such a scorer does not have."""
+    table, train, test = make_graph(11)
+
+    class Overflowing:
+        num_entities = E
+
+        def score_tails(self, h, r):
+            s = table[h, r].clone()
+            return s + float("inf") if h.numel() > 1 else s  # the batch product overflows, one row does not
+
+        def score_heads(self, r, t):
+            return table[:, r, t].T.contiguous()
+
+    with pytest.warns(UserWarning, match=r"consistency check failed.*overflow the float range"):
+        evaluate_ranks(Overflowing(), test, filter_triples=train, progress=False, batch_size=8)
+
+
 def test_oom_halves_batch_and_never_redoes_work():
     table, train, test = make_graph(12)
     calls = []

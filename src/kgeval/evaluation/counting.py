@@ -183,8 +183,11 @@ class ConsistencyCheck:
             if not same:
                 self.mismatches += 1
                 if self.mismatches == 1:
+                    cause = ("scores overflow the float range (an infinite score ties with every other one of "
+                             "its sign: the model's weights are too large)"
+                             if math.isinf(alone) or math.isinf(inbatch) else
+                             "scores depend on the batch (a scorer with state or randomness, e.g. dropout?)")
                     self.first_mismatch = (
                         f"consistency check failed: triple ({h}, {r}, {t}) scores {inbatch!r} inside a batch "
-                        f"({SIDE_NAMES[side_scorer.side]} prediction) but {alone!r} alone; scores depend on the "
-                        "batch (dropout or batch norm in training mode?)"
+                        f"({SIDE_NAMES[side_scorer.side]} prediction) but {alone!r} alone; {cause}"
                     )
