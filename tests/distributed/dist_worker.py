@@ -51,6 +51,21 @@ class FailingScorer(DistMultScorer):
         raise Boom("scorer failed on this rank")
 
 
+class Shifted(DistMultScorer):
+    """DistMult plus 2^-18: exact for the integer scores of graph() (|score| < 64)."""
+
+    def score_tails(self, h, r, entities=None, out=None):
+        return super().score_tails(h, r, entities) + 2 ** -18
+
+    def score_heads(self, r, t, entities=None, out=None):
+        return super().score_heads(r, t, entities) + 2 ** -18
+
+    def score_triples(self, h, r, t):
+        return super().score_triples(h, r, t) + 2 ** -18
+
+    score_tail_candidates = score_head_candidates = None
+
+
 def main(rank, world, port, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=30))
@@ -67,6 +82,23 @@ def main(rank, world, port, out):
         mine = test if rank == 0 else test[::-1][:20]
         report[f"{mode}/mismatch"] = _error(lambda: kgeval.evaluate(scorer, mine, filter_triples=train,
                                                                     progress=False, distributed=mode))
+        # rank 1 holds another model (all entity rows; one relation's row): each rank would rank its share
+        # of the tasks with its own copy, so both fail at the start with a named error
+        other = DistMultScorer(scorer.entity.flip(0), scorer.relation) if rank == 1 else scorer
+        report[f"{mode}/other_model"] = _error(lambda: kgeval.evaluate(other, test, filter_triples=train,
+                                                                       progress=False, distributed=mode))
+        rel = scorer.relation.clone()
+        rel[int(test[-1, 1])] += 1  # a relation the first test triple does not have
+        assert int(test[0, 1]) != int(test[-1, 1])
+        other = DistMultScorer(scorer.entity, rel) if rank == 1 else scorer
+        report[f"{mode}/other_relation"] = _error(lambda: kgeval.evaluate(other, test, filter_triples=train,
+                                                                          progress=False, distributed=mode))
+        # scores 2^-18 apart on rank 1 (rounded differently, say on another device): within tolerance,
+        # and the same ranks (every score moves by the same exact amount)
+        close = Shifted(scorer.entity, scorer.relation) if rank == 1 else scorer
+        one = kgeval.evaluate(scorer, test, filter_triples=train, progress=False)
+        many = kgeval.evaluate(close, test, filter_triples=train, progress=False, distributed=mode)
+        report[f"{mode}/rounding"] = {"single": table(one), "distributed": table(many)}
         # the scorer raises on rank 1 only: both ranks end with an error, none waits
         bad = FailingScorer(scorer.entity, scorer.relation) if rank == 1 else scorer
         report[f"{mode}/exception"] = _error(lambda: kgeval.evaluate(bad, test, filter_triples=train,

@@ -6,7 +6,8 @@ with ``torchrun``; the default process group must be initialised before :func:`k
 ``(better, tied, num_candidates)`` are gathered (``all_gather_object``) and sorted by triple index,
 so every rank returns the same :class:`~kgeval.Results`, identical to one process: a task's counts
 depend only on its own score row, the filter index (built from all known triples on every rank)
-and, for sampled negatives, the negatives drawn for *all* tasks from the seed before slicing.
+and, for sampled negatives, the negatives drawn for *all* tasks from the seed before slicing. The ranks check at the start that they hold the same model: each
+scores a few probe queries and compares them with rank 0's (:func:`check_replicas`).
 
 Faults. Every collective of an evaluation goes through :meth:`Plan.exchange`: a rank's local work
 runs inside ``try``; its outcome (result or exception) is what the collective carries, so an
@@ -79,7 +80,7 @@ from .context import SideResult
 
 __all__ = ["MODES", "Plan", "start", "check_mode", "fingerprint", "DistributedError", "RankFailedError",
            "DistributedMismatchError", "TooManyRanksError", "init_from_env", "shard_range", "check_shard_scorer",
-           "check_shards"]
+           "check_shards", "check_replicas"]
 
 MODES = ("tasks", "entities")
 
@@ -228,6 +229,65 @@ def init_from_env(timeout_s: float) -> int:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
     return dist.get_rank()
+
+
+#: "tasks": the ranks compare the score rows of up to this many evaluation queries per side (see check_replicas)
+_PROBE_QUERIES = 4
+#: ... at this many entity columns per row, evenly spaced (plus the probe triples' heads and tails)
+_PROBE_COLUMNS = 64
+
+
+def _probe_scores(inp) -> np.ndarray:
+    """This rank's scores of the probe queries of :func:`check_replicas` (float64, flat)."""
+    from ..ranks import SIDE_TAIL
+    from .scoring import SideScorer
+
+    tri = inp.triples[np.flatnonzero(inp.keep)]
+    # the first evaluation triple of each relation (up to _PROBE_QUERIES): differences confined to a
+    # relation's parameters show where that relation is scored
+    _, first = np.unique(tri[:, 1], return_index=True)
+    tri = tri[np.sort(first)[:_PROBE_QUERIES]]
+    ne = int(inp.num_entities)
+    spaced = np.linspace(0, ne - 1, min(ne, _PROBE_COLUMNS)).round().astype(np.int64)
+    cols = np.unique(np.concatenate([spaced, tri[:, 0], tri[:, 2]]))  # the answers of both sides too
+    out = []
+    with torch.inference_mode():
+        for side in inp.side_codes:
+            ent = tri[:, 0] if side == SIDE_TAIL else tri[:, 2]
+            sc = SideScorer(inp.scorer, side, num_entities=ne, device=inp.device, allowed=None,
+                            threads=torch.get_num_threads())
+            ent, rel = (torch.as_tensor(x, device=inp.device) for x in (ent, tri[:, 1]))
+            if sc.accepts_entities:  # only the probe columns (a whole row of 10^8 entities is not needed)
+                scores = sc.columns(ent, rel, torch.as_tensor(cols, device=inp.device))
+            else:
+                scores = sc.rows(ent, rel)[:, torch.as_tensor(cols, device=inp.device)]
+            out.append(scores.detach().to(device="cpu", dtype=torch.float64).numpy().reshape(-1))
+    return np.concatenate(out)
+
+
+def check_replicas(plan: Plan, inp) -> None:
+    """``distributed="tasks"``: every rank must hold the same model, since each ranks its share of the
+    tasks with its own copy. The ranks score the same few probe queries (the first evaluation triple
+    of up to :data:`_PROBE_QUERIES` relations, each evaluated side) at up to :data:`_PROBE_COLUMNS`
+    evenly spaced entities and the probe triples' own (a few hundred scores sent), and compare them
+    with rank 0's, within the consistency check's tolerance (relative 1e-5,
+    absolute 1e-5 x the mean |score|: rounding may differ between devices); a difference raises
+    :class:`DistributedMismatchError` on every rank before any ranking. Without it a rank holding
+    another model (a checkpoint loaded on rank 0 only, an unseeded initialisation) silently ranked
+    its share of the tasks with it."""
+    probes = plan.exchange(_probe_scores, inp)
+    ref = probes[0]
+    scale = float(np.mean(np.abs(ref[np.isfinite(ref)]))) if np.isfinite(ref).any() else 0.0
+    tol = max(1e-6, 1e-5 * scale)
+    for r, p in enumerate(probes):
+        same = p.shape == ref.shape and bool(np.all(np.isclose(p, ref, rtol=1e-5, atol=tol, equal_nan=True)))
+        if not same:
+            worst = float(np.nanmax(np.abs(p - ref))) if p.shape == ref.shape else float("nan")
+            raise DistributedMismatchError(
+                f"rank {r} of {plan.world} scores the same queries differently than rank 0 (largest difference "
+                f"{worst:.6g}): distributed='tasks' needs the same model on every rank (load the same checkpoint "
+                "or seed the initialisation on every rank; a model in training mode with dropout scores "
+                "differently at each call: call model.eval())")
 
 
 def fingerprint(inp, opts) -> str:

@@ -81,6 +81,8 @@ def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) ->
     else:  # a rank whose inputs fail to load ends every rank; then the inputs must agree
         inp = plan.guard(prepare_inputs, scorer, triples, filter_triples, opts)
         plan.check_same(distributed.fingerprint(inp, opts))
+        if plan.mode == "tasks":  # each rank ranks its share with its own copy of the model
+            distributed.check_replicas(plan, inp)
     shard = None
     if plan is not None and plan.mode == "entities":  # (lo, hi, row width, row dtype), the same on all ranks
         shard = distributed.check_shards(plan, inp.scorer, inp.num_entities)
