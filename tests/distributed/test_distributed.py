@@ -94,6 +94,31 @@ def test_ranks_holding_different_models_fail_on_every_rank(reports):
         assert len(r["single"]["optimistic"]) > 0 and r["distributed"] == r["single"]
 
 
+def test_a_rank_not_taking_part_is_a_named_error(tmp_path):
+    """Rank 1 evaluates in one process, rank 0 with distributed="tasks": rank 0's first collective
+    times out (2 s here). It raised gloo's bare RuntimeError ('Timed out waiting 2000ms for send
+    operation to complete'); now CollectiveError, naming the rank and what to check."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    worker = Path(__file__).with_name("timeout_worker.py")
+    procs = [subprocess.Popen([sys.executable, str(worker), str(r), str(port), str(tmp_path)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(2)]
+    logs = []
+    for p in procs:
+        try:
+            logs.append(p.communicate(timeout=60)[0].decode(errors="replace"))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail("workers hung")
+    reps = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert reps[1]["error"] is None, logs
+    assert reps[0]["error"] == "CollectiveError", (reps[0], logs)
+    assert "rank 0 of 2" in reps[0]["message"] and "distributed=" in reps[0]["message"]
+
+
 @pytest.mark.parametrize("mode", ["tasks"])
 def test_exception_on_one_rank_ends_every_rank(reports, mode):
     assert reports[1][f"{mode}/exception"]["error"] == "Boom"

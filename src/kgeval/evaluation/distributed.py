@@ -15,7 +15,8 @@ exception on one rank ends every rank, the failing one with its own exception, t
 :class:`RankFailedError` naming the rank and the error (no rank waits for a peer that already
 failed). A rank that dies without raising (killed, segfault) is caught by the process group's
 timeout: ``init_process_group(timeout=...)``; the CLI sets it from ``--dist-timeout``
-(default 600 s). At the start the ranks exchange a SHA-256 of their inputs (triples, known
+(default 600 s). So is a rank that never joins the evaluation (evaluates without ``distributed=``):
+a collective that fails or times out raises :class:`CollectiveError` naming the rank. At the start the ranks exchange a SHA-256 of their inputs (triples, known
 triples, restriction, options that change results, number of entities): a difference raises
 :class:`DistributedMismatchError` on every rank before any scoring.
 
@@ -79,6 +80,7 @@ from ..errors import InvalidInputError, KGEvalError
 from .context import SideResult
 
 __all__ = ["MODES", "Plan", "start", "check_mode", "fingerprint", "DistributedError", "RankFailedError",
+           "CollectiveError",
            "DistributedMismatchError", "TooManyRanksError", "init_from_env", "shard_range", "check_shard_scorer",
            "check_shards", "check_replicas"]
 
@@ -94,6 +96,12 @@ class DistributedError(KGEvalError):
 
 class RankFailedError(DistributedError):
     """Another rank raised; the message names the rank and its error."""
+
+
+class CollectiveError(DistributedError):
+    """A collective of the evaluation failed or timed out: another rank is not running the same
+    distributed evaluation (never called it, called it without ``distributed=``), died, or took
+    longer than the process group's timeout."""
 
 
 class DistributedMismatchError(DistributedError, InvalidInputError):
@@ -350,7 +358,7 @@ class Plan:
         except Exception as exc:  # noqa: BLE001
             err, payload, status = exc, None, f"{type(exc).__name__}: {exc}"
         gathered = [None] * self.world
-        _dist().all_gather_object(gathered, (status, payload))
+        self._collective("exchange", _dist().all_gather_object, gathered, (status, payload))
         if err is not None:
             raise err
         failed = [(r, s) for r, (s, _) in enumerate(gathered) if s is not None]
@@ -358,6 +366,24 @@ class Plan:
             r, s = failed[0]
             raise RankFailedError(f"rank {r} of {self.world} failed during distributed evaluation: {s}")
         return [pickle.loads(p) for _, p in gathered]
+
+    def _collective(self, what: str, fn, *args):
+        """``fn(*args)``, a collective: torch's error when it fails (gloo: ``RuntimeError: Timed out
+        waiting 1800000ms for send operation``, or a closed connection) as :class:`CollectiveError`
+        saying why a rank ends up there (out-of-memory errors pass unchanged)."""
+        from .batching import is_out_of_memory
+
+        try:
+            return fn(*args)
+        except RuntimeError as exc:
+            if is_out_of_memory(exc):
+                raise
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+            raise CollectiveError(
+                f"rank {self.rank} of {self.world}: the {what} with the other ranks failed ({first}). Every rank "
+                "must run the same distributed evaluation: a rank that never calls it, evaluates without "
+                "distributed=, died, or takes longer than the process group's timeout "
+                "(init_process_group(timeout=...); the CLI's --dist-timeout) leaves the others here") from exc
 
     def check_same(self, digest: str) -> None:
         """Every rank's input fingerprint equals rank 0's, else :class:`DistributedMismatchError`."""
@@ -422,7 +448,7 @@ class Plan:
             buf[:numel] = out.reshape(-1).to(dev)
         else:
             buf[numel + int(is_out_of_memory(err))] = 1
-        buf = _sum_over_ranks(buf, self.world)
+        buf = self._collective("sum", _sum_over_ranks, buf, self.world)
         failed, oom = int(buf[numel]), int(buf[numel + 1])
         if failed or oom:
             self.pending = err
