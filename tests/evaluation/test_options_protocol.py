@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from eval_graphs import E, small_graph
 
@@ -44,6 +45,9 @@ def test_options_refuse_bools_for_integers(name):
         ({"memory_budget": 1.5}, r"memory_budget is a whole number of bytes, got 1\.5 \(for 1\.5 GiB pass 1\.5 \* 2\*\*30\)"),
         ({"filtered": "yes"}, "filtered"),
         ({"query_metrics_k": (0,)}, "query_metrics_k"),
+        # a lone float k raised TypeError: 'float' object is not iterable
+        ({"query_metrics_k": 2.0}, "query_metrics_k must be a positive integer, got 2.0"),
+        ({"query_metrics_k": np.float64(3.0)}, "query_metrics_k must be a positive integer"),
         ({"sides": "middle"}, "unknown side"),
         ({"device": "nonsense-device"}, "device"),
     ],

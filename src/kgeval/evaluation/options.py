@@ -177,7 +177,9 @@ class EvaluationOptions:
             )
         set_("memory_budget", None if budget is None else int(budget))
         ks = self.query_metrics_k
-        ks = () if ks is None else ((ks,) if isinstance(ks, (numbers.Integral, np.integer)) else tuple(ks))
+        # one k, or a sequence of them (a lone float or string is one bad k: named below, not a TypeError)
+        ks = () if ks is None else ((ks,) if isinstance(ks, (numbers.Number, np.number, str, bytes))
+                                    or not hasattr(ks, "__iter__") else tuple(ks))
         ks = tuple(sorted({check_positive_int("query_metrics_k", k) for k in ks}))
         set_("query_metrics_k", ks)
         from .distributed import check_mode
