@@ -104,6 +104,20 @@ def test_true_answer_among_negatives_and_filtering_are_refused():
         kgeval.evaluate(model, tri, candidates=negs, filter_triples=tri)
 
 
+def test_empty_filter_arrays_are_no_filter():
+    """An empty filter set (no known triples: np.zeros((0, 3)), an empty tensor, {"train": empty}) was
+    refused with 'filter_triples must be empty'; only an empty tuple / list / dict passed."""
+    tri, negs = _data()
+    model = get_model("distmult", NE, NR, dim=4, seed=0)
+    want = kgeval.evaluate(model, tri, candidates=negs).rank_table
+    empty = np.zeros((0, 3), dtype=np.int64)
+    for known in (empty, torch.as_tensor(empty), {"train": empty}, [empty, empty]):
+        got = kgeval.evaluate(model, tri, candidates=negs, filter_triples=known).rank_table
+        assert np.array_equal(got.optimistic, want.optimistic) and np.array_equal(got.pessimistic, want.pessimistic)
+    with pytest.raises(InvalidInputError, match="filter_triples must be empty"):
+        kgeval.evaluate(model, tri, candidates=negs, filter_triples={"train": empty, "valid": tri[:1]})
+
+
 @pytest.mark.parametrize("option, match", [
     ({"restrict_entities": list(range(20))}, "restrict_entities"),
     ({"restrict_relations": [0, 1]}, "restrict_relations"),

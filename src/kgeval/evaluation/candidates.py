@@ -52,7 +52,7 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
 
 
 def _evaluate_candidates(scorer, triples, candidates, filter_triples, opts: EvaluationOptions) -> EvaluationOutput:
-    if filter_triples is not None and (not isinstance(filter_triples, (tuple, list, dict)) or len(filter_triples)):
+    if not _no_known_triples(filter_triples):
         raise InvalidInputError("candidates= ranks against the given negatives only: filter_triples must be empty")
     _refuse_unsupported(opts)
     scorer = as_scorer(scorer)
@@ -81,6 +81,14 @@ def _evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Eval
         candidates="1 + the given negatives of each task (OGB protocol); unfiltered", device=str(device),
         tasks_sha256=tasks_digest(tri, *per_side.values()))
     return EvaluationOutput(table, protocol)
+
+
+def _no_known_triples(filter_triples) -> bool:
+    """Whether ``filter_triples`` (any form :func:`kgeval.evaluation.evaluate` takes) holds no triple: an
+    empty array, tensor or set of them is no filter (``np.zeros((0, 3))`` was refused as one)."""
+    from .inputs import _filter_sets
+
+    return all(as_triples(name, arr, allow_empty=True).shape[0] == 0 for name, arr in _filter_sets(filter_triples))
 
 
 def _refuse_unsupported(opts: EvaluationOptions) -> None:
