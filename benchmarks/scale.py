@@ -39,35 +39,42 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Current numbers (2026-11-23/24, ``--repeat 9``; 3 at 1e6, 2 at 1e7 with ``--floor-rows 1024``; ranges
-are separate runs: the same configuration measures up to ~10% apart from one process to the next, and
-the box's floor drifts between ~70 and ~100 ms at 1e4 within an hour; ``scale_history.md`` beside this
-file has every dated measurement and what changed between them):
+Current numbers (2026-11-26 for one process at 1e4-1e6, ``--repeat`` 9 / 5 / 3; the rest 2026-11-23/24, 2 at
+1e7 with ``--floor-rows 1024``; ranges are separate runs: the same configuration measures up to ~10% apart
+from one process to the next, and the box's floor drifts between ~60 and ~100 ms at 1e4 from day to day --
+on 2026-11-26 it was ~60 ms, against ~81 ms on 11-24, which makes the fixed costs a larger fraction;
+``scale_history.md`` beside this file has every dated measurement and what changed between them):
 
     dim  entities  table procs mode      ratio        warm s  s/1e9 pairs  anon GiB
-     64     1e4    RAM     1   one       1.20-1.40x     0.1   0.99-1.12    0.33-0.42
-     64     1e4    RAM     1   one       1.25-1.34x     0.1                            (10^6 filter triples)
+     64     1e4    RAM     1   one       1.30x          0.1   0.74-0.76    0.26-0.28  (11-24: 1.20-1.40x)
+     64     1e4    RAM     1   one       1.36x          0.1   0.77         0.29       (10^6 filter triples)
      64     1e4    RAM     2   tasks     1.72x          0.1   1.29         0.30
      64     1e4    RAM     2   entities  3.30x          0.3   2.79         0.32
-     64     1e5    RAM     1   one       1.04-1.06x     0.8   0.81         0.33       (10^6 filters: 1.04x)
+     64     1e5    RAM     1   one       1.05x          0.7   0.68         0.28
      64     1e5    RAM     2   tasks     1.31x          0.9   0.89         0.32
      64     1e5    RAM     2   entities  1.41x          1.1   1.05         0.31
-     64     1e6    RAM     1   one       0.98x          8.1   0.80-0.87    0.55
+     64     1e6    RAM     1   one       1.03x          6.7   0.67         0.52
      64     1e7    mmap    1   one       1.01x         83.9   0.84         0.37
-    128     1e4    RAM     1   one       1.20x          0.2   2.02         0.34
+    128     1e4    RAM     1   one       1.17x          0.1   1.38         0.28
     128     1e5    RAM     1   one       1.08x          1.6   1.56         0.36
     (2-process 1e6: tasks 1.23x, entities 1.21x; 1e7 mmap entities 1.19x; dim 128 1e6 1.07x: measured
     2026-11-23 17:42, before the later changes, not re-run since)
 
-Where the time goes at 1e4 (dim 64, one process, 10^5 filter triples; 89-95 ms per evaluation): four
-walks (2 batches x 2 sides, ~80 ms) and ~9 ms of serial work between them (start ~3 ms, ~1 ms between
-batches, ~2 ms at the side switch, ~1 ms at the end: dozens of 0.1-0.5 ms steps). Per walker the
-products take what a bare two-walker loop of the same one-thread products takes in the same process
-(at or below the floor), counting ~6 ms, the batch setup (predicted true scores, known answers by
-chunk) ~2.5 ms, answer reads ~0.5-1 ms. The CPU-time bound: products (~the floor's CPU time) plus
-counting (~12 core-ms), setup (~5), reads and serial work give a CPU ratio of ~1.2, so no reordering
-of the work (pipelining batches, overlapping the sides) can bring the wall time under ~1.2x on 2 cores;
-only less counting or bookkeeping CPU time, or more cores, can. From 1e5 the fixed part is amortised.
+Where the time goes at 1e4 (dim 64, one process, 10^5 filter triples, 2026-11-26: a floor of ~60 ms, an
+evaluation of 72-77 ms measured alone and ~78 ms right after a floor, as this script pairs them). Per
+walker (two one-thread walkers) the products take 60.7 ms, what the 2-thread floor takes (both run MKL's
+kernel at the core's peak, ~103 GFLOP/s at dim 64), and the counting kernel 3.6 ms (0.066 ns per score:
+two comparisons per score, from L3). The rest, ~12 ms, is dozens of 0.1-0.9 ms steps: ~6 ms serial while
+the other core idles (input checks, query grouping, known answers, prepared queries, rank tables, the
+protocol: ~2.6 ms before the first walk, ~2.6 at the side switch, ~1 at the end), ~1 ms per walk of batch
+setup on the calling thread (predicted true scores, known answers by chunk) and ~0.6-1.2 ms per walk
+waiting for the slowest walker. Since 2026-11-26 a side's 5,000 tasks are one walk of two row blocks
+(``full.plan_full``), not two walks: 78.7 -> 76.5 ms median (alternated processes). Tried and measured
+there: running the two sides concurrently on one walker each (the serial work of one side beside the
+other's products) gave 72.7 vs 74.9 ms in a prototype -- the per-side serial work stays on each thread;
+a counting kernel without the NaN sum 57 vs 64 us per 2,500 x 384 block (one comparison alone: 36).
+Below ~1.2x at 1e4 on 2 cores would need the serial bookkeeping under ~2-3 ms (a pipeline of both sides'
+batches through one pool of walkers); from 1e5 the fixed part is amortised.
 
 The warm runs (``--repeat`` > 1) evaluate the same known triples again, so they use what the first kept in
 :mod:`kgeval.evaluation.known_cache`, as early stopping and hyper-parameter trials do;
