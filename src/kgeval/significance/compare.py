@@ -97,6 +97,8 @@ def compare(results_a, results_b, *more, metrics=DEFAULT_METRICS, side: str = "b
 
 #: p_method of a bootstrap test that has no null spread (one unit, or the same difference in every unit)
 _NO_SPREAD = "{} (undefined: every resample has the observed difference; use test='permutation')"
+#: p_method of a run-level test whose runs have no spread (each model: one value in every run)
+_NO_RUN_SPREAD = "welch t (undefined: every run of each model has the same value)"
 
 
 def _choice(what: str, value, choices) -> str:
@@ -254,10 +256,15 @@ def _run_row(tasks: paired.PairedTasks, metric, confidence: float) -> dict:
                effect_size=math.nan)
     if xa.size < 2 or xb.size < 2:
         return row
+    if np.ptp(xa) == 0 and np.ptp(xb) == 0:
+        # every run of each model has the same value (hits@k of seeds that rank alike): no spread, so
+        # Welch's t is 0/0 or ±inf. Tested on the values themselves, not on the variance, which the
+        # rounding of the mean leaves at ~1e-32 for some constant values (p ~1e-28, d ~1e13 instead);
+        # the values reported are the runs' own: the mean of k equal floats may round away from them
+        diff = float(xa[0] - xb[0])
+        row.update(value_a=float(xa[0]), value_b=float(xb[0]), difference=diff, ci_low=diff, ci_high=diff)
+        return {**row, "p_value": 1.0} if diff == 0 else {**row, "p_method": _NO_RUN_SPREAD}
     pooled = math.sqrt(((xa.size - 1) * xa.var(ddof=1) + (xb.size - 1) * xb.var(ddof=1)) / (xa.size + xb.size - 2))
-    if pooled == 0:
-        same = bool(xa.mean() == xb.mean())
-        return {**row, "p_value": 1.0 if same else math.nan, "ci_low": row["difference"], "ci_high": row["difference"]}
     res = ttest_ind(xa, xb, equal_var=False)
     ci = res.confidence_interval(confidence)
     return {**row, "p_value": float(res.pvalue), "ci_low": float(ci.low), "ci_high": float(ci.high),

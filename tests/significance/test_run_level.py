@@ -1,0 +1,67 @@
+"""The run level of kgeval.compare: Welch's t-test on the per-run values of replicated models."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from kgeval import RankTable
+from kgeval.metrics import get as get_metric
+from kgeval.significance import paired
+from kgeval.significance.compare import _run_row
+
+MR = get_metric("mr")
+
+
+def _constant_runs(k: int, want_rounding: bool):
+    """A table whose MR, repeated in k runs, has a sample variance of exactly 0 (want_rounding=False)
+    or of rounding noise only (True): numpy's mean of k equal floats need not be that float."""
+    for n in range(2, 400):
+        table = RankTable.from_ranks(np.arange(1, n + 1) % 7 + 1, num_candidates=10)
+        value = MR(table.ranks("realistic"), table.num_candidates, None)
+        if (np.full(k, value).var(ddof=1) != 0) == want_rounding:
+            return table
+    raise AssertionError("no such table")  # pragma: no cover
+
+
+def test_runs_without_spread_give_the_same_answer_whatever_the_rounding():
+    """Models whose every run has one value (seeds that rank alike): Welch's t is undefined. A set of
+    3 equal values whose mean rounds off has a 'variance' of ~1e-32, which gave p = 1e-28 and
+    Cohen's d = 7e13 instead of the undefined test of the exactly-zero case."""
+    noisy, exact = _constant_runs(3, True), _constant_runs(3, False)
+    assert np.full(3, MR(noisy.ranks("realistic"), noisy.num_candidates, None)).var(ddof=1) > 0  # the trap
+    for a, b in ((noisy, exact), (exact, noisy)):
+        tasks_a = RankTable.from_ranks(a.ranks("realistic"), num_candidates=10)
+        tasks_b = RankTable.from_ranks(b.ranks("realistic"), num_candidates=10)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no scipy precision-loss warning either
+            row = _run_row(paired.PairedTasks([tasks_a] * 3, [tasks_b] * 2, "realistic"), MR, 0.95)
+        va, vb = (MR(t.ranks("realistic"), t.num_candidates, None) for t in (a, b))
+        assert va != vb
+        assert (row["value_a"], row["value_b"], row["difference"]) == (va, vb, va - vb)
+        assert math.isnan(row["p_value"]) and "undefined" in row["p_method"]
+        assert math.isnan(row["effect_size"])
+        assert row["ci_low"] == row["ci_high"] == row["difference"]
+
+
+def test_runs_of_one_constant_value_on_both_sides_are_not_different():
+    noisy = _constant_runs(3, True)
+    row = _run_row(paired.PairedTasks([noisy] * 3, [noisy] * 2, "realistic"), MR, 0.95)
+    assert row["p_value"] == 1.0 and row["difference"] == 0.0 and row["ci_low"] == row["ci_high"] == 0.0
+
+
+def test_welch_row_matches_scipy_with_unequal_numbers_of_runs():
+    from scipy.stats import ttest_ind
+
+    rng = np.random.default_rng(3)
+    tables = [RankTable.from_ranks(rng.integers(1, 20, size=50), num_candidates=20) for _ in range(5)]
+    row = _run_row(paired.PairedTasks(tables[:3], tables[3:], "realistic"), MR, 0.9)
+    xa, xb = ([MR(t.ranks("realistic"), t.num_candidates, None) for t in ts] for ts in (tables[:3], tables[3:]))
+    ref = ttest_ind(xa, xb, equal_var=False)
+    ci = ref.confidence_interval(0.9)
+    pooled = math.sqrt((2 * np.var(xa, ddof=1) + np.var(xb, ddof=1)) / 3)
+    assert row["p_value"] == ref.pvalue and (row["ci_low"], row["ci_high"]) == (ci.low, ci.high)
+    assert row["effect_size"] == (np.mean(xa) - np.mean(xb)) / pooled
+    assert row["p_method"] == "welch t" and row["num_units"] == 5
