@@ -111,3 +111,25 @@ def test_compare_refuses_damaged_runs_and_other_datasets(replicated, tmp_path):
     (garbled / "rank_table.npz").write_bytes(b"not a zip file")
     with pytest.raises(InvalidInputError):
         compare(garbled, good)
+
+
+def test_replicate_set_of_runs_evaluated_otherwise_is_refused(replicated, tmp_path):
+    """A replicate set is one model: its runs were checked only through the first run's protocol, so
+    a set holding a run evaluated with tie_tolerance=0.5 was averaged in (MRR 0.365 = mean of 0.458
+    and 0.273) and compared without a word."""
+    import shutil
+
+    from kgeval import pipeline
+    from kgeval.significance.align import ProtocolMismatchError
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(replicated / "distmult" / "seed42", mixed / "seed42")
+    pipeline(dataset="nations", model="distmult", epochs=2, model_kwargs={"dim": 8}, random_seed=43,
+             evaluation_kwargs={"tie_tolerance": 0.5}, progress=False).save(mixed / "seed43")
+    (mixed / "replicates.json").write_text(json.dumps({"format": "kgeval-replicates", "version": 1,
+                                                      "seeds": [42, 43], "runs": ["seed42", "seed43"]}))
+    for pair in ((mixed, replicated / "complex"), (replicated / "complex", mixed)):
+        with pytest.raises(ProtocolMismatchError, match="replicate set .*mixed.*tie_tolerance is 0.0 vs 0.5"):
+            compare(*pair, metrics="mrr", num_resamples=20)
+    res = run("compare", mixed, replicated / "complex")
+    assert res.exit_code == 2 and "tie_tolerance" in res.output and "Traceback" not in res.output

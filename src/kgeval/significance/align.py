@@ -77,6 +77,15 @@ def as_model(item, index: int) -> Model:
         if (path / REPLICATES_FILE).is_file():
             runs = load_replicates(path)
             loaded = [_load_run(r) for r in runs]
+            # the model's protocol is its first run's: every other run must agree with it (a set
+            # assembled by hand from runs evaluated otherwise would be averaged as one model)
+            members = [Model(f"{path.name}/{r.name}", [t], p, d, path=r) for r, (t, p, d) in zip(runs, loaded)]
+            for other in members[1:]:
+                try:
+                    check_protocols(members[0], other)
+                except InvalidInputError as exc:
+                    raise type(exc)(f"the runs of the replicate set {str(path)!r} are not one model's "
+                                    f"replicates: {exc}") from None
             return Model(path.name, [t for t, _, _ in loaded], loaded[0][1], loaded[0][2], True, path)
         table, protocol, dataset = _load_run(path)
         return Model(path.name, [table], protocol, dataset, path=path)
