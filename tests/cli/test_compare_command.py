@@ -133,3 +133,17 @@ def test_replicate_set_of_runs_evaluated_otherwise_is_refused(replicated, tmp_pa
             compare(*pair, metrics="mrr", num_resamples=20)
     res = run("compare", mixed, replicated / "complex")
     assert res.exit_code == 2 and "tie_tolerance" in res.output and "Traceback" not in res.output
+
+
+def test_replicate_set_listing_a_run_twice_is_refused(replicated, tmp_path):
+    """runs ["seed42", "./seed42", "seed43"] counted seed42 as two seeds: the run-level Welch test saw
+    3 runs (values 0.458, 0.458, 0.411) where there were 2."""
+    import shutil
+
+    from kgeval.errors import InvalidInputError
+
+    twice = tmp_path / "twice"
+    shutil.copytree(replicated / "distmult", twice)
+    (twice / "replicates.json").write_text(json.dumps({"runs": ["seed42", "./seed42", "seed43"]}))
+    with pytest.raises(InvalidInputError, match="lists the run 'seed42' more than once"):
+        compare(twice, replicated / "complex", metrics="mrr", num_resamples=20)

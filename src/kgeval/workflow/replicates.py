@@ -123,4 +123,9 @@ def load_replicates(directory: str | os.PathLike) -> list[Path]:
     runs = data.get("runs") if isinstance(data, dict) else None
     if not isinstance(runs, list) or not runs or not all(isinstance(r, str) for r in runs):
         raise InvalidInputError(f"{directory / REPLICATES_FILE}: not a kgeval replicate summary (no list of runs)")
-    return [directory / r for r in runs]
+    paths = [directory / r for r in runs]
+    resolved = [p.resolve() for p in paths]
+    twice = [r for r, p in zip(runs, resolved) if resolved.count(p) > 1]
+    if twice:  # one run counted twice would be two seeds' worth of evidence
+        raise InvalidInputError(f"{directory / REPLICATES_FILE}: lists the run {twice[0]!r} more than once")
+    return paths
