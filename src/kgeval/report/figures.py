@@ -49,14 +49,17 @@ def figure_one(runs, metric: str) -> str:
     base = base_metric(metric)
     adj_key, z_key = derived_keys(base)
     datasets = sorted({r.dataset for r in runs}, key=lambda d: min(r.num_entities or 0 for r in runs if r.dataset == d))
-    models = sorted({r.model for r in runs})
+    # one bar series per run label without its dataset: the model, or the model and directory where
+    # one model has several runs on a dataset (seeds): each run keeps its own bar
+    series = {(series_label(r), r.dataset): r for r in runs}
+    models = sorted({s for s, _ in series})
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     width = 0.8 / max(1, len(models))
     for ax, key, title in zip(axes, (base.key, adj_key, z_key), (base.key, f"adjusted index ({adj_key})", z_key)):
         for j, model in enumerate(models):
             heights = []
             for d in datasets:
-                run = next((r for r in runs if r.model == model and r.dataset == d), None)
+                run = series.get((model, d))
                 v = None if run is None else run.results.value("both", RANK_TYPE, key)
                 heights.append(np.nan if v is None else v)
             ax.bar(np.arange(len(datasets)) + (j - (len(models) - 1) / 2) * width, heights, width, label=model)
@@ -73,6 +76,11 @@ def figure_one(runs, metric: str) -> str:
                bbox_to_anchor=(0.5, -0.06), frameon=False)
     fig.suptitle("raw metric, adjusted index and z-score (both sides, realistic ranks)", fontsize=10)
     return to_svg(fig)
+
+
+def series_label(run) -> str:
+    """The run's label in Figure 1's legend: its name without `` on <dataset>``."""
+    return run.name.replace(f" on {run.dataset}", "", 1)
 
 
 def null_bin_counts(num_candidates: np.ndarray, edges: np.ndarray) -> np.ndarray:

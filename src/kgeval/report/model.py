@@ -147,7 +147,13 @@ def _units(table) -> int:
 def _names(runs) -> list[str]:
     """``model on dataset`` labels, made unique with the directory name where they repeat."""
     labels = [f"{r.config.model.name} on {r.config.dataset}" for r in runs]
-    return [f"{lab} ({r.directory.name})" if labels.count(lab) > 1 else lab for lab, r in zip(labels, runs)]
+    names = [f"{lab} ({r.directory.name})" if labels.count(lab) > 1 else lab for lab, r in zip(labels, runs)]
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:  # runs/a/seed42 and runs/b/seed42: still the same label
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(f"{name} #{seen[name]}" if names.count(name) > 1 else name)
+    return unique
 
 
 def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, num_resamples: int = 1000,
