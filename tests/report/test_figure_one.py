@@ -57,3 +57,18 @@ def test_runs_in_directories_of_the_same_name_keep_their_own_names_and_bars(seed
     values = sorted(run.headline[0]["value"] for run in report.runs)
     assert values[0] != values[1]
     assert sorted(p.get_height() for p in fig.axes[0].patches) == values
+
+
+def test_axes_and_comparison_say_which_direction_is_better(seeds, monkeypatch, tmp_path):
+    """MR's raw panel runs the other way from its adjusted index and z-score (lower vs higher is
+    better); nothing on the figure, nor in the Markdown comparison's 'A - B' of mr, said so."""
+    from kgeval.report import write_report
+
+    report = build_report(seeds, metric="mr", num_resamples=20)
+    fig = _figure_one(report, monkeypatch)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["lower is better", "higher is better", "higher is better"]
+    report = build_report(seeds, metric="mrr", num_resamples=20)
+    fig = _figure_one(report, monkeypatch)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["higher is better"] * 3
+    text = write_report(report, tmp_path / "r.md", format="md").read_text()
+    assert "| mr (lower better) |" in text and "| mrr (higher better) |" in text

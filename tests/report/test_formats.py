@@ -37,7 +37,7 @@ def test_csv_and_json_carry_the_exact_values(runs, tmp_path):
 def test_markdown_and_latex_tables(runs, tmp_path):
     md = _report(runs, tmp_path, "md")
     assert "| distmult on Nations | both | mrr |" in md and "evaluation: " in md
-    assert "| distmult on Nations | complex on Nations | mrr |" in md  # the pairwise comparison
+    assert "| distmult on Nations | complex on Nations | mrr (higher better) |" in md  # the pairwise comparison
     tex = _report(runs, tmp_path, "latex")
     assert tex.startswith("\\begin{tabular}") and "hits@10" in tex and "\\_" not in tex.split("\n")[2]
 

@@ -15,6 +15,7 @@ import io
 
 import numpy as np
 
+from .. import metrics as _metrics
 from ..keys import flat_key
 from .model import RANK_TYPE, base_metric, derived_keys
 
@@ -56,6 +57,8 @@ def figure_one(runs, metric: str) -> str:
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     width = 0.8 / max(1, len(models))
     for ax, key, title in zip(axes, (base.key, adj_key, z_key), (base.key, f"adjusted index ({adj_key})", z_key)):
+        # MR's raw panel runs the other way from its adjusted index and z-score: say so on each axis
+        ax.set_ylabel(direction(_metrics.get(key)), fontsize=8)
         for j, model in enumerate(models):
             heights = []
             for d in datasets:
@@ -76,6 +79,11 @@ def figure_one(runs, metric: str) -> str:
                bbox_to_anchor=(0.5, -0.06), frameon=False)
     fig.suptitle("raw metric, adjusted index and z-score (both sides, realistic ranks)", fontsize=10)
     return to_svg(fig)
+
+
+def direction(metric) -> str:
+    """``higher is better`` or ``lower is better``: the metric's direction, for axis labels."""
+    return "higher is better" if metric.increasing else "lower is better"
 
 
 def series_label(run) -> str:
@@ -127,7 +135,7 @@ def relation_figure(rows: list[dict], metric: str) -> str:
         # segments, not error bars: a BCa interval need not contain the point estimate
         ax.hlines(y[has], lows[has], highs[has], linewidth=0.8)
     ax.set_yticks(y, [str(r["relation"]) for r in rows], fontsize=6)
-    ax.set_xlabel(f"{metric} (both sides)")
+    ax.set_xlabel(f"{metric} (both sides; {direction(_metrics.get(metric))})")
     ax.set_ylabel("relation id")
     return to_svg(fig)
 
@@ -154,6 +162,6 @@ def candidates_figure(results, metric: str, num_bins: int = 8) -> str:
     ax.plot(centres, [np.nan if e is None else e for e in expected], "s--", label="null expectation")
     ax.set_xscale("log")
     ax.set_xlabel("number of candidates C (median of the bin)")
-    ax.set_ylabel(flat_key("both", RANK_TYPE, base.key), fontsize=8)
+    ax.set_ylabel(f"{flat_key('both', RANK_TYPE, base.key)}\n({direction(base)})", fontsize=8)
     ax.legend(fontsize=8)
     return to_svg(fig)

@@ -35,6 +35,11 @@ def cells(row: dict) -> list[str]:
     return [fmt(row["value"]), ci, fmt(row.get("adjusted")), fmt(row.get("z")), p_text(row)]
 
 
+def _with_direction(row: dict) -> str:
+    """``mr (lower better)``: which sign of A - B favours A, as ``kgeval compare`` prints it."""
+    return f"{row['metric']} ({'higher' if row['higher_is_better'] else 'lower'} better)"
+
+
 def _rows(report):
     for run in report.runs:
         for row in run.headline:
@@ -48,7 +53,7 @@ def render_markdown(report) -> str:
     if report.comparison:
         lines += ["", "## Pairwise comparison", "", "| A | B | metric | value A | value B | A - B | CI | p | p corrected |",
                   "|" + "---|" * 9]
-        lines += ["| " + " | ".join([r["model_a"], r["model_b"], r["metric"], *map(fmt, (
+        lines += ["| " + " | ".join([r["model_a"], r["model_b"], _with_direction(r), *map(fmt, (
             r["value_a"], r["value_b"], r["difference"])), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
             fmt(r["p_value"]), fmt(r["p_corrected"])]) + " |" for r in report.comparison]
     for run in report.runs:
