@@ -147,3 +147,11 @@ def test_replicate_set_listing_a_run_twice_is_refused(replicated, tmp_path):
     (twice / "replicates.json").write_text(json.dumps({"runs": ["seed42", "./seed42", "seed43"]}))
     with pytest.raises(InvalidInputError, match="lists the run 'seed42' more than once"):
         compare(twice, replicated / "complex", metrics="mrr", num_resamples=20)
+
+
+def test_text_table_names_the_run_level_interval(replicated):
+    """The footer called every CI a 'paired bootstrap percentile interval'; the run level's is
+    Welch's t interval of the difference of the seeds' means, not a bootstrap."""
+    res = run("compare", replicated / "distmult", replicated / "complex", "--metric", "mrr", "--num-resamples", "50")
+    assert res.exit_code == 0, res.output
+    assert "Welch t interval of the difference of the run means (run level)" in res.output

@@ -90,5 +90,6 @@ def _text(records, side, rank_type, test, correction, confidence) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += ["", f"side {side}, {rank_type} ranks; task level: paired {test} test over evaluation triples "
               "(head and tail tasks together); run level: Welch t-test over training seeds",
-              f"p: two-sided; corrected by {correction} within each level; CI: paired bootstrap percentile interval"]
+              f"p: two-sided; corrected by {correction} within each level; CI: paired bootstrap percentile "
+              "interval (task level), Welch t interval of the difference of the run means (run level)"]
     return "\n".join(lines)
