@@ -6,6 +6,7 @@ import math
 import warnings
 
 import numpy as np
+import pytest
 
 from kgeval import RankTable
 from kgeval.metrics import get as get_metric
@@ -65,3 +66,36 @@ def test_welch_row_matches_scipy_with_unequal_numbers_of_runs():
     assert row["p_value"] == ref.pvalue and (row["ci_low"], row["ci_high"]) == (ci.low, ci.high)
     assert row["effect_size"] == (np.mean(xa) - np.mean(xb)) / pooled
     assert row["p_method"] == "welch t" and row["num_units"] == 5
+
+
+def test_task_level_bootstrap_of_replicated_models_resamples_the_reported_value():
+    """A replicated model's value is the mean of its replicates' values; the bootstrap resampled
+    g(mean of the replicates' unit sums) instead, which for GMR is the geometric mean of the
+    replicates' GMRs: 3 DistMult vs 2 ComplEx seeds on Nations reported GMR 3.1819 - 3.2682 while
+    every resample was centred on 3.1782 - 3.2682. Each column must equal the metric recomputed
+    on the resampled tables and averaged over the replicates."""
+    rng = np.random.default_rng(5)
+
+    def table(p):
+        n = 40
+        return RankTable.from_ranks(np.minimum(rng.geometric(p, size=2 * n), 50), num_candidates=50,
+                                    side=np.tile([0, 1], n), triple_index=np.repeat(np.arange(n), 2))
+
+    tasks = paired.PairedTasks([table(0.05), table(0.2), table(0.5)], [table(0.1), table(0.3)], "realistic")
+    metrics = [get_metric(m) for m in ("gmr", "hmr", "igmr", "mrr", "mr")]
+    jobs = [paired.Job(tasks, m, tasks.unit_sums(m)) for m in metrics]
+    for studentize in (False, True):
+        out = paired.paired_bootstrap(jobs, 40, num_resamples=30, rng=np.random.default_rng(1), studentize=studentize)
+        diffs = out[0] if studentize else out
+        idx = np.concatenate([i.copy() for i, _ in paired.bootstrap_draws(40, 30, np.random.default_rng(1))])
+        for k, job in enumerate(jobs):
+            brute = [np.subtract(*tasks.values(job.metric, row)) for row in idx]
+            np.testing.assert_allclose(diffs[:, k], brute, rtol=1e-9, atol=1e-12)
+    # all units once: the reported difference itself
+    ones = np.ones((1, 40))
+    for job in jobs:
+        va, vb = tasks.values(job.metric)
+        sa_reps, sb_reps = job.sums[4]
+        w = job.sums[2]
+        value_a = np.mean([job.sums[3](ones @ s / (ones @ w)) for s in sa_reps])
+        assert value_a == pytest.approx(va, rel=1e-12)

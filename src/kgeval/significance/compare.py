@@ -221,7 +221,7 @@ def _task_row(job: paired.Job, test: str, confidence: float, diffs: np.ndarray, 
                ci_high=float(high), num_units=tasks.num_units)
     d = w = None
     if job.sums is not None:
-        sa, sb, w, _ = job.sums
+        sa, sb, w = job.sums[:3]
         d = sa - sb
     # the per-unit effects are measured on the additive scale (Σ h(r)); signed like A − B of the metric itself
     sign = 1.0 if job.sums is None else paired.orientation(job.sums[3])

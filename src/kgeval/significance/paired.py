@@ -72,14 +72,21 @@ class PairedTasks:
         return int(self.units.max()) + 1
 
     def unit_sums(self, metric: Metric):
-        """``(Sᴬ, Sᴮ, W, g)`` per unit (averaged over replicates), or None if ``metric`` does not decompose."""
+        """``(Sᴬ, Sᴮ, W, g, replicates)`` per unit, or None if ``metric`` does not decompose: ``Sᴬ``,
+        ``Sᴮ`` averaged over replicates (the additive scale of the tests), ``replicates`` each
+        replicate's sums ``((Sᴬ₁, ...), (Sᴮ₁, ...))`` where a model has several (else None): a
+        replicated model's value is the mean of its replicates' ``g(S/W)``, which differs from
+        ``g(mean S / W)`` where ``g`` is not affine (GMR: the geometric mean of the replicates' GMRs)."""
         units = self.units
         stats = [[unit_statistics(t, metric, self.rank_type, units) for t in tables]
                  for tables in (self.tables_a, self.tables_b)]
         if stats[0][0] is None:
             return None
         sa, sb = (np.mean([s.sums for s in group], axis=0) for group in stats)
-        return sa, sb, stats[0][0].weights, stats[0][0].finish
+        reps = None
+        if len(stats[0]) > 1 or len(stats[1]) > 1:
+            reps = tuple(tuple(s.sums for s in group) for group in stats)
+        return sa, sb, stats[0][0].weights, stats[0][0].finish, reps
 
     def values(self, metric: Metric, unit_indices: np.ndarray | None = None) -> tuple[float, float]:
         """Each model's metric value (the mean over its replicates), on the listed units if given."""
@@ -185,13 +192,17 @@ def paired_bootstrap(jobs: list[Job], n: int, *, num_resamples: int, rng: np.ran
     tout = np.full((num_resamples, len(jobs)), np.nan) if studentize else None
     dec = [j for j, job in enumerate(jobs) if job.sums is not None]
     width = 6 if studentize else 3
-    cols = []
+    cols, offsets = [], []
     for j in dec:
         sa, sb, w = jobs[j].sums[:3]
+        offsets.append(len(cols))
         cols += [sa, sb, w]
         if studentize:
             d = sa - sb
             cols += [d * d, d * w, w * w]
+        reps = _replicate_sums(jobs[j].sums)
+        if reps is not None:  # each replicate's sums: the model's value is the mean of g over them
+            cols += [*reps[0], *reps[1]]
     x = np.column_stack(cols) if dec else None
     centre = {j: _additive_difference(jobs[j].sums) for j in dec}
     done = 0
@@ -201,11 +212,20 @@ def paired_bootstrap(jobs: list[Job], n: int, *, num_resamples: int, rng: np.ran
             y = m @ x
             with np.errstate(divide="ignore", invalid="ignore"):
                 for k, j in enumerate(dec):
-                    ya, yb, tw = (y[:, width * k + i] for i in range(3))
+                    o = offsets[k]
+                    ya, yb, tw = (y[:, o + i] for i in range(3))
                     g = jobs[j].sums[3]
-                    out[done:done + rows, j] = g(ya / tw) - g(yb / tw)
+                    reps = _replicate_sums(jobs[j].sums)
+                    if reps is None:
+                        out[done:done + rows, j] = g(ya / tw) - g(yb / tw)
+                    else:
+                        ka, kb = len(reps[0]), len(reps[1])
+                        ra = y[:, o + width:o + width + ka]
+                        rb = y[:, o + width + ka:o + width + ka + kb]
+                        out[done:done + rows, j] = (g(ra / tw[:, None]).mean(axis=1)
+                                                    - g(rb / tw[:, None]).mean(axis=1))
                     if studentize:
-                        q, pq, v = (y[:, width * k + i] for i in range(3, 6))
+                        q, pq, v = (y[:, o + i] for i in range(3, 6))
                         dstar = (ya - yb) / tw
                         se = np.sqrt(np.maximum(q - 2 * dstar * pq + dstar * dstar * v, 0.0)) / tw
                         dev = dstar - centre[j]
@@ -218,6 +238,11 @@ def paired_bootstrap(jobs: list[Job], n: int, *, num_resamples: int, rng: np.ran
                     out[done + r, j] = va - vb
         done += rows
     return (out, tout) if studentize else out
+
+
+def _replicate_sums(sums):
+    """The per-replicate sums of :meth:`PairedTasks.unit_sums`, or None (one run per model)."""
+    return sums[4] if len(sums) > 4 else None
 
 
 def _additive_difference(sums) -> float:
