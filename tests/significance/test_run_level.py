@@ -99,3 +99,9 @@ def test_task_level_bootstrap_of_replicated_models_resamples_the_reported_value(
         w = job.sums[2]
         value_a = np.mean([job.sums[3](ones @ s / (ones @ w)) for s in sa_reps])
         assert value_a == pytest.approx(va, rel=1e-12)
+
+
+def test_a_single_run_gives_an_undefined_row_that_says_why():
+    one = RankTable.from_ranks([1, 2, 3], num_candidates=10)
+    row = _run_row(paired.PairedTasks([one], [one, one], "realistic"), MR, 0.95)
+    assert math.isnan(row["p_value"]) and "fewer than 2 runs" in row["p_method"]

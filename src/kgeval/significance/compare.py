@@ -254,8 +254,8 @@ def _run_row(tasks: paired.PairedTasks, metric, confidence: float) -> dict:
                difference=float(xa.mean() - xb.mean()), num_units=int(xa.size + xb.size), p_method="welch t",
                effect_kind="cohen d (runs)", ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
                effect_size=math.nan)
-    if xa.size < 2 or xb.size < 2:
-        return row
+    if xa.size < 2 or xb.size < 2:  # a replicate set of one run: no spread to test with
+        return {**row, "p_method": "welch t (undefined: a model with fewer than 2 runs)"}
     if np.ptp(xa) == 0 and np.ptp(xb) == 0:
         # every run of each model has the same value (hits@k of seeds that rank alike): no spread, so
         # Welch's t is 0/0 or ±inf. Tested on the values themselves, not on the variance, which the
