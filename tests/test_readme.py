@@ -80,3 +80,35 @@ def test_cheap_tour_commands_print_something(command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert any(args == command.split() for _, _, code in _blocks() for args in _kgeval_commands(code))
     assert _run_cli(command.split(), tmp_path).strip()
+
+
+def _metric_table_rows() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    start = text.index("## Metrics\n")
+    return [line for line in text[start:text.index("\n## ", start + 1)].splitlines() if line.startswith("| ")][2:]
+
+
+def test_every_key_in_the_metric_table_resolves():
+    """Each backticked name in the README's metric table is a metric key or synonym."""
+    from kgeval import metrics
+
+    names = [n for row in _metric_table_rows() for n in re.findall(r"`([^`(]+)`", row.split("|")[2])]
+    assert len(names) > 30
+    for name in names:
+        metrics.get(name.replace("hits_at_k", "hits_at_3").replace("@k", "@3"))
+
+
+def test_metric_table_median_row_states_what_exists():
+    """The median row once read as if the median rank had a null variance and the inverse median rank
+    an expectation; neither has (E[median rank] only)."""
+    import numpy as np
+
+    from kgeval import NoClosedFormError, metrics
+
+    row = next(r for r in _metric_table_rows() if r.startswith("| median rank"))
+    c = np.array([10, 20, 30, 40, 50])
+    assert metrics.get("median_rank").expected_value(c) > 1
+    for name, method in (("median_rank", "variance"), ("inverse_median_rank", "expected_value")):
+        with pytest.raises(NoClosedFormError):
+            getattr(metrics.get(name), method)(c)
+    assert "E only (no variance" in row and "inverse median rank: none" in row
