@@ -50,7 +50,7 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
               help="torch CPU threads, 1..1024 [default: 1 for small graphs].")
 @click.option("--replicates", type=click.IntRange(min=2),
               help="Train K times with seeds seed, seed+1, ...; save each run in OUTPUT/seed<s> and a summary "
-                   "across seeds (mean, sd, t-based 95%% CI) in OUTPUT/replicates.json.")
+                   "across seeds (mean, sd, t-based 95% CI) in OUTPUT/replicates.json.")
 @click.option("--progress/--no-progress", default=False, show_default=True, help="Show progress bars (stderr).")
 def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist, no_filter_validation, output,
             data_dir, fmt, progress, replicates, **options):
