@@ -155,3 +155,22 @@ def test_power_mean_key_names_its_exact_p():
     res = Results(table, metrics=[PowerMeanRank(2), PowerMeanRank(2.0000001)])
     assert res.get_metric("power_mean_rank_p2") == PowerMeanRank(2)([1, 5, 9])
     assert res.get_metric(PowerMeanRank(2.0000001).key) == PowerMeanRank(2.0000001)([1, 5, 9])
+
+
+def test_every_pykeen_synonym_resolves_to_the_same_metric():
+    """PyKEEN 1.11.1's declared synonyms 'aamr', 'aamri', 'gmri', 'rank_count', 'ahk', 'ah@k' and
+    'zahk' raised UnknownNameError although the README says names follow PyKEEN. Excluded: the bare
+    prefixes ('hits_at_', 'h@', ...) PyKEEN's class resolver also takes as hits@10."""
+    ranking = pytest.importorskip("pykeen.metrics.ranking")
+    checked = 0
+    for cls in set(ranking.rank_based_metric_resolver.lookup_dict.values()):
+        is_hits = issubclass(cls, ranking.HITS_METRICS)
+        theirs = cls(k=10).key if is_hits else cls().key
+        for synonym in getattr(cls, "synonyms", ()) or ():
+            if synonym.endswith(("_", "@")):
+                continue
+            ours = metrics.get(synonym).key
+            # PyKEEN's adjusted and z hits keys drop k (README: ours carry it)
+            assert ours == (theirs.replace("_at_k", "_at_10") if is_hits else theirs), synonym
+            checked += 1
+    assert checked > 20

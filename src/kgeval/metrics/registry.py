@@ -45,18 +45,18 @@ _BASES: dict[type[Metric], tuple[tuple[str, ...], tuple[str, ...]]] = {
     StandardDeviation: (("rank_std", "std"), ()),
     Variance: (("rank_var", "var"), ()),
     MedianAbsoluteDeviation: (("rank_mad", "mad"), ()),
-    Count: (("n", "num_tasks"), ()),
+    Count: (("n", "num_tasks", "rank_count"), ()),
 }
 
 # synonyms of the wrappers, following PyKEEN where it has them
 _WRAPPER_SYNONYMS = {
-    "adjusted_arithmetic_mean_rank": ("adjusted_mean_rank", "amr"),
-    "adjusted_arithmetic_mean_rank_index": ("adjusted_mean_rank_index", "amri"),
+    "adjusted_arithmetic_mean_rank": ("adjusted_mean_rank", "amr", "aamr"),
+    "adjusted_arithmetic_mean_rank_index": ("adjusted_mean_rank_index", "amri", "aamri"),
     "z_arithmetic_mean_rank": ("zamr", "zmr", "z_mean_rank"),
     "adjusted_inverse_arithmetic_mean_rank": ("aiamr",),
     "z_inverse_arithmetic_mean_rank": ("ziamr",),
     "adjusted_geometric_mean_rank": ("agmr",),
-    "adjusted_geometric_mean_rank_index": ("agmri",),
+    "adjusted_geometric_mean_rank_index": ("agmri", "gmri"),
     "z_geometric_mean_rank": ("zgmr",),
     "adjusted_inverse_geometric_mean_rank": ("aigmr",),
     "z_inverse_geometric_mean_rank": ("zigmr",),
@@ -125,8 +125,8 @@ _FAMILIES: list[tuple[re.Pattern, Callable[[re.Match], Metric | None]]] = [
 # family names that take a keyword parameter: name -> (parameter, default, factory(value))
 _PARAMETRISED: dict[str, tuple[str, float, Callable[[object], Metric]]] = {
     **{n: ("k", 10, lambda k: HitsAtK(k)) for n in ("hits_at_k", "hits", "hits@k", "h@k")},
-    **{n: ("k", 10, lambda k: AdjustedIndex(HitsAtK(k))) for n in ("adjusted_hits_at_k", "ahits@k")},
-    **{n: ("k", 10, lambda k: ZScore(HitsAtK(k))) for n in ("z_hits_at_k", "zhits@k")},
+    **{n: ("k", 10, lambda k: AdjustedIndex(HitsAtK(k))) for n in ("adjusted_hits_at_k", "ahits@k", "ah@k", "ahk")},
+    **{n: ("k", 10, lambda k: ZScore(HitsAtK(k))) for n in ("z_hits_at_k", "zhits@k", "zahk")},
     **{n: ("p", 2.0, lambda p: PowerMeanRank(p)) for n in ("power_mean_rank", "pmr")},
     "adjusted_power_mean_rank_index": ("p", 2.0, lambda p: AdjustedIndex(PowerMeanRank(p))),
     "z_power_mean_rank": ("p", 2.0, lambda p: ZScore(PowerMeanRank(p))),
