@@ -118,9 +118,10 @@ class EvaluationOptions:
     #: non-NaN true score and a NaN true score gets the worst rank (``num_candidates``).
     nan_policy: str = "raise"
     #: Re-score the first and last task of every batch alone and warn when the in-batch score differs
-    #: (relative tolerance 1e-5, absolute 1e-5 x the mean |score| of the checked rows).
+    #: (relative tolerance 1e-5, absolute max(1e-6, 1e-5 x the mean |score| of the checked rows)).
     check_consistency: bool = True
-    #: Bytes for the score matrix and its temporaries (default ``min(1 GiB, available memory / 4)``).
+    #: Bytes for the score matrix and its temporaries (default ``min(1 GiB, available memory / 4)``, at
+    #: least 16 MiB; 512 MiB where the available memory cannot be read).
     memory_budget: int | None = None
     #: Task rows per batch (default: from ``memory_budget``); out-of-memory errors halve it.
     batch_size: int | None = None
