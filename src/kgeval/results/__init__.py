@@ -68,8 +68,9 @@ class Results:
     """Metric values of one evaluation, addressable by PyKEEN-style keys.
 
     ``Results(rank_table, protocol=..., extra=...)`` computes the default metric set
-    (every metric, hits@{1,3,5,10}, all adjusted and z variants) for every side and rank
-    type. ``extra`` is a flat dict of additional values (e.g. query-level precision@k)
+    (every registered metric but the power means, hits@{1,3,5,10}, all adjusted and z variants)
+    for every side and rank type; :meth:`get_metric` computes any other key (``hits@7``,
+    ``power_mean_rank_p2``) on demand and keeps it, so it is in :meth:`to_flat_dict` from then on. ``extra`` is a flat dict of additional values (e.g. query-level precision@k)
     merged into :meth:`to_flat_dict`. :attr:`null_moments` holds the null-model moments of
     every wrapped base metric per side (``{side: {key: NullMoments}}``). :attr:`protocol` is
     the JSON-able dict form; :attr:`evaluation_protocol` the typed record.
