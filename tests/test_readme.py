@@ -112,3 +112,17 @@ def test_metric_table_median_row_states_what_exists():
         with pytest.raises(NoClosedFormError):
             getattr(metrics.get(name), method)(c)
     assert "E only (no variance" in row and "inverse median rank: none" in row
+
+
+def test_p_value_floor_is_documented():
+    """The README said non-exact p-values are the normal approximation; where the normal tail is below
+    P[every rank 1] = Π 1/Cᵢ that bound is reported instead (3 perfect tasks of 50, 50, 40 candidates:
+    1e-05, where the normal tail of z = 9.7 is 1.2e-22)."""
+    from kgeval import RankTable
+    from kgeval.results import Results
+
+    res = Results(RankTable.from_ranks(ranks=[1, 1, 1], num_candidates=[50, 50, 40]))
+    p = res.p_value("both.realistic.mrr")
+    assert p.value == pytest.approx(1 / (50 * 50 * 40), rel=1e-12) and "least possible" in p.method
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert "or the least possible p-value Π 1/Cᵢ (every rank 1) where the normal tail falls below it" in text
