@@ -17,6 +17,12 @@ def as_triples(name: str, value, *, allow_empty: bool = False) -> np.ndarray:
 
     Float ids are refused, never truncated; unsigned ids beyond int64 are refused, never wrapped.
     """
+    if hasattr(value, "mapped_triples") and hasattr(value, "entity_to_id"):
+        # a PyKEEN TriplesFactory: np.asarray made an object array of it ("got dtype object")
+        raise InvalidInputError(
+            f"{name} is a PyKEEN TriplesFactory: pass its id triples, factory.mapped_triples, after checking that "
+            "the model uses the factory's entity_to_id / relation_to_id (a live PyKEEN model given to "
+            "kgeval.evaluate takes the factory itself)")
     arr = to_numpy(name, value)
     if arr.size == 0:  # empty before dtype: ``[]`` is float64 to numpy, but the problem is the emptiness
         if allow_empty:

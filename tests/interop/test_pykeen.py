@@ -308,3 +308,16 @@ def test_filter_factories_with_other_label_maps_are_refused_with_id_triples(trai
     with pytest.raises(InvalidInputError, match="differ from the training factory"):
         kgeval.evaluate(model, ds.testing.mapped_triples, filter_triples=[ds.training, other], progress=False)
     kgeval.evaluate(model, ds.testing.mapped_triples, filter_triples=[ds.training, ds.validation], progress=False)
+
+
+def test_triples_factory_given_to_a_converted_model_names_mapped_triples(trained, datasets):
+    """A converted model (no PyKEEN code) given a TriplesFactory failed with 'triples must hold integer
+    ids, got dtype object'; the error now says what to pass."""
+    ds = datasets[False]
+    ours = from_pykeen(trained["DistMult", False])
+    with pytest.raises(InvalidInputError, match=r"TriplesFactory: pass its id triples, factory\.mapped_triples"):
+        kgeval.evaluate(ours, ds.testing, progress=False)
+    with pytest.raises(InvalidInputError, match="filter_triples is a PyKEEN TriplesFactory"):
+        kgeval.evaluate(ours, ds.testing.mapped_triples, filter_triples=ds.training, progress=False)
+    res = kgeval.evaluate(ours, ds.testing.mapped_triples, filter_triples=_filters(ds), progress=False)
+    assert 0 < res["mrr"] <= 1

@@ -51,9 +51,15 @@ def _filter_sets(filter_triples) -> list[tuple[str, object]]:
     if isinstance(filter_triples, Mapping):
         return [(str(k), v) for k, v in filter_triples.items()]
     # one array: numpy, torch, or any 2-d table (a pandas DataFrame, whose iteration would give column names)
-    if isinstance(filter_triples, (np.ndarray, torch.Tensor)) or getattr(filter_triples, "ndim", None) == 2:
+    if (isinstance(filter_triples, (np.ndarray, torch.Tensor)) or getattr(filter_triples, "ndim", None) == 2
+            or hasattr(filter_triples, "mapped_triples")):  # (a PyKEEN TriplesFactory: as_triples names it)
         return [("filter_triples", filter_triples)]
-    items = list(filter_triples)
+    try:
+        items = list(filter_triples)
+    except TypeError:
+        raise InvalidInputError(
+            f"filter_triples must be an (n, 3) id array, a list of them or a dict name -> array, got "
+            f"{type(filter_triples).__name__}") from None
     if not items:
         return []
     # a single list of 3 ints per row also counts as one array
