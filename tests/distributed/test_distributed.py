@@ -25,22 +25,29 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
+    procs, logs = _spawn_two(lambda r, port: [str(WORKER), str(r), "2", str(port), str(out)], timeout=120)
+    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def _spawn_two(args, timeout: float):
+    """Run ``python *args(rank, port)`` for ranks 0 and 1 on a free port (this checkout's src first on the
+    path, one OpenMP thread each): ``(processes, their combined output)``; a hang kills both and fails."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
                                                          os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(r), "2", str(port), str(out)], env=env,
+    procs = [subprocess.Popen([sys.executable, *args(r, port)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(2)]
     logs = []
     for p in procs:
         try:
-            logs.append(p.communicate(timeout=120)[0].decode(errors="replace"))
+            logs.append(p.communicate(timeout=timeout)[0].decode(errors="replace"))
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
             pytest.fail("distributed workers hung")
-    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    return procs, logs
 
 
 SCENARIOS = ["filtered", "unfiltered", "restricted", "sampled", "macro_small_batches"]
@@ -98,21 +105,8 @@ def test_a_rank_not_taking_part_is_a_named_error(tmp_path):
     """Rank 1 evaluates in one process, rank 0 with distributed="tasks": rank 0's first collective
     times out (2 s here). It raised gloo's bare RuntimeError ('Timed out waiting 2000ms for send
     operation to complete'); now CollectiveError, naming the rank and what to check."""
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
-                                                         os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
     worker = Path(__file__).with_name("timeout_worker.py")
-    procs = [subprocess.Popen([sys.executable, str(worker), str(r), str(port), str(tmp_path)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(2)]
-    logs = []
-    for p in procs:
-        try:
-            logs.append(p.communicate(timeout=60)[0].decode(errors="replace"))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail("workers hung")
+    _, logs = _spawn_two(lambda r, port: [str(worker), str(r), str(port), str(tmp_path)], timeout=60)
     reps = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert reps[1]["error"] is None, logs
     assert reps[0]["error"] == "CollectiveError", (reps[0], logs)
