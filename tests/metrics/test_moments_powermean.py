@@ -162,3 +162,22 @@ def test_delta_method_outside_its_validity_gives_unknown_moments(p, c):
     res = Results(table, metrics=[m, metrics.ZScore(m)])
     assert res.get_metric(m.key) == m([1, 2] + [1] * (len(c) - 2))
     assert res.value("both", "realistic", metrics.ZScore(m).key) is None  # omitted, not garbage
+
+
+@pytest.mark.parametrize("p", [2.0, -0.5])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_enumeration_with_many_single_candidate_tasks(p, weighted):
+    """Π Cᵢ ≤ 2¹⁶ with most Cᵢ = 1 chose the enumeration, which built one meshgrid axis per task:
+    40 tasks raised numpy's RuntimeError ('only supports up to 32 dimensions'), 70 a ValueError
+    (64). Tasks with one candidate are the constant rank 1; the random ones are enumerated."""
+    c = [1] * 37 + [2, 3, 1, 4] + [1] * 30
+    w = np.linspace(0.5, 2.0, len(c)) if weighted else None
+    nm = metrics.get("power_mean_rank", p=p).null_moments(np.array(c), w)
+    # the same moments by enumerating the four random tasks with the rest as one constant task
+    ww = np.full(len(c), 1.0 / len(c)) if w is None else w / w.sum()
+    rnd = np.array(c) > 1
+    want = enumerate_power_mean([*np.array(c)[rnd], 1], [*ww[rnd], ww[~rnd].sum()], p)
+    assert nm.exact and rel(nm.mean, want[0]) <= 1e-13 and rel(nm.variance, want[1]) <= 1e-10
+    # all single-candidate tasks: the rank is 1 with certainty
+    nm = metrics.get("power_mean_rank", p=p).null_moments(np.ones(100, dtype=np.int64), w if w is None else np.ones(100))
+    assert (nm.mean, nm.variance, nm.exact) == (1.0, 0.0, True)

@@ -145,8 +145,13 @@ def power_mean_null(num_candidates, weights, p: float) -> tuple[float, float, bo
         return (cf + 1) / 2, (cf * cf - 1) / 12, True
     # log2 of the outcome count: the product itself overflows to inf for many tasks
     if float(np.log2(c.astype(np.float64)).sum()) <= 16:
-        grids = np.meshgrid(*(np.arange(1, ci + 1, dtype=np.float64) for ci in c), indexing="ij")
-        m = power_mean(np.stack([g.ravel() for g in grids], axis=-1), w, p)  # no overflow at large |p|
+        # tasks with one candidate have rank 1 (1^p = 1): one column of weight Σ their wᵢ, so at
+        # most 17 axes (numpy's meshgrid takes at most 32, an array 64; 40 tasks raised there)
+        fixed, rnd = c == 1, c > 1
+        cols = [np.arange(1, ci + 1, dtype=np.float64) for ci in c[rnd]] + ([np.ones(1)] if fixed.any() else [])
+        wc = np.append(w[rnd], w[fixed].sum()) if fixed.any() else w
+        grids = np.meshgrid(*cols, indexing="ij")
+        m = power_mean(np.stack([g.ravel() for g in grids], axis=-1), wc, p)  # no overflow at large |p|
         return float(m.mean()), float(m.var()), True
     if p <= _QUAD_MAX_P:  # closer to 0, Γ(−1/p) overflowed (OverflowError) and the integral lost digits
         moments = power_moments(c, w, p, (1.0 / p, 2.0 / p))
