@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from .asymptotics import EM_BASE, _EM_COEF
+from .asymptotics import EM_BASE, _EM_COEF, _bernoulli_even
 from .moments import power_mean, power_moment, power_variance
 
 _H = 0.25  # trapezoid step in y = ln t
@@ -113,12 +113,28 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     # L is decreasing (X > 0): once L(t)·t₁^{|β|}/|β| and e^{−μt} are below 1e-18 of the
     # answer, the remaining nodes cannot matter; stop there (saves most large-u work)
     stop = min(math.log(1e-18) + b * math.log(mu) + math.lgamma(-b) + math.log(-b) + b * math.log(t1) for b in betas)
+    # The residual L − e^{−μt} = e^{−μt}·expm1(excess), excess = ln L + μt ≈ t²Var[X]/2: where it is
+    # small, ln L + μt keeps only ln L's absolute accuracy, and ln L sums terms of size ~ n·ln n
+    # (f = j: Var[IAMR] of 10⁶ tasks with C = 2 was 0.55% off, E 3e-10). For f = j the excess is
+    # summed from non-negative per-pair terms instead (:func:`_excess_identity`); ln L directly
+    # where the excess is large (there excess − μt would cancel).
     log_l = np.full(t.shape, -np.inf)
+    excess = np.zeros(t.shape)
     for start in range(0, t.size, 16):
-        log_l[start : start + 16] = log_l_of(t[start : start + 16])
-        if log_l[min(start + 15, t.size - 1)] < stop and -mu * t[min(start + 15, t.size - 1)] < stop:
+        sl = slice(start, start + 16)
+        if p == 1.0:
+            excess[sl] = _excess_identity(t[sl], cv, wv, cnt)
+            log_l[sl] = excess[sl] - mu * t[sl]
+        else:
+            log_l[sl] = log_l_of(t[sl])
+            excess[sl] = log_l[sl] + mu * t[sl]
+        last = min(start + 15, t.size - 1)
+        if log_l[last] < stop and -mu * t[last] < stop:
             break
-    resid = np.exp(log_l) - np.exp(-mu * t)
+    far = excess >= 0.5
+    if p == 1.0 and far.any():
+        log_l[far] = log_l_of(t[far])
+    resid = np.where(far, np.exp(log_l) - np.exp(-mu * t), np.exp(-mu * t) * np.expm1(np.minimum(excess, 0.5)))
     return [mu**b + _H * float(np.sum(resid * t ** (-b))) / math.gamma(-b) for b in betas]
 
 
@@ -171,6 +187,26 @@ def _pair_sum(t, cv, wv, cnt, log_phi) -> np.ndarray:
     return out
 
 
+def _log_sinhc(y: np.ndarray) -> np.ndarray:
+    """``ln(sinh(y)/y)`` for y ≥ 0 to relative accuracy (≈ y²/6 near 0, where ln of the ratio
+    would keep only its absolute accuracy): the series Σ 2²ᵏ B₂ₖ/(2k (2k)!) y²ᵏ below 1/2, else
+    ``y − ln 2y + log1p(−e^{−2y})`` (no overflow for any y)."""
+    y = np.asarray(y, dtype=np.float64)
+    out = np.empty(y.shape)
+    small = y < 0.5
+    y2 = y[small] ** 2
+    series = np.zeros(y2.shape)
+    for coef in reversed(_SINHC_COEF):  # Horner in y²: (0.5/π)^{2k} < 1e-19 beyond 12 terms
+        series = (series + coef) * y2
+    out[small] = series
+    yl = y[~small]
+    out[~small] = yl - np.log(2 * yl) + np.log1p(-np.exp(-2 * yl))
+    return out
+
+
+_SINHC_COEF = [float(4**k * f / (2 * k)) for k, f in enumerate(_bernoulli_even(12), start=1)]
+
+
 def _log_l_identity(t, cv, wv, cnt) -> np.ndarray:
     """Σ cnt · log φ_C(tw) for f(j) = j, φ_C(s) = e^{−s}(1 − e^{−sC}) / (C(1 − e^{−s})): only
     log(1 − e^{−sC}) needs every pair; the rest is summed per distinct weight and per pair once."""
@@ -180,6 +216,22 @@ def _log_l_identity(t, cv, wv, cnt) -> np.ndarray:
         out = (-s - np.log(-np.expm1(-s))) @ np.bincount(inv, weights=cnt, minlength=uw.size)
         out -= float(np.sum(cnt * np.log(cv.astype(np.float64))))
         return out + _pair_sum(t, cv, wv, cnt, lambda u, c: np.log(-np.expm1(-u * c)))
+
+
+def _excess_identity(t, cv, wv, cnt) -> np.ndarray:
+    """``ln L(t) + μt`` for f(j) = j: φ_C(s) = e^{−s(C+1)/2} sinh(Cs/2) / (C sinh(s/2)), so each pair
+    adds cnt · (ln sinhc(Cs/2) − ln sinhc(s/2)) ≥ 0, s = tw, and C = 1 adds 0. No term cancels
+    against μt: the former ln L summed terms of size ~ n·ln n to a total of ~ μt and lost its excess
+    over −μt (Var[IAMR] of 10⁶ tasks with C = 2 was 0.55% off, of 40,000 with C = 14,541 6e-6).
+    ln sinhc(s/2) depends on the weight only: summed per distinct weight (C ≥ 2 makes the pair
+    part at least 4 times the weight part, so the difference keeps its digits)."""
+    keep = cv > 1
+    if not keep.any():
+        return np.zeros(t.shape)
+    cv, wv, cnt = cv[keep], wv[keep], cnt[keep]
+    uw, inv = np.unique(wv, return_inverse=True)
+    out = -(_log_sinhc(0.5 * t[:, None] * uw[None, :]) @ np.bincount(inv, weights=cnt, minlength=uw.size))
+    return out + _pair_sum(t, cv, wv, cnt, lambda u, c: _log_sinhc(0.5 * u * c))
 
 
 def _log_phi_reciprocal(u, c):
