@@ -246,3 +246,27 @@ def test_summary_table(results, table):
     pes = results.summary_table(["hits@10"], rank_type="pessimistic")
     r, _ = _np(table, "both", "pessimistic")
     assert f"{np.mean(r <= 10):.4f}" in pes and "rank type: pessimistic" in pes
+
+
+def test_summary_table_and_by_relation_read_rank_type_synonyms():
+    """summary_table(rank_type='best') (PyKEEN's name, accepted in every key) printed a table with
+    no rows at all, and an unknown rank type likewise; by_relation(rank_type='best') raised 'no
+    single rank array'. Now synonyms are read as in keys and an unknown name is an UnknownNameError."""
+    from kgeval.errors import UnknownNameError
+    from kgeval.ranks import RankTable
+    from kgeval.results import Results
+
+    res = Results(RankTable.from_ranks([1, 2, 3], [1, 4, 3], num_candidates=[5, 5, 5], side=[0, 1, 1],
+                                       relation=[0, 0, 1]))
+    table = res.summary_table(rank_type="Best")
+    mrr_row = next(line for line in table.splitlines() if line.startswith("inverse_harmonic_mean_rank"))
+    # optimistic ranks 1 | 2, 3: head 1/1, tail (1/2 + 1/3)/2, both (1 + 1/2 + 1/3)/3
+    assert [float(x) for x in mrr_row.split()[1:]] == pytest.approx([1.0, 5 / 12, 11 / 18], abs=1e-4)
+    worst = res.by_relation(("mrr",), rank_type="worst")
+    assert worst[0]["inverse_harmonic_mean_rank"] == pytest.approx((1 + 1 / 4) / 2)
+    assert worst[1]["inverse_harmonic_mean_rank"] == pytest.approx(1 / 3)
+    for bad in ("bogus", 3):
+        with pytest.raises(UnknownNameError, match="rank type"):
+            res.summary_table(rank_type=bad)
+        with pytest.raises(UnknownNameError, match="rank type"):
+            res.by_relation(rank_type=bad)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import metrics as _metrics
 from ..errors import InvalidInputError, UnknownNameError, unknown_name
-from ..keys import RANK_TYPES, SIDES, MetricKey, flat_key, parse_key
+from ..keys import RANK_TYPE_SYNONYMS, RANK_TYPES, SIDES, MetricKey, flat_key, parse_key
 from ..metrics.base import Metric, NullMoments
 from ..protocol import RANK_TYPE_MEANINGS, EvaluationProtocol
 from ..ranks import RankTable
@@ -46,6 +46,14 @@ def _p_value_key(side: str, rank_type: str, name: str, prefix: str) -> str | Non
         return None
     base = getattr(metric, "base", metric)
     return p_value_keys(side, rank_type, base.key)[prefix == "log10_p_"]
+
+
+def _rank_type(rank_type) -> str:
+    """A rank type or its synonym (``best``, ``worst``, ``avg``, any case) as its canonical name."""
+    name = RANK_TYPE_SYNONYMS.get(str(rank_type).strip().lower()) if isinstance(rank_type, str) else None
+    if name is None:
+        raise unknown_name("rank type", rank_type, list(RANK_TYPE_SYNONYMS))
+    return name
 
 
 def _check_extra(extra) -> None:
@@ -293,7 +301,7 @@ class Results:
         table = self._require_table()
         if table.relation is None:
             raise InvalidInputError("the rank table has no relation column (it was not produced by the evaluator)")
-        return relation_breakdown(table.select_side(side), [_metrics.get(m) for m in metrics], rank_type)
+        return relation_breakdown(table.select_side(side), [_metrics.get(m) for m in metrics], _rank_type(rank_type))
 
     def _require_table(self) -> RankTable:
         if self.rank_table is None:
@@ -303,7 +311,7 @@ class Results:
     def summary_table(self, metrics: Sequence[str] = HEADLINE, *, rank_type: str = "realistic") -> str:
         """A readable text table: one row per metric, one column per side, and the protocol
         (see :func:`kgeval.results.render.metric_table`)."""
-        return metric_table(self, metrics, rank_type=rank_type)
+        return metric_table(self, metrics, rank_type=_rank_type(rank_type))
 
     def __repr__(self) -> str:
         mrr = self.value("both", "realistic", "inverse_harmonic_mean_rank")
