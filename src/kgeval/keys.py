@@ -44,9 +44,10 @@ class MetricKey(NamedTuple):
     metric: str
 
 
-def parse_key(key: str) -> MetricKey:
+def parse_key(key: str, *, default_rank_type: str = DEFAULT_RANK_TYPE) -> MetricKey:
     """Split a metric key into ``(side, rank_type, metric_name)``; the metric name is
-    returned as written (resolve it with :func:`kgeval.metrics.get`)."""
+    returned as written (resolve it with :func:`kgeval.metrics.get`). A key that names no rank
+    type gets ``default_rank_type``."""
     if not isinstance(key, str) or not key.strip():
         raise unknown_name("metric", str(key), [])
     side = rank_type = None
@@ -66,7 +67,7 @@ def parse_key(key: str) -> MetricKey:
     named = rest[:-1] if len(rest) == 2 and rest[1].isdigit() else rest
     if len(named) > 1:
         raise _unknown_qualifier(named[0], side is None, rank_type is None)
-    return MetricKey(side or DEFAULT_SIDE, rank_type or DEFAULT_RANK_TYPE, ".".join(rest))
+    return MetricKey(side or DEFAULT_SIDE, rank_type or default_rank_type, ".".join(rest))
 
 
 def _unknown_qualifier(part: str, side_open: bool, rank_type_open: bool):

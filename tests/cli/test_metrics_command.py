@@ -100,3 +100,17 @@ def test_rank_type_typo_names_close_matches(rank_file):
     path, _ = rank_file
     res = CliRunner().invoke(main, ["metrics", str(path), "--rank-type", "realistc"])
     assert res.exit_code == 2 and "Did you mean: realistic" in res.output
+
+
+def test_rank_type_applies_to_metric_keys_without_one(rank_file):
+    """--rank-type was ignored with --metric: ``--metric mrr --rank-type worst`` printed the realistic MRR."""
+    path, _ = rank_file
+    pessimistic = np.array([1, 5, 2, 15], float)
+    optimistic = np.array([1, 3, 2, 12], float)
+    res = CliRunner().invoke(main, ["metrics", str(path), "--metric", "mrr", "-m", "best.mrr", "-m", "tail.hits@3",
+                                    "--rank-type", "worst", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["mrr"] == pytest.approx(np.mean(1 / pessimistic), rel=1e-12)
+    assert data["best.mrr"] == pytest.approx(np.mean(1 / optimistic), rel=1e-12)  # the key's own rank type wins
+    assert data["tail.hits@3"] == 0.0  # pessimistic tail ranks 5, 15 (optimistic 3, 12: 0.5)

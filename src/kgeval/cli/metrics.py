@@ -22,7 +22,8 @@ def example_rank_file() -> str:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--metric", "-m", "selected", multiple=True, help="Metric key(s) to show, e.g. mrr, tail.hits@10 (repeatable).")
 @click.option("--rank-type", default="realistic", show_default=True, callback=rank_type_callback(),
-              help="Rank type of the table view: optimistic (best), pessimistic (worst), realistic (avg), expected.")
+              help="Rank type of the table view and of the --metric keys that name none: optimistic (best), "
+                   "pessimistic (worst), realistic (avg), expected.")
 def command(file, example, fmt, selected, rank_type):
     """Compute every rank-based metric from a CSV/TSV rank FILE.
 
@@ -40,7 +41,11 @@ def command(file, example, fmt, selected, rank_type):
     table = RankTable.load(file)
     results = Results(table, protocol={"source": str(file)})
     if selected:
-        values = {key: results.get_metric(key) for key in selected}
+        from ..keys import flat_key, parse_key
+
+        # --rank-type applies to the keys that name no rank type of their own (it was ignored: --metric mrr
+        # --rank-type pessimistic printed the realistic MRR)
+        values = {key: results.get_metric(flat_key(*parse_key(key, default_rank_type=rank_type))) for key in selected}
         if fmt == "json":
             click.echo(json.dumps(values, indent=2))
         else:
