@@ -374,3 +374,16 @@ def test_bootstrap_p_value_with_spread_is_unchanged():
     a, b = _table(rng, 30, p=0.2), _table(rng, 30, p=0.1)
     for row in _records(compare(a, b, metrics=["mrr", "median_rank"], test="bootstrap", seed=0, num_resamples=500)):
         assert 0 < row["p_value"] <= 1 and row["p_method"] in ("bootstrap-t", "bootstrap")
+
+
+@pytest.mark.parametrize("metrics", [("mrr", "mrr"), ("mrr", "hits@10", "inverse_harmonic_mean_rank"),
+                                     ("hits@10", "HITS_AT_10")])
+def test_a_metric_named_twice_is_refused(metrics):
+    """A repeated metric was a second row and a second test in the correction: --metric mrr --metric mrr
+    gave p corrected = 2 x p (Holm over two identical p-values), 0.010 for a p of 0.005."""
+    rng = np.random.default_rng(5)
+    a, b = _table(rng, 30), _table(rng, 30, p=0.08)
+    with pytest.raises(InvalidInputError, match="name each metric once"):
+        compare(a, b, metrics=metrics, num_resamples=50, seed=0)
+    once = _records(compare(a, b, metrics=("mrr",), num_resamples=50, seed=0))
+    assert once[0]["p_corrected"] == once[0]["p_value"]  # one test: nothing to correct

@@ -142,6 +142,12 @@ def _metric_list(metrics, test: str) -> list[tuple[str, object]]:
             raise
     if not chosen:
         raise InvalidInputError("metrics: name at least one metric to compare")
+    first: dict[str, str] = {}
+    for name, metric in chosen:  # a repeated metric was a second row, counted twice by the correction
+        if metric.key in first:
+            same = "given twice" if first[metric.key] == name else f"the same metric as {first[metric.key]!r}"
+            raise InvalidInputError(f"metrics: {name!r} is {same} ({metric.key}); name each metric once")
+        first[metric.key] = name
     for name, metric in chosen:
         if metric.needs_candidates:
             raise InvalidInputError(f"metric {name!r} depends on the candidate counts (adjusted / z metrics): "
