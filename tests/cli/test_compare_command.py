@@ -155,3 +155,15 @@ def test_text_table_names_the_run_level_interval(replicated):
     res = run("compare", replicated / "distmult", replicated / "complex", "--metric", "mrr", "--num-resamples", "50")
     assert res.exit_code == 0, res.output
     assert "Welch t interval of the difference of the run means (run level)" in res.output
+
+
+@pytest.mark.parametrize("side", ["head", "tail", "both"])
+def test_compare_text_footer_names_the_side_compared(replicated, side):
+    """The footer said '(head and tail tasks together)' under --side tail too, where only tail tasks are compared."""
+    res = run("compare", replicated / "distmult", replicated / "complex", "--metric", "mrr", "--side", side,
+              "--num-resamples", "50")
+    assert res.exit_code == 0, res.output
+    assert f"side {side}," in res.output
+    assert ("head and tail tasks together" in res.output) == (side == "both")
+    if side != "both":
+        assert f"({side} tasks only)" in res.output

@@ -88,8 +88,9 @@ def _text(records, side, rank_type, test, correction, confidence) -> str:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    tasks = "head and tail tasks together" if side == "both" else f"{side} tasks only"
     lines += ["", f"side {side}, {rank_type} ranks; task level: paired {test} test over evaluation triples "
-              "(head and tail tasks together); run level: Welch t-test over training seeds",
+              f"({tasks}); run level: Welch t-test over training seeds",
               f"p: two-sided; corrected by {correction} within each level; CI: paired bootstrap percentile "
               "interval (task level), Welch t interval of the difference of the run means (run level)"]
     return "\n".join(lines)
