@@ -162,3 +162,24 @@ def test_seed_out_of_range_names_the_option(command):
 
     res = CliRunner().invoke(main, [command, "--dataset", "nations", "--model", "distmult", "--seed", "-1"])
     assert res.exit_code == 2 and res.output.startswith("error: --seed must be an integer in [0, 2**32), got -1")
+
+
+def test_json_payload_holds_every_number_the_table_prints(trained):
+    """--format json left out the table's 'p vs chance' row: the p-value was printed as text only."""
+    from kgeval.cli.common import HEADLINE_METRICS
+    from kgeval.results import Results
+
+    out, _ = trained
+    text, as_json = run("evaluate", "--model-file", out), run("evaluate", "--model-file", out, "--format", "json")
+    assert text.exit_code == 0 and as_json.exit_code == 0, text.output + as_json.output
+    payload = json.loads(as_json.output)["metrics"]
+    saved = Results.load_json(out / "results.json")
+    for label, name in HEADLINE_METRICS:
+        row = next(ln for ln in text.output.splitlines() if ln.startswith(f"{label} ({name})"))
+        printed = row[len(f"{label} ({name})"):].split()
+        for side, shown in zip(("head", "tail", "both"), printed):
+            key = f"{side}.realistic.{name}"
+            assert payload[key] == saved[key]
+            assert float(shown) == pytest.approx(payload[key], rel=0.06, abs=5e-5), key
+    assert payload["both.realistic.log10_p_inverse_harmonic_mean_rank"] == \
+        saved["both.realistic.log10_p_inverse_harmonic_mean_rank"]

@@ -64,17 +64,17 @@ def headline_table(results, rank_type: str = "realistic") -> str:
 
 
 def metrics_payload(results) -> dict:
-    """The headline metrics (realistic ranks, every side) as a flat dict for ``--format json``."""
+    """The headline metrics (realistic ranks, every side) as a flat dict for ``--format json``: every value
+    the text table prints, the p-value against chance with its log10 (exact where the value underflows)."""
     headline = {}
     for side in results.sides:
         for _, name in HEADLINE_METRICS:
-            if name.startswith("p_"):
-                continue  # not a metric: the JSON payload carries p-values under the flat keys of to_flat_dict
-            key = f"{side}.realistic.{name}"
-            try:
-                headline[key] = results.get_metric(key)
-            except KGEvalError:
-                continue
+            names = [name, "log10_" + name] if name.startswith("p_") else [name]
+            for key in (f"{side}.realistic.{n}" for n in names):
+                try:
+                    headline[key] = results.get_metric(key)
+                except KGEvalError:
+                    continue
     return headline
 
 
