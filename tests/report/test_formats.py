@@ -57,3 +57,24 @@ def test_bad_options_are_named(runs):
         build_report(runs[:1], metric="mrrr")
     with pytest.raises(InvalidInputError, match="at least one"):
         build_report([])
+
+
+def test_format_follows_the_output_suffix_and_replacing_is_said(runs, tmp_path):
+    """-o report.md without --format wrote HTML into report.md; writing over a file said nothing."""
+    path = tmp_path / "report.md"
+    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(path), "--resamples", "20"])
+    assert res.exit_code == 0, res.output
+    assert path.read_text().startswith("# kgeval report") and "(md, 1 run(s))" in res.output
+    assert "replaced" not in res.output
+    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(path), "--resamples", "20", "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    assert "it replaced the existing file" in res.output and path.read_text().startswith("run,directory,")
+    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(tmp_path / "r.txt"), "--resamples", "20"])
+    assert res.exit_code == 0 and (tmp_path / "r.txt").read_text().startswith("<!DOCTYPE html>")  # else html
+
+
+def test_output_in_a_missing_directory_is_named(runs, tmp_path):
+    """The error named a temporary file ('.x.html.68__cehy.tmp'), after the whole report was built."""
+    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(tmp_path / "none" / "x.html")])
+    assert res.exit_code == 2
+    assert res.output.strip() == f"error: cannot write {tmp_path / 'none' / 'x.html'}: {tmp_path / 'none'} is not an existing directory"
