@@ -133,3 +133,15 @@ def test_evaluate_output_checked_first_and_written_through_a_symlink(trained, tm
     assert res.exit_code == 0, res.output
     assert (tmp_path / "link.json").is_symlink() and '"metrics"' in real.read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]  # no probe or temp file left
+
+
+def test_evaluate_output_says_when_it_replaces_a_file(trained, tmp_path):
+    """evaluate -o over an existing results file replaced it without a word."""
+    out, _ = trained
+    target = tmp_path / "r.json"
+    first = run("evaluate", "--model-file", out, "-o", target)
+    assert first.exit_code == 0 and "replaced" not in first.output
+    second = run("evaluate", "--model-file", out, "-o", target)
+    assert second.exit_code == 0, second.output
+    assert f"note: replaced the existing file {target}" in second.stderr
+    assert "replaced" not in second.stdout  # stdout stays the table (or the JSON document)

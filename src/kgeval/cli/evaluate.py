@@ -55,7 +55,9 @@ from .common import data_dir_option, format_option, headline_table, metrics_payl
 @click.option("--allow-dataset-mismatch", is_flag=True,
               help="Evaluate even on a dataset whose labels or splits differ from the training dataset's.")
 @click.option("--output", "-o", type=click.Path(),
-              help="Also write the results as JSON here (with --pykeen-dir: a kgeval run directory).")
+              help="Also write the results here: with --model-file a JSON file (an existing one is replaced, "
+                   "with a note on stderr); with --pykeen-dir, --entity-embeddings or --libkge-checkpoint a new "
+                   "kgeval run directory (absent or empty).")
 @click.option("--distributed", type=click.Choice(["tasks", "entities"]),
               help="Under torchrun: split the evaluation over the ranks (output from rank 0 only). tasks: every "
                    "rank holds the model and ranks a share of the tasks (any source); entities: every rank keeps "
@@ -87,7 +89,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             raise InvalidInputError(OUTPUT_REFUSED)
     if output:  # before the (possibly long) evaluation, and before the process group (no rank fails alone)
         if model_file is not None:
-            check_output_file(output)
+            replaced = check_output_file(output).exists()
         else:
             from ..workflow.runs import check_output
 
@@ -144,6 +146,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         return
     if output:
         results.save_json(output)  # atomic
+        if replaced:  # an earlier results file was replaced without a word
+            click.echo(f"note: replaced the existing file {output}", err=True)
     _report(results, ds, split, f"{getattr(model, 'name', type(model).__name__)} from {model_file}", fmt)
 
 
