@@ -114,3 +114,10 @@ def test_rank_type_applies_to_metric_keys_without_one(rank_file):
     assert data["mrr"] == pytest.approx(np.mean(1 / pessimistic), rel=1e-12)
     assert data["best.mrr"] == pytest.approx(np.mean(1 / optimistic), rel=1e-12)  # the key's own rank type wins
     assert data["tail.hits@3"] == 0.0  # pessimistic tail ranks 5, 15 (optimistic 3, 12: 0.5)
+
+
+def test_file_and_example_together_are_refused(rank_file):
+    """metrics FILE --example printed FILE's metrics and ignored --example."""
+    path, _ = rank_file
+    res = CliRunner().invoke(main, ["metrics", str(path), "--example"])
+    assert res.exit_code == 2 and "not both" in res.output and "ranking tasks" not in res.output

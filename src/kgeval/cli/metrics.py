@@ -34,6 +34,8 @@ def command(file, example, fmt, selected, rank_type):
     from ..ranks import RankTable
     from ..results import HEADLINE, Results
 
+    if file is not None and example:  # --example was ignored: the FILE's metrics were printed
+        raise click.UsageError("give a rank FILE or --example, not both")
     if file is None:
         if not example:
             raise click.UsageError("give a rank FILE, or --example for the shipped one")
