@@ -50,3 +50,25 @@ def test_python_dash_m_kgeval():
     assert res.returncode == 0
     for name in ("metrics", "pipeline", "evaluate", "datasets", "hpo"):
         assert name in res.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["adjust", "--dataset", "nations", "--split", "valid", "--no-filter-validation", "mrr=0.3"], "test split only"),
+    (["adjust", "--dataset", "nations", "--unfiltered", "--no-filter-validation", "mrr=0.3"], "with --unfiltered"),
+    (["evaluate", "--entity-embeddings", "{ent}", "--relation-embeddings", "{rel}", "--interaction", "distmult",
+      "-d", "nations", "--split", "valid", "--no-filter-validation"], "test split only"),
+])
+def test_no_filter_validation_where_it_changes_nothing_is_refused(args, message, tmp_path):
+    """--no-filter-validation was accepted and ignored on the validation split and with --unfiltered: adjust
+    --split valid printed the same E[null] = 0.3423 with and without it."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "ent.npy", rng.normal(size=(14, 4)))
+    np.save(tmp_path / "rel.npy", rng.normal(size=(55, 4)))
+    args = [a.format(ent=tmp_path / "ent.npy", rel=tmp_path / "rel.npy") for a in args]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2 and message in res.output and "--no-filter-validation" in res.output, res.output
+    assert "Traceback" not in res.output
+    kept = [a for a in args if a != "--no-filter-validation"]
+    assert CliRunner().invoke(main, kept).exit_code == 0  # the same command without it runs

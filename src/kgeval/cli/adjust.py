@@ -8,7 +8,7 @@ import math
 import click
 
 from ..errors import InvalidInputError
-from .common import data_dir_option
+from .common import check_no_filter_validation, data_dir_option
 
 
 def _parse_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
@@ -71,6 +71,7 @@ def command(dataset, values, split, side, unfiltered, no_filter_validation, drop
     from ..significance.null_model import null_model
 
     parsed = _parse_pairs(values)
+    check_no_filter_validation(no_filter_validation, split, filtered=not unfiltered)
     model = null_model(dataset, split, filtered=not unfiltered, filter_validation_when_testing=not no_filter_validation,
                        drop_unseen=drop_unseen, data_dir=data_dir)
     rows = adjust(model, parsed, side=side, as_frame=False)

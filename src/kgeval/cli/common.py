@@ -25,6 +25,18 @@ def split_list(value: str | None) -> list[str] | None:
     return items
 
 
+def check_no_filter_validation(no_filter_validation, split: str, *, filtered: bool = True) -> None:
+    """``--no-filter-validation`` changes only a filtered evaluation of the test split: elsewhere it was
+    accepted and ignored (the validation split is always in its own filter), so it is refused by name."""
+    if not no_filter_validation:
+        return
+    if not filtered:
+        raise InvalidInputError("--no-filter-validation has no effect with --unfiltered (nothing is filtered)")
+    if canonical_split(split) != "test":
+        raise InvalidInputError("--no-filter-validation applies to the test split only: the validation split "
+                                "is evaluated with itself and training as the filter")
+
+
 def count(n: int) -> str:
     return f"{n:,}"
 

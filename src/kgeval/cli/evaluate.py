@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from ..errors import InvalidInputError
-from .common import data_dir_option, format_option, headline_table, metrics_payload, protocol_lines, split_list
+from .common import check_no_filter_validation, data_dir_option, format_option, headline_table, metrics_payload, protocol_lines, split_list
 
 
 @click.command("evaluate")
@@ -106,6 +106,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         shard = (dist.get_rank(), dist.get_world_size())
     if model_file is None:
         split = split or "test"
+        check_no_filter_validation(no_filter_validation, split)
     if model_file is None and pykeen_dir is None:  # embedding files (sharded with shard) or LibKGE
         from ..interop.external import evaluate_external
 
@@ -135,6 +136,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
     split = split or defaults["split"]
+    check_no_filter_validation(no_filter_validation, split)
     filter_valid = defaults["filter_validation_when_testing"] if no_filter_validation is None else not no_filter_validation
     rel = split_list(relation_whitelist) if relation_whitelist else defaults["relations"]
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
