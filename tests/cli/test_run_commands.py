@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from importlib import resources
 from pathlib import Path
@@ -145,3 +146,20 @@ def test_evaluate_output_says_when_it_replaces_a_file(trained, tmp_path):
     assert second.exit_code == 0, second.output
     assert f"note: replaced the existing file {target}" in second.stderr
     assert "replaced" not in second.stdout  # stdout stays the table (or the JSON document)
+
+
+def test_a_runs_model_file_is_evaluated_as_the_run_was(tmp_path):
+    """RUN/model.pt was evaluated with bare defaults while RUN used the run's settings: a run evaluated on two
+    relations gave its MRR through RUN and the MRR over all 55 relations through RUN/model.pt."""
+    out = tmp_path / "wl"
+    res = run("pipeline", "-d", "nations", "-m", "distmult", "--epochs", "2", "--dim", "8",
+              "--relation-whitelist", "embassy,intergovorgs", "-o", out, "--format", "json")
+    assert res.exit_code == 0, res.output
+    trained = json.loads(res.output)["metrics"]
+    for source in (["--model-file", out], ["--model-file", out / "model.pt", "-d", "nations"]):
+        again = run("evaluate", *source, "--format", "json")
+        assert again.exit_code == 0, again.output
+        assert json.loads(again.output)["metrics"] == trained, source
+    every = run("evaluate", "--model-file", out / "model.pt", "-d", "nations", "--relation-whitelist",
+                "embassy,intergovorgs,militaryalliance", "--format", "json")
+    assert every.exit_code == 0 and json.loads(every.output)["metrics"] != trained  # an explicit whitelist wins

@@ -166,7 +166,8 @@ def _report(results, ds, split: str, what: str, fmt: str) -> None:
 
 
 def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
-    """The model, the checked dataset and the run's evaluation settings (defaults for a bare model file)."""
+    """The model, the checked dataset and the run's evaluation settings (a run directory or its model.pt;
+    defaults for a model file outside a run)."""
     from ..data import get_dataset
     from ..models import load_model
     from ..workflow.runs import check_dataset, check_model_config, load_run
@@ -177,18 +178,7 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
         run = load_run(path)
         model = run.load_model(shard=shard)
         ds = run.load_dataset(model, dataset, data_dir=data_dir, allow_dataset_mismatch=allow_mismatch)
-        cfg = run.config
-        # its split too: a run evaluated on validation (e.g. a configuration under search, which must never
-        # read test) was re-evaluated on test unless --split said otherwise
-        defaults = {"split": cfg.evaluation.split,
-                    "filter_validation_when_testing": cfg.evaluation.filter_validation_when_testing,
-                    "relations": None if cfg.restriction.relations is None else list(cfg.restriction.relations),
-                    "entities": None if cfg.restriction.entities is None else list(cfg.restriction.entities),
-                    # the run's evaluation options (filtered, sides, sampled negatives, tie tolerance, ...):
-                    # without them a run evaluated with filtered=False was re-evaluated filtered, another number
-                    # (its device is this machine's: a run evaluated on a GPU re-evaluates on the CPU too)
-                    "options": cfg.evaluation.options.replace(device=None)}
-        return model, ds, defaults
+        return model, ds, _run_defaults(run.config)
     if dataset is None:
         raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
     # a model file inside a run directory is verified and checked against that run's dataset too
@@ -197,6 +187,23 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     model = load_model(path, shard=shard)
     if run is not None and path.name == "model.pt":
         check_model_config(model, run.config, path)
+        # the run's model: evaluated as the run was, like its directory (a run evaluated on 2 relations was
+        # re-evaluated on all 55 through RUN/model.pt: MRR 0.4575 where RUN gave the run's 0.6337)
+        defaults = _run_defaults(run.config)
     ds = get_dataset(dataset, data_dir=data_dir)
     check_dataset(model, ds, metadata, allow_mismatch=allow_mismatch)
     return model, ds, defaults
+
+
+def _run_defaults(cfg) -> dict:
+    """A saved run's evaluation settings: what ``kgeval evaluate`` uses unless its options say otherwise."""
+    # its split too: a run evaluated on validation (e.g. a configuration under search, which must never
+    # read test) was re-evaluated on test unless --split said otherwise
+    return {"split": cfg.evaluation.split,
+            "filter_validation_when_testing": cfg.evaluation.filter_validation_when_testing,
+            "relations": None if cfg.restriction.relations is None else list(cfg.restriction.relations),
+            "entities": None if cfg.restriction.entities is None else list(cfg.restriction.entities),
+            # the run's evaluation options (filtered, sides, sampled negatives, tie tolerance, ...):
+            # without them a run evaluated with filtered=False was re-evaluated filtered, another number
+            # (its device is this machine's: a run evaluated on a GPU re-evaluates on the CPU too)
+            "options": cfg.evaluation.options.replace(device=None)}
