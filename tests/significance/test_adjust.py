@@ -95,3 +95,12 @@ def test_cli_errors_exit_2_with_a_named_message(args, message):
         args = ["--dataset", "nations", *args]
     res = CliRunner().invoke(main, ["adjust", *args])
     assert res.exit_code == 2 and message in res.output, res.output
+
+
+@pytest.mark.parametrize("values", [{"mrr": 0.3, "MRR": 0.5}, {"mrr": 0.3, "inverse_harmonic_mean_rank": 0.3},
+                                    {"hits@10": 0.9, "both.hits_at_10": 0.9}])
+def test_one_metric_under_two_names_is_refused(values):
+    """kgeval adjust mrr=0.3 MRR=0.5 printed two rows for one metric, one of them for a value not reported."""
+    with pytest.raises(InvalidInputError, match="same metric"):
+        kgeval.adjust("nations", values)
+    assert len(kgeval.adjust("nations", {"mrr": 0.3, "tail.mrr": 0.4}, as_frame=False)) == 2  # other sides: two metrics

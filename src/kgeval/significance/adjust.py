@@ -65,6 +65,13 @@ def adjust(dataset, values: Mapping[str, float], split: str = "test", *, side: s
         dataset, split, filtered=filtered, filter_validation_when_testing=filter_validation_when_testing,
         drop_unseen=drop_unseen, data_dir=data_dir)
     rows = [_row(model, name, value, side) for name, value in values.items()]
+    first: dict[tuple[str, str], str] = {}
+    for row in rows:  # 'mrr' and 'MRR' (or inverse_harmonic_mean_rank) were two rows of one metric
+        where = (row["side"], row["key"])
+        if where in first:
+            raise InvalidInputError(f"{row['metric']!r} and {first[where]!r} are the same metric ({row['key']}, "
+                                    f"side {row['side']}): give it once")
+        first[where] = row["metric"]
     if as_frame is False:
         return rows
     try:
