@@ -72,3 +72,25 @@ def test_no_filter_validation_where_it_changes_nothing_is_refused(args, message,
     assert "Traceback" not in res.output
     kept = [a for a in args if a != "--no-filter-validation"]
     assert CliRunner().invoke(main, kept).exit_code == 0  # the same command without it runs
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--interaction", "complex"], "--interaction applies to --entity-embeddings only, not to --model-file"),
+    (["--libkge-data", "{dir}"], "--libkge-data applies to --libkge-checkpoint only"),
+    (["--trust-pickle"], "--trust-pickle applies to --pykeen-dir only"),
+    (["--dist-timeout", "5"], "--dist-timeout applies with --distributed only"),
+])
+def test_evaluate_refuses_options_its_source_does_not_read(extra, message, tmp_path):
+    """evaluate --model-file M --interaction complex evaluated M's own model and ignored --interaction (so
+    were --libkge-data, --trust-pickle and --dist-timeout outside their sources)."""
+    from kgeval.data import get_dataset
+    from kgeval.models import get_model
+
+    ds = get_dataset("nations")
+    path = tmp_path / "m.pt"
+    get_model("distmult", ds.num_entities, ds.num_relations, dim=4, seed=0).save(
+        path, entity_labels=ds.entity_labels, relation_labels=ds.relation_labels)
+    args = ["evaluate", "--model-file", str(path), "-d", "nations"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    res = CliRunner().invoke(main, args + [a.format(dir=tmp_path) for a in extra])
+    assert res.exit_code == 2 and message in res.output and "MRR" not in res.output, res.output

@@ -79,6 +79,9 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     if sum(x is not None for x in sources) != 1:
         raise InvalidInputError("give exactly one of --model-file and --pykeen-dir, or --entity-embeddings "
                                 "with --relation-embeddings, or --libkge-checkpoint")
+    _check_source_options(model_file, pykeen_dir, libkge_checkpoint, interaction=interaction,
+                          libkge_data=libkge_data, trust_pickle=trust_pickle,
+                          allow_dataset_mismatch=allow_dataset_mismatch, distributed=distributed)
     if distributed == "entities":  # refused by name before any rank starts waiting for the others
         from ..interop.external import ENTITIES_REFUSED, OUTPUT_REFUSED
 
@@ -151,6 +154,23 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         if replaced:  # an earlier results file was replaced without a word
             click.echo(f"note: replaced the existing file {output}", err=True)
     _report(results, ds, split, f"{getattr(model, 'name', type(model).__name__)} from {model_file}", fmt)
+
+
+def _check_source_options(model_file, pykeen_dir, libkge_checkpoint, **given) -> None:
+    """Refuse an option the chosen source does not read: it was accepted and ignored (``--model-file RUN
+    --interaction complex`` evaluated RUN's own model, not a ComplEx)."""
+    source = ("--model-file" if model_file is not None else "--pykeen-dir" if pykeen_dir is not None
+              else "--libkge-checkpoint" if libkge_checkpoint is not None else "--entity-embeddings")
+    readers = {"interaction": ("--entity-embeddings",), "libkge_data": ("--libkge-checkpoint",),
+               "trust_pickle": ("--pykeen-dir",), "allow_dataset_mismatch": ("--model-file",)}
+    for name, sources in readers.items():
+        if given[name] and source not in sources:
+            raise InvalidInputError(f"--{name.replace('_', '-')} applies to {' and '.join(sources)} only, "
+                                    f"not to {source}")
+    ctx = click.get_current_context()
+    if given["distributed"] is None and ctx.get_parameter_source("dist_timeout") not in (
+            None, click.core.ParameterSource.DEFAULT):
+        raise InvalidInputError("--dist-timeout applies with --distributed only")
 
 
 def _report(results, ds, split: str, what: str, fmt: str) -> None:
