@@ -115,3 +115,18 @@ def test_absurd_thread_counts_are_refused_before_torch_sees_them():
     with pytest.raises(InvalidInputError, match="threads must be at most 1024"):
         PipelineConfig(dataset="nations", model="distmult", threads=99_999)
     assert PipelineConfig(dataset="nations", model="distmult", threads=1024).threads == 1024
+
+
+@pytest.mark.parametrize("model, paths", [("distmult", {"training.num_negatives": 5}),
+                                          ("transe", {"training.loop": "lcwa", "training.num_negatives": 4})])
+def test_num_negatives_with_the_lcwa_loop_is_refused(model, paths):
+    """kgeval pipeline -m distmult --num-negatives 5 trained with LCWA, which draws no negatives: the option
+    was accepted and ignored (the same loss 2.6440 as without it)."""
+    from kgeval.errors import InvalidInputError
+    from kgeval.workflow import PipelineConfig
+
+    config = PipelineConfig().with_paths({"model.name": model, **paths})
+    with pytest.raises(InvalidInputError, match="applies to the slcwa loop only"):
+        config.resolve()
+    slcwa = config.with_paths({"training.loop": "slcwa"}).resolve()
+    assert slcwa.training.options["num_negatives"] == paths["training.num_negatives"]

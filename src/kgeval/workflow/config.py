@@ -369,6 +369,10 @@ class PipelineConfig:
         options = dict(self.training.options)
         if self.training.loop is None or self.training.loop == defaults["training_loop"]:
             options = {**defaults["training_kwargs"], **options}
+        if loop == "lcwa" and "num_negatives" in options:  # given, and ignored: LCWA draws no negatives
+            raise InvalidInputError(f"training.num_negatives ({options['num_negatives']}) applies to the slcwa loop "
+                                    f"only; {self.model.name} trains with lcwa here, which scores every entity "
+                                    "(set training.loop=slcwa, or leave num_negatives out)")
         epochs = defaults["epochs"] if self.training.epochs is None else self.training.epochs
         lr = self.optimizer.lr
         if lr is None and self.optimizer.name == "adam":
