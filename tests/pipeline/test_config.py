@@ -130,3 +130,14 @@ def test_num_negatives_with_the_lcwa_loop_is_refused(model, paths):
         config.resolve()
     slcwa = config.with_paths({"training.loop": "slcwa"}).resolve()
     assert slcwa.training.options["num_negatives"] == paths["training.num_negatives"]
+
+
+def test_label_smoothing_with_the_slcwa_loop_is_refused():
+    """label_smoothing smooths the LCWA labels only: with slcwa it was accepted and ignored."""
+    from kgeval.errors import InvalidInputError
+    from kgeval.workflow import PipelineConfig
+
+    config = PipelineConfig().with_paths({"model.name": "transe", "training.label_smoothing": 0.1})
+    with pytest.raises(InvalidInputError, match="applies to the lcwa loop only"):
+        config.resolve()
+    assert config.with_paths({"training.loop": "lcwa"}).resolve().training.options["label_smoothing"] == 0.1

@@ -373,6 +373,10 @@ class PipelineConfig:
             raise InvalidInputError(f"training.num_negatives ({options['num_negatives']}) applies to the slcwa loop "
                                     f"only; {self.model.name} trains with lcwa here, which scores every entity "
                                     "(set training.loop=slcwa, or leave num_negatives out)")
+        if loop == "slcwa" and options.get("label_smoothing"):  # smooths the LCWA labels only
+            raise InvalidInputError(f"training.label_smoothing ({options['label_smoothing']}) applies to the lcwa loop "
+                                    f"only; {self.model.name} trains with slcwa here (set training.loop=lcwa, or "
+                                    "leave label_smoothing out)")
         epochs = defaults["epochs"] if self.training.epochs is None else self.training.epochs
         lr = self.optimizer.lr
         if lr is None and self.optimizer.name == "adam":
