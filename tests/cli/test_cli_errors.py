@@ -94,3 +94,14 @@ def test_evaluate_refuses_options_its_source_does_not_read(extra, message, tmp_p
     assert CliRunner().invoke(main, args).exit_code == 0
     res = CliRunner().invoke(main, args + [a.format(dir=tmp_path) for a in extra])
     assert res.exit_code == 2 and message in res.output and "MRR" not in res.output, res.output
+
+
+@pytest.mark.parametrize("command", [["evaluate", "--model-file", "{m}"], ["pipeline", "-d", "nations", "-m", "distmult"],
+                                     ["hpo", "-d", "nations", "-m", "distmult"]])
+def test_an_empty_output_path_is_refused(command, tmp_path, monkeypatch):
+    """-o "" was taken as no --output: evaluate wrote nothing and pipeline wrote ./kgeval-output/..., exit 0."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m").mkdir()
+    res = CliRunner().invoke(main, [a.format(m=tmp_path / "m") for a in command] + ["-o", ""])
+    assert res.exit_code == 2 and "the path is empty" in res.output, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # nothing written

@@ -15,6 +15,14 @@ data_dir_option = click.option("--data-dir", type=click.Path(file_okay=False),
                                help="Where large datasets live (else $KGEVAL_DATA).")
 
 
+def nonempty_path(ctx, param, value):
+    """A click callback refusing an empty path: ``-o ""`` was taken as no --output (nothing written, or the
+    default directory), exit status 0."""
+    if value is not None and not str(value).strip():
+        raise click.BadParameter("the path is empty")
+    return value
+
+
 def split_list(value: str | None) -> list[str] | None:
     """A comma-separated option value as a list (``None`` stays ``None``)."""
     if value is None:

@@ -18,7 +18,8 @@ from pathlib import Path
 import click
 
 from ..errors import InvalidInputError
-from .common import check_no_filter_validation, data_dir_option, format_option, headline_table, metrics_payload, protocol_lines, split_list
+from .common import check_no_filter_validation, data_dir_option, format_option, headline_table, metrics_payload, \
+    nonempty_path, protocol_lines, split_list
 
 
 @click.command("evaluate")
@@ -54,7 +55,7 @@ from .common import check_no_filter_validation, data_dir_option, format_option, 
               help="Do not filter validation triples when testing [default: as trained].")
 @click.option("--allow-dataset-mismatch", is_flag=True,
               help="Evaluate even on a dataset whose labels or splits differ from the training dataset's.")
-@click.option("--output", "-o", type=click.Path(),
+@click.option("--output", "-o", type=click.Path(), callback=nonempty_path,
               help="Also write the results here: with --model-file a JSON file (an existing one is replaced, "
                    "with a note on stderr); with --pykeen-dir, --entity-embeddings or --libkge-checkpoint a new "
                    "kgeval run directory (absent or empty).")

@@ -16,8 +16,8 @@ import click
 
 from .._validation import check_seed
 from ..errors import InvalidInputError, KGEvalError
-from .common import count, data_dir_option, format_option, headline_table, metrics_payload, protocol_lines, \
-    split_list
+from .common import count, data_dir_option, format_option, headline_table, metrics_payload, nonempty_path, \
+    protocol_lines, split_list
 
 #: The options that set one configuration path each (``kgeval hpo`` prints them back).
 OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimizer.lr",
@@ -36,7 +36,7 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
 @click.option("--num-negatives", type=click.IntRange(min=1), help="Negatives per triple (sLCWA) [default: per model].")
 @click.option("--loop", type=click.Choice(["lcwa", "slcwa"]), help="Training loop [default: per model].")
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed, in [0, 2**32).")
-@click.option("--output", "-o", type=click.Path(),
+@click.option("--output", "-o", type=click.Path(), callback=nonempty_path,
               help="Output directory [default: ./kgeval-output/<dataset>-<model>-seed<seed>-<time>-<suffix>].")
 @click.option("--early-stopping", is_flag=True, help="Stop on the validation MRR (filtered with train + valid).")
 @click.option("--patience", type=click.IntRange(min=1), help="Early stopping: evaluations without improvement.")
