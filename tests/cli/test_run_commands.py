@@ -163,3 +163,28 @@ def test_a_runs_model_file_is_evaluated_as_the_run_was(tmp_path):
     every = run("evaluate", "--model-file", out / "model.pt", "-d", "nations", "--relation-whitelist",
                 "embassy,intergovorgs,militaryalliance", "--format", "json")
     assert every.exit_code == 0 and json.loads(every.output)["metrics"] != trained  # an explicit whitelist wins
+
+
+def test_replicate_save_failing_after_training_keeps_the_set(tmp_path, monkeypatch):
+    """A replicate set whose save failed at its second run left OUTPUT/seed42/ alone (no seed43/, no
+    replicates.json) and a bare error: every trained run but one was lost."""
+    import kgeval.workflow.runs as runs
+
+    real = runs.save_run
+    target = tmp_path / "out"
+
+    def flaky(result, directory, **kw):
+        if result.config.seed == 43 and str(directory).startswith(str(tmp_path)):
+            raise OSError(28, "No space left on device")
+        return real(result, directory, **kw)
+
+    monkeypatch.setattr(runs, "save_run", flaky)
+    res = run("pipeline", "-d", "nations", *FAST, "--replicates", "2", "-o", target)
+    assert res.exit_code == 2, res.output
+    assert not target.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]  # nothing partial
+    assert "2 replicates (seeds 42..43)" in res.output  # the summary is printed anyway
+    m = re.search(r"error: could not save the replicate set to \S+ \(.*No space left.*\); it was saved to (\S+) "
+                  r"instead", res.output)
+    assert m, res.output
+    kept = Path(m.group(1))
+    assert (kept / "replicates.json").is_file() and verify_manifest(kept / "seed42") and verify_manifest(kept / "seed43")

@@ -86,7 +86,7 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
 
 
 def _save(result, out_dir: Path) -> tuple[Path, KGEvalError | None]:
-    """Save the run; if that fails after all, save it to a temporary directory and say so."""
+    """Save the run (or replicate set); if that fails after all, save it to a temporary directory and say so."""
     from ..workflow.runs import OutputDirectoryError
 
     try:
@@ -95,13 +95,20 @@ def _save(result, out_dir: Path) -> tuple[Path, KGEvalError | None]:
         if isinstance(exc, OutputDirectoryError) and exc.saved_to is not None:
             return exc.saved_to, exc
         fallback = result.save(tempfile.mkdtemp(prefix="kgeval-run-"))
-        return fallback, OutputDirectoryError(f"could not save the run to {out_dir} ({exc}); "
+        what = "the run" if hasattr(result, "config") else "the replicate set"
+        return fallback, OutputDirectoryError(f"could not save {what} to {out_dir} ({exc}); "
                                               f"it was saved to {fallback} instead")
 
 
 def _replicates(result, ds, out_dir: Path, fmt: str) -> None:
-    """Save a replicate set and print its summary across seeds."""
-    saved = result.save(out_dir)
+    """Save a replicate set (elsewhere, named, if that fails) and print its summary across seeds."""
+    saved, failure = _save(result, out_dir)  # a failed save lost every trained run, with a bare error
+    _replicates_report(result, ds, saved, fmt)
+    if failure:
+        raise failure
+
+
+def _replicates_report(result, ds, saved: Path, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps({"dataset": ds.name, "model": result.runs[0].config.model.name,
                                **result.to_json(), "output": str(saved)}, indent=2, default=str))

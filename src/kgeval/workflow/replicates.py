@@ -97,15 +97,28 @@ class ReplicatesResult:
                 "runs": [f"seed{s}" for s in self.seeds], "confidence": self.confidence, "summary": self.summary}
 
     def save(self, directory, *, overwrite: bool = False) -> Path:
-        """Each run into ``directory/seed<seed>`` and the summary into ``directory/replicates.json``."""
-        from .runs import check_output
+        """Each run into ``directory/seed<seed>`` and the summary into ``directory/replicates.json``, all
+        at once: the set is written beside ``directory`` and moved into place when complete (a failure
+        used to leave ``seed42/`` without ``seed43/`` or ``replicates.json``)."""
+        import shutil
+        import tempfile
+
+        from .._json import current_umask
+        from .runs import _commit, check_output
 
         target = check_output(directory, overwrite=overwrite)
-        target.mkdir(parents=True, exist_ok=True)
-        for seed, run in zip(self.seeds, self.runs):
-            run.save(target / f"seed{seed}", overwrite=overwrite)
-        write_json(target / REPLICATES_FILE, self.to_json())
-        return target
+        existed = target.exists()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            os.chmod(tmp, 0o777 & ~current_umask())
+            for seed, run in zip(self.seeds, self.runs):
+                run.save(tmp / f"seed{seed}")
+            write_json(tmp / REPLICATES_FILE, self.to_json())
+            return _commit(tmp, target, existed=existed, overwrite=overwrite)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
 
 def run_replicates(config, num_replicates: int, **kwargs) -> ReplicatesResult:
