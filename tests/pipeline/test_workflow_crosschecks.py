@@ -196,3 +196,25 @@ def test_early_stopping_that_would_never_evaluate_is_refused():
         pipeline(**FAST, epochs=3, stopper="early", stopper_kwargs={"frequency": 4})
     r = pipeline(**FAST, epochs=3, stopper="early", stopper_kwargs={"frequency": 3})
     assert r.training.best_epoch == 3
+
+
+def test_replicate_intervals_stay_in_the_metric_range():
+    """The t interval of a few seeds left the metric's range: hits@1 of (1, 1, 0.9) reached 1.11, MR of (1, 1, 1.9) 0.01."""
+    import numpy as np
+    from scipy.stats import t
+
+    from kgeval.ranks import RankTable
+    from kgeval.results import Results
+    from kgeval.workflow.replicates import summarise
+
+    def run(ranks):
+        r = np.asarray(ranks)
+        return Results(RankTable.from_ranks(r, r, num_candidates=np.full(r.size, 50)))
+
+    runs = [run([1] * 10), run([1] * 10), run([1] * 9 + [10])]  # hits@1 1, 1, 0.9; MR 1, 1, 1.9
+    s = summarise(runs)
+    h1 = s["both.realistic.hits_at_1"]
+    half = t.ppf(0.975, 2) * np.std([1, 1, 0.9], ddof=1) / np.sqrt(3)
+    assert h1["ci_high"] == 1.0 and h1["ci_low"] == pytest.approx(2.9 / 3 - half, rel=1e-12)
+    mr = s["both.realistic.arithmetic_mean_rank"]
+    assert mr["ci_low"] == 1.0 and mr["ci_high"] > 1.9  # MR >= 1
