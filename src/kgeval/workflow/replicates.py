@@ -6,7 +6,7 @@ Saved as a directory holding one run directory per replicate (``seed<seed>``, se
 :mod:`.runs`) and :data:`REPLICATES_FILE`, the summary across seeds: for every headline
 metric and side, the mean, the sample standard deviation (ddof = 1) and the t-based interval
 
-    mean ± t_{(1+confidence)/2, k−1} · sd / √k
+    mean ± t_{(1+confidence)/2, k−1} · sd / √k   (clipped to the metric's range)
 
 over the k per-run values (the seeds are the sampled units: it describes the variation due
 to training, not to the finite test set). :func:`kgeval.compare` on two replicate
