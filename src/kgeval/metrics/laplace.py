@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 from .asymptotics import EM_BASE, _EM_COEF, _bernoulli_even
-from .moments import power_mean, power_moment, power_variance
+from .moments import power_mean, power_moment, power_sums, power_variance
 
 _H = 0.25  # trapezoid step in y = ln t
 _SERIES_MAX_U = 2.0  # G(u, C) by its power series in u below this (C ≥ EM_BASE)
@@ -118,11 +118,12 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     # (f = j: Var[IAMR] of 10⁶ tasks with C = 2 was 0.55% off, E 3e-10). For f = j the excess is
     # summed from non-negative per-pair terms instead (:func:`_excess_identity`); ln L directly
     # where the excess is large (there excess − μt would cancel).
-    # For f = 1/j likewise from per-pair terms ln E[e^{−s(Y − E Y)}] ≥ 0 (:func:`_excess_reciprocal`).
+    # For f = j^p, p < 0 (1/j: HMR; power means) likewise from per-pair terms ln E[e^{−s(Y − E Y)}] ≥ 0
+    # (:func:`_excess_reciprocal`).
     if p == 1.0:
         excess_of = lambda tt: _excess_identity(tt, cv, wv, cnt)  # noqa: E731
-    elif p == -1.0:
-        coef = _central_coef(cv, mean_f)
+    elif p < 0 and (p == -1.0 or few):  # other p < 0 always take the cumulative sums (few)
+        coef = _central_coef(cv, mean_f, p)
         log_phi = (lambda tt: _log_phi_prefix(tt, cv, wv, p)) if few else None  # noqa: E731
         excess_of = lambda tt: _excess_reciprocal(tt, cv, wv, cnt, mean_f, coef, log_phi)  # noqa: E731
     else:
@@ -249,12 +250,13 @@ _CENTRAL_DIRECT_C = 64  # central moments by direct sums up to this C (else from
 _MATMUL_MAX_W = 8  # up to this many distinct weights in a block of pairs: the series as matrix products
 
 
-def _central_coef(cv, m1) -> np.ndarray:
-    """``μ_k(C)/k!`` for k = 1..K per pair (rows k − 1): central moments of Y = 1/j, j ~ U{1..C},
-    about m1 (the pair's E[Y] as used in μ, so μ₁ is its rounding). Up to C = 64 by direct sums
-    (the binomial expansion in raw moments cancels there: C = 2 has μ_k = 4^{−k}, raw moments
-    ≥ 1/2); above from H_C^{(k)} = ζ(k) − ζ(k, C + 1), where m1 ≤ 0.07 keeps the binomial terms
-    within ~30× of μ_k at k = 20."""
+def _central_coef(cv, m1, p: float = -1.0) -> np.ndarray:
+    """``μ_k(C)/k!`` for k = 1..K per pair (rows k − 1): central moments of Y = j^p (p < 0),
+    j ~ U{1..C}, about m1 (the pair's E[Y] as used in μ, so μ₁ is its rounding). Up to C = 64 by
+    direct sums (the binomial expansion in raw moments cancels there: C = 2, p = −1 has
+    μ_k = 4^{−k}, raw moments ≥ 1/2); above by the binomial expansion in the raw moments, from
+    H_C^{(k)} = ζ(k) − ζ(k, C + 1) for p = −1 (m1 ≤ 0.07 there), else from the library's exact
+    power sums Σ j^{pk}; in long double where m1 > 0.1 (p → 0: m1 up to ~1)."""
     uc, first, inv = np.unique(cv, return_index=True, return_inverse=True)
     mu = np.asarray(m1, dtype=np.float64)[first]
     k = np.arange(1, _CENTRAL_K + 1)
@@ -263,21 +265,33 @@ def _central_coef(cv, m1) -> np.ndarray:
     if small.any():
         j = np.arange(1, _CENTRAL_DIRECT_C + 1, dtype=np.float64)
         cs = uc[small].astype(np.float64)
-        d = np.where(j[None, :] <= cs[:, None], 1.0 / j[None, :] - mu[small][:, None], 0.0)
+        d = np.where(j[None, :] <= cs[:, None], (1.0 / j if p == -1.0 else j**p)[None, :] - mu[small][:, None], 0.0)
         out[:, small] = (d[None, :, :] ** k[:, None, None]).sum(axis=2) / cs[None, :]
-    if (~small).any():
-        cb = uc[~small].astype(np.float64)
-        raw = [np.ones(cb.shape)] + [_harmonic(cb, i) / cb for i in k]
-        neg = [np.ones(cb.shape)]
-        for _ in k:
-            neg.append(neg[-1] * -mu[~small])  # (−m₁)^i
-        for kk in k:
-            out[kk - 1, ~small] = sum(math.comb(kk, i) * raw[i] * neg[kk - i] for i in range(kk + 1))
+    big = np.flatnonzero(~small)
+    if big.size:
+        cb = uc[big]
+        # m₁ ≤ 0.1: the binomial terms stay within ~(1.1/0.9)^k of μ_k (the j = 1 term), float64
+        # suffices; above (p → 0, m₁ up to ~1) they are summed in long double
+        for sel, dt in ((mu[big] <= 0.1, np.float64), (mu[big] > 0.1, np.longdouble)):
+            if not sel.any():
+                continue
+            c_sel, m_sel = cb[sel], mu[big][sel].astype(dt)
+            cf = c_sel.astype(dt)
+            if p == -1.0:  # H_C^{(i)} = ζ(i) − ζ(i, C + 1) (digamma for i = 1)
+                raw = [np.ones(cf.shape, dtype=dt)] + [_harmonic(c_sel.astype(np.float64), i).astype(dt) / cf for i in k]
+            else:
+                raw = [np.ones(cf.shape, dtype=dt)] + [(power_sums(c_sel, p * i) / c_sel.astype(np.longdouble)).astype(dt) for i in k]
+            neg = [np.ones(cf.shape, dtype=dt)]
+            for _ in k:
+                neg.append(neg[-1] * -m_sel)  # (−m₁)^i
+            for kk in k:
+                out[kk - 1, big[sel]] = sum(math.comb(kk, i) * raw[i] * neg[kk - i] for i in range(kk + 1)).astype(np.float64)
     return out[:, inv] / np.array([math.factorial(kk) for kk in k], dtype=np.float64)[:, None]
 
 
 def _excess_reciprocal(t, cv, wv, cnt, m1, coef, log_phi=None) -> np.ndarray:
-    """``ln L(t) + μt`` for f(j) = 1/j as Σ_pairs cnt · ln E[e^{−s(Y − m₁)}] (each ≥ 0), s = tw:
+    """``ln L(t) + μt`` for f(j) = 1/j (or any j^p, p < 0, with its ``coef`` and ``log_phi``) as
+    Σ_pairs cnt · ln E[e^{−s(Y − m₁)}] (each ≥ 0), Y = f(j), s = tw:
     for s ≤ 1 ``log1p(Σ_k (−s)^k μ_k/k!)`` (|Y − m₁| < 1, so |μ_k| ≤ μ₂ and the terms beyond K are
     below 1e-17 of the sum), else ln φ_C(s) + s·m₁. The former ln L + μt summed terms ~ ln φ
     that cancel to the excess ≈ t²Var/2 and kept only ln L's absolute accuracy (Var[HMR] of
