@@ -141,7 +141,8 @@ def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | Non
         width = None
     if width is not None and not sc.accepts_entities:
         warnings.warn(
-            f"scorer.{sc.method.__name__} has no entities= keyword: entity chunking is impossible, "
+            f"scorer.{sc.method.__name__} has no entities= keyword (or the scorer declares entity_subsets=False): "
+            "entity chunking is impossible, "
             "whole score rows are used",
             stacklevel=5,
         )

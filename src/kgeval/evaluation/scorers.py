@@ -12,6 +12,8 @@ Optional extras, used by the evaluator when present:
 - an ``entities`` keyword on ``score_tails`` / ``score_heads``: ``entities`` is a 1-d int64
   tensor of entity ids (or a ``slice``) and the result has one column per listed entity, in
   that order. Used to score only the entities of a restriction instead of masking full rows.
+  A scorer whose ``entities=`` only slices whole rows declares ``entity_subsets = False``:
+  it is then used like a scorer without the keyword (whole rows, no entity chunks).
 - ``score_tail_candidates(heads, relations, candidates)`` /
   ``score_head_candidates(relations, tails, candidates)``: ``candidates`` is a ``(batch, m)``
   int64 tensor, the result ``(batch, m)`` holds the score of each listed candidate. Used by

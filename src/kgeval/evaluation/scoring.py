@@ -90,7 +90,9 @@ class SideScorer:
         self.num_columns = num_entities if allowed is None else int(allowed.shape[0])
         self.threads = threads
         self.method = scorer.score_heads if side == SIDE_HEAD else scorer.score_tails
-        self.accepts_entities = accepts_entities(self.method)
+        # entity_subsets=False: entities= is served from whole rows (e.g. a PyKEEN model that cannot
+        # score subsets), so chunks would each cost a whole row: score whole rows instead
+        self.accepts_entities = accepts_entities(self.method) and getattr(scorer, "entity_subsets", True) is not False
         cand = getattr(scorer, "score_head_candidates" if side == SIDE_HEAD else "score_tail_candidates", None)
         self.candidates_method = cand if callable(cand) else None
         #: declared working memory per score entry beyond the score matrix (see the scorer protocol)

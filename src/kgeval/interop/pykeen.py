@@ -11,6 +11,12 @@ row spelled out here (``2r`` for tails, ``(t, 2r + 1, h)`` for heads of an inver
 model), a different code path from ``predict_*``: an adapter that passed raw relation ids
 would fail it.
 
+Entity subsets (``tails=`` / ``heads=``, for chunks and restrictions) go to ``predict_*`` only
+where PyKEEN's own ``Model.predict_*`` and ``ERModel.score_*`` compute them. Other models
+(``CooccurrenceFilteredModel`` masks whole rows and raised an IndexError on a subset; the
+evaluation-only baselines ignore ``tails=``) are scored as PyKEEN's evaluator scores them, in
+whole rows: ``entity_subsets`` is then False and the evaluator does not chunk.
+
 Triples given as labels or as a PyKEEN ``TriplesFactory`` are mapped through the factory's
 ``entity_to_id`` / ``relation_to_id`` (:meth:`PyKEENScorer.map_triples`).
 """
@@ -38,6 +44,21 @@ def is_pykeen_model(obj) -> bool:
 def is_triples_factory(obj) -> bool:
     """Whether ``obj`` looks like a PyKEEN (Core)TriplesFactory."""
     return hasattr(obj, "mapped_triples") and hasattr(obj, "num_entities") and hasattr(obj, "num_relations")
+
+
+def _defined_in(obj, name: str) -> str:
+    """The module of the class in ``type(obj)``'s MRO that defines attribute ``name`` ('' if none)."""
+    for cls in type(obj).__mro__:
+        if name in vars(cls):
+            return cls.__module__
+    return ""
+
+
+def _scores_subsets(model) -> bool:
+    """Whether ``predict_t(tails=)`` / ``predict_h(heads=)`` score exactly the listed entities: PyKEEN's
+    own ``Model.predict_*`` (and ``score_h_inverse``) over ``ERModel``'s ``score_t`` / ``score_h``."""
+    return all(_defined_in(model, m) == "pykeen.models.base" for m in ("predict_t", "predict_h", "score_h_inverse")) \
+        and all(_defined_in(model, m) == "pykeen.models.nbase" for m in ("score_t", "score_h"))
 
 
 def _real_relations(obj) -> int:
@@ -69,6 +90,8 @@ class PyKEENScorer:
                                         "DefaultRelationInverter (relation r at row 2r, its inverse at 2r + 1)")
         self.num_entities = int(model.num_entities)
         self.num_relations = _real_relations(model)
+        #: predict_* score entity subsets themselves; False: whole rows, then the listed columns
+        self.entity_subsets = _scores_subsets(model)
         self.device = getattr(model, "device", None) or torch.device("cpu")
         self.triples_factory = None
         if triples_factory is not None:
@@ -86,11 +109,25 @@ class PyKEENScorer:
 
     def score_tails(self, heads, relations, entities=None):
         hr = torch.stack([heads, relations], dim=1).to(self.device)
+        if not self.entity_subsets:
+            return self._columns(self.model.predict_t(hr), entities)
         return self.model.predict_t(hr, tails=self._ids(entities))
 
     def score_heads(self, relations, tails, entities=None):
         rt = torch.stack([relations, tails], dim=1).to(self.device)
+        if not self.entity_subsets:
+            return self._columns(self.model.predict_h(rt), entities)
         return self.model.predict_h(rt, heads=self._ids(entities))
+
+    def _columns(self, rows: torch.Tensor, entities) -> torch.Tensor:
+        """The ``entities`` columns of whole score rows (models that cannot score subsets)."""
+        if entities is None:
+            return rows
+        if rows.dim() != 2 or rows.shape[1] != self.num_entities:
+            raise InvalidInputError(f"{type(self.model).__name__}.predict_* returned shape {tuple(rows.shape)}, "
+                                    f"expected (queries, {self.num_entities}) for the model's {self.num_entities} "
+                                    "entities")
+        return rows[:, entities] if isinstance(entities, slice) else rows.index_select(1, self._ids(entities))
 
     # ------------------------------------------------------------------ consistency check (score_hrt)
     def _hrt(self, h, r, t):
@@ -98,14 +135,27 @@ class PyKEENScorer:
         return torch.sigmoid(scores) if getattr(self.model, "predict_with_sigmoid", False) else scores
 
     def score_triples(self, heads, relations, tails):
-        """``f(h, r, t)`` as tail prediction scores it: relation row ``2r`` for inverse-triple models."""
+        """``f(h, r, t)`` as tail prediction scores it: relation row ``2r`` for inverse-triple models.
+
+        A model that cannot score entity subsets may change whole rows after scoring
+        (``CooccurrenceFilteredModel`` sets non-co-occurring entities to -inf, which ``score_hrt``
+        does not): its triples are read from their own ``predict_t`` rows, scored alone."""
+        if not self.entity_subsets:
+            return self._from_rows(self.score_tails, heads, relations, tails)
         return self._hrt(heads, 2 * relations if self.inverse else relations, tails)
 
     def score_head_triples(self, heads, relations, tails):
         """``f(h, r, t)`` as head prediction scores it: ``f(t, 2r + 1, h)`` for inverse-triple models."""
+        if not self.entity_subsets:
+            return self._from_rows(self.score_heads, relations, tails, heads)
         if self.inverse:
             return self._hrt(tails, 2 * relations + 1, heads)
         return self._hrt(heads, relations, tails)
+
+    @staticmethod
+    def _from_rows(method, a, b, answers):
+        """Each triple's score from its own whole row (one query per call: nothing else in the batch)."""
+        return torch.cat([method(a[i:i + 1], b[i:i + 1])[0, answers[i]].view(1) for i in range(a.shape[0])])
 
     # ------------------------------------------------------------------ memory
     @property
@@ -124,6 +174,9 @@ class PyKEENScorer:
             worst = 0.0
             with torch.inference_mode():
                 for method in (self.score_tails, self.score_heads):
+                    if not self.entity_subsets:  # whole rows only: their cost spread over a row
+                        worst = max(worst, max(0.0, self._per_row(method, None)) / self.num_entities)
+                        continue
                     per_row = {c: self._per_row(method, c) for c in {wide, narrow}}
                     per_score = (per_row[wide] - per_row[narrow]) / (wide - narrow) if wide > narrow else 0.0
                     fixed = per_row[wide] - per_score * wide
@@ -131,8 +184,8 @@ class PyKEENScorer:
             self._score_bytes = worst
         return self._score_bytes
 
-    def _per_row(self, method, columns: int) -> float:
-        ids = torch.arange(columns, device=self.device)
+    def _per_row(self, method, columns: int | None) -> float:
+        ids = None if columns is None else torch.arange(columns, device=self.device)
 
         def call(rows):
             q = torch.zeros(rows, dtype=torch.long, device=self.device)

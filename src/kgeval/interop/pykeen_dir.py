@@ -85,6 +85,7 @@ class DatasetScorer:
                 f"the PyKEEN model has {scorer.num_entities} entities / {scorer.num_relations} relations but "
                 f"dataset {dataset.name!r} has {self.num_entities} / {self.num_relations}")
         self.device = scorer.device
+        self.entity_subsets = scorer.entity_subsets
         self.entity_ids = _ids(dataset.entity_labels, factory.entity_to_id, "entity", dataset.name)
         self.relation_ids = _ids(dataset.relation_labels, factory.relation_to_id, "relation", dataset.name)
         mine = np.stack([self.entity_ids[dataset.training[:, 0]], self.relation_ids[dataset.training[:, 1]],
