@@ -369,3 +369,17 @@ def test_consistency_triples_of_whole_row_models_are_their_row_scores(datasets):
         # (alone vs in a 28-row batch: the finite scores may differ in the last bit)
         torch.testing.assert_close(scorer.score_triples(h, r, t), want_t, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(scorer.score_head_triples(h, r, t), want_h, rtol=1e-5, atol=1e-6)
+
+
+def test_inductive_models_are_refused_by_name(datasets):
+    """An inductive PyKEEN model needs mode= (which inference graph): PyKEENScorer does not pass one,
+    so it is refused by name instead of PyKEEN's ValueError from deep inside the first score call."""
+    from pykeen.models import InductiveNodePiece
+
+    ds = datasets[True]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = InductiveNodePiece(triples_factory=ds.training, inference_factory=ds.training, num_tokens=2,
+                                   embedding_dim=4, random_seed=1)
+    with pytest.raises(InvalidInputError, match="InductiveNodePiece is an inductive PyKEEN model"):
+        kgeval.evaluate(model, ds.testing.mapped_triples, progress=False)

@@ -80,6 +80,13 @@ class PyKEENScorer:
         if not is_pykeen_model(model):
             raise InvalidInputError(
                 f"{type(model).__name__} is not a PyKEEN model: PyKEENScorer needs predict_t, predict_h and score_hrt")
+        inductive = next((c.__name__ for c in type(model).__mro__ if c.__name__ == "InductiveERModel"), None)
+        if inductive is not None:  # PyKEEN: 'does not support the transductive setting (i.e., when mode is None)'
+            raise InvalidInputError(
+                f"{type(model).__name__} is an inductive PyKEEN model ({inductive}): it scores the entities of an "
+                "inference graph chosen by mode='training' / 'validation' / 'testing', which kgeval's PyKEEN "
+                "adapter does not pass; evaluate it with PyKEEN's evaluator (mode=...) or wrap "
+                "predict_t(..., mode=...) / predict_h(..., mode=...) in your own scorer")
         self.model = model
         model.eval()
         self.inverse = bool(getattr(model, "use_inverse_triples", False))
