@@ -383,3 +383,21 @@ def test_inductive_models_are_refused_by_name(datasets):
                                    embedding_dim=4, random_seed=1)
     with pytest.raises(InvalidInputError, match="InductiveNodePiece is an inductive PyKEEN model"):
         kgeval.evaluate(model, ds.testing.mapped_triples, progress=False)
+
+
+@pytest.mark.parametrize("rows", [10, 20])
+def test_representations_of_another_size_are_named(datasets, rows):
+    """An entity table of 10 rows for a 14-entity model made predict_t raise a bare IndexError ('index out of
+    range in self'); one of 20 rows gave score rows of 20 columns. Both are refused by name."""
+    from pykeen.nn import Embedding
+
+    ds = datasets[False]
+    model = DistMult(triples_factory=ds.training, embedding_dim=4, random_seed=1)
+    model.entity_representations[0] = Embedding(max_id=rows, shape=(4,))
+    with pytest.raises(InvalidInputError, match=f"entity_representations\\[0\\] \\(Embedding\\) has {rows} rows but "
+                                                "the model has num_entities=14"):
+        kgeval.evaluate(model.eval(), ds.testing.mapped_triples[:5], progress=False, filtered=False)
+    model = DistMult(triples_factory=datasets[True].training, embedding_dim=4, random_seed=1)
+    model.relation_representations[0] = Embedding(max_id=model.num_real_relations, shape=(4,))
+    with pytest.raises(InvalidInputError, match="num_relations=110 \\(inverse relations included\\)"):
+        PyKEENScorer(model)

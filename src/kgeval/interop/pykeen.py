@@ -61,6 +61,21 @@ def _scores_subsets(model) -> bool:
         and all(_defined_in(model, m) == "pykeen.models.nbase" for m in ("score_t", "score_h"))
 
 
+def _check_representations(model) -> None:
+    """Every entity / relation representation has one row per entity / relation of the model: with fewer,
+    ``predict_*`` index past the table (IndexError); with more, rows have more columns than entities."""
+    for kind, count in (("entity", "num_entities"), ("relation", "num_relations")):
+        n = int(getattr(model, count))
+        for i, rep in enumerate(getattr(model, f"{kind}_representations", None) or ()):
+            rows = getattr(rep, "max_id", None)
+            if isinstance(rows, int) and rows != n:
+                raise InvalidInputError(
+                    f"{type(model).__name__}.{kind}_representations[{i}] ({type(rep).__name__}) has {rows} rows but "
+                    f"the model has {count}={n}" + (" (inverse relations included)" if kind == "relation" and getattr(
+                        model, "use_inverse_triples", False) else "") + ": the representation was built for "
+                    "another triples factory")
+
+
 def _real_relations(obj) -> int:
     """Relations without inverses: ``num_real_relations`` (models) / ``real_num_relations`` (factories)."""
     for name in ("num_real_relations", "real_num_relations"):
@@ -97,6 +112,7 @@ class PyKEENScorer:
                                         "DefaultRelationInverter (relation r at row 2r, its inverse at 2r + 1)")
         self.num_entities = int(model.num_entities)
         self.num_relations = _real_relations(model)
+        _check_representations(model)
         #: predict_* score entity subsets themselves; False: whole rows, then the listed columns
         self.entity_subsets = _scores_subsets(model)
         self.device = getattr(model, "device", None) or torch.device("cpu")
