@@ -401,3 +401,13 @@ def test_representations_of_another_size_are_named(datasets, rows):
     model.relation_representations[0] = Embedding(max_id=model.num_real_relations, shape=(4,))
     with pytest.raises(InvalidInputError, match="num_relations=110 \\(inverse relations included\\)"):
         PyKEENScorer(model)
+
+
+def test_parameterless_baselines_are_named(datasets):
+    """PyKEEN 1.11's baselines have no parameters: their own predict_t fails on model.device
+    (DeviceResolutionError, as does RankBasedEvaluator); kgeval names the model and the cause."""
+    from pykeen.models import MarginalDistributionBaseline
+
+    model = MarginalDistributionBaseline(triples_factory=datasets[False].training)
+    with pytest.raises(InvalidInputError, match="MarginalDistributionBaseline has no parameters or buffers"):
+        kgeval.evaluate(model, datasets[False].testing.mapped_triples, progress=False)

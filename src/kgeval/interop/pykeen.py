@@ -115,7 +115,16 @@ class PyKEENScorer:
         _check_representations(model)
         #: predict_* score entity subsets themselves; False: whole rows, then the listed columns
         self.entity_subsets = _scores_subsets(model)
-        self.device = getattr(model, "device", None) or torch.device("cpu")
+        try:
+            device = model.device
+        except AttributeError:
+            device = None
+        except ValueError as exc:  # PyKEEN's DeviceResolutionError: no parameters or buffers (e.g. its baselines)
+            raise InvalidInputError(
+                f"{type(model).__name__} has no parameters or buffers, so PyKEEN cannot place it on a device "
+                f"({type(exc).__name__}: {exc}): its own predict_t / predict_h (and RankBasedEvaluator) fail on it "
+                "too; wrap its score_t / score_h in a kgeval scorer (kgeval.evaluation.scorers)") from None
+        self.device = device or torch.device("cpu")
         self.triples_factory = None
         if triples_factory is not None:
             self._check_factory(triples_factory)
