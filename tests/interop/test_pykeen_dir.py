@@ -161,3 +161,12 @@ def test_broken_metadata_json_is_a_named_error(pykeen_dir, tmp_path):
     (copy / "metadata.json").write_text('{"dataset": "nations"')
     with pytest.raises(InvalidInputError, match="metadata.json is not valid JSON"):
         load_pipeline_directory(copy, trust_pickle=True)
+
+
+def test_pykeen_output_given_as_model_file_names_pykeen_dir(pykeen_dir):
+    """Before: '... is not a kgeval run directory (no config.json)' and, for trained_model.pkl, 'not a readable
+    kgeval model file (UnpicklingError: Weights only load failed ...)': neither said what the path is."""
+    for path in (pykeen_dir, pykeen_dir / "trained_model.pkl"):
+        res = CliRunner().invoke(main, ["evaluate", "--model-file", str(path), "-d", "nations"])
+        assert res.exit_code != 0
+        assert f"evaluate it with --pykeen-dir {pykeen_dir} --trust-pickle" in " ".join(res.output.split()), res.output

@@ -186,6 +186,17 @@ def _report(results, ds, split: str, what: str, fmt: str) -> None:
     click.echo(headline_table(results))
 
 
+def _refuse_pykeen_output(path: Path) -> None:
+    """A PyKEEN pipeline directory (or its trained_model.pkl) given as --model-file: say to use --pykeen-dir."""
+    from ..interop.pykeen_dir import MODEL_FILE
+
+    directory = path if path.is_dir() else path.parent
+    if (path.is_dir() and not (path / "config.json").exists() and (path / MODEL_FILE).is_file()) or (
+            path.name == MODEL_FILE and not (directory / "config.json").exists()):
+        raise InvalidInputError(f"{path} is PyKEEN's pipeline output ({MODEL_FILE}), not a kgeval model: evaluate it "
+                                f"with --pykeen-dir {directory} --trust-pickle --dataset NAME")
+
+
 def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     """The model, the checked dataset and the run's evaluation settings (a run directory or its model.pt;
     defaults for a model file outside a run)."""
@@ -195,6 +206,7 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
 
     defaults = {"split": "test", "filter_validation_when_testing": True, "relations": None, "entities": None,
                 "options": None}
+    _refuse_pykeen_output(path)
     if path.is_dir():
         run = load_run(path)
         model = run.load_model(shard=shard)
