@@ -170,3 +170,15 @@ def test_pykeen_output_given_as_model_file_names_pykeen_dir(pykeen_dir):
         res = CliRunner().invoke(main, ["evaluate", "--model-file", str(path), "-d", "nations"])
         assert res.exit_code != 0
         assert f"evaluate it with --pykeen-dir {pykeen_dir} --trust-pickle" in " ".join(res.output.split()), res.output
+
+
+def test_every_metric_of_pykeens_results_json_is_reproduced(pykeen_dir):
+    """All 225 entries of PyKEEN's results.json (3 sides x 3 rank types x 25 metrics: adjusted, z-scores,
+    hits, variance, ...) equal kgeval's for the same protocol (PyKEEN keeps float32: ~1e-6 off)."""
+    results, _ = evaluate_pykeen_directory(pykeen_dir, "nations", trust_pickle=True, progress=False)
+    theirs = json.loads((pykeen_dir / "results.json").read_text())["metrics"]
+    keys = [(f"{side}.{rank_type}.{name}", value) for side, by_type in theirs.items()
+            for rank_type, by_name in by_type.items() for name, value in by_name.items()]
+    assert len(keys) == 225
+    for key, value in keys:
+        assert results.get_metric(key) == pytest.approx(value, rel=1e-5, abs=1e-5), key
