@@ -61,6 +61,7 @@ def from_pykeen(model):
     with torch.no_grad():
         ent = model.entity_representations[0](indices=None).detach().cpu()
         rels = [rep(indices=None).detach().cpu() for rep in model.relation_representations]
+        _check_dtype(model, [ent, *rels, *(t for t in model.interaction.state_dict().values() if t.is_floating_point())])
         kwargs, ent_w, rel_w, extra = _CONVERT[name](model.interaction, ent, rels)
         if scorer.inverse:  # PyKEEN: r at 2r, r⁻¹ at 2r + 1 -> kgeval: r at r, r⁻¹ at r + R
             rel_w = torch.cat([rel_w[0::2], rel_w[1::2]])
@@ -80,6 +81,18 @@ def _check_plain(model, name: str) -> None:
         kinds = ", ".join(type(r).__name__ for r in reps)
         raise InvalidInputError(f"from_pykeen converts plain embedding models only; this {type(model).__name__} "
                                 f"has representations [{kinds}]")
+
+
+def _check_dtype(model, tensors) -> None:
+    """kgeval's models compute in float32: a PyKEEN model computing in another precision would be
+    converted to float32 weights (silently rounded) and scored in float32, so its ranks could differ."""
+    other = sorted({str(t.dtype).removeprefix("torch.") for t in tensors} - {"float32", "complex64"})
+    if other:
+        raise InvalidInputError(
+            f"from_pykeen converts float32 PyKEEN models only (kgeval models compute in float32); this "
+            f"{type(model).__name__} holds {', '.join(other)} weights, which would be rounded to float32 and rank "
+            "differently: evaluate the PyKEEN model itself (kgeval.evaluate(model, ...) scores it through PyKEEN), "
+            "or convert model.float() if float32 scores are what you want")
 
 
 def _norm(interaction, name: str, allowed=(1, 2)) -> int:
