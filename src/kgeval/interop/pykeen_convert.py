@@ -61,7 +61,8 @@ def from_pykeen(model):
     with torch.no_grad():
         ent = model.entity_representations[0](indices=None).detach().cpu()
         rels = [rep(indices=None).detach().cpu() for rep in model.relation_representations]
-        _check_dtype(model, [ent, *rels, *(t for t in model.interaction.state_dict().values() if t.is_floating_point())])
+        inner = [t for t in model.interaction.state_dict().values() if t.is_floating_point()]  # TuckER's core, norms
+        _check_dtype(model, [ent, *rels, *inner])
         kwargs, ent_w, rel_w, extra = _CONVERT[name](model.interaction, ent, rels)
         if scorer.inverse:  # PyKEEN: r at 2r, r⁻¹ at 2r + 1 -> kgeval: r at r, r⁻¹ at r + R
             rel_w = torch.cat([rel_w[0::2], rel_w[1::2]])
