@@ -432,3 +432,28 @@ def test_from_pykeen_refuses_other_precisions(datasets, dtype):
         for key in theirs:
             assert np.array_equal(ours[key], theirs[key]), key
         assert (res.rank_table.pessimistic == res.rank_table.optimistic).all()  # 1e-9 apart: no float64 tie
+
+
+def test_readme_infinite_scores_count_as_candidates(datasets):
+    """README, 'Where kgeval deliberately differs': PyKEEN counts finite scores as candidates but ranks
+    against all of them (rank 12 of 11, AMRI -1.2); kgeval counts every candidate (12 of 12, AMRI -1.0)."""
+    ds = datasets[False]
+    model = _cooccurrence_filtered(ds)
+    with torch.no_grad():
+        rows = model.predict_t(ds.testing.mapped_triples[:, :2])
+    i, t = (int(x) for x in torch.isinf(rows).nonzero()[0])
+    triple = torch.tensor([[int(ds.testing.mapped_triples[i, 0]), int(ds.testing.mapped_triples[i, 1]), t]])
+    ev = RankBasedEvaluator(clear_on_finalize=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = ev.evaluate(model, triple, additional_filter_triples=[ds.training.mapped_triples], use_tqdm=False,
+                             targets=["tail"])
+    ours = kgeval.evaluate(model, triple, filter_triples=[ds.training.mapped_triples], sides="tail", progress=False)
+    rank = int(ev.ranks["tail", "pessimistic"][0][0])
+    assert int(ours.rank_table.pessimistic[0]) == rank
+    assert int(ev.num_candidates["tail"][0][0]) < rank <= int(ours.rank_table.num_candidates[0])
+    known = {int(x) for x in ds.training.mapped_triples[(ds.training.mapped_triples[:, 0] == triple[0, 0])
+                                                       & (ds.training.mapped_triples[:, 1] == triple[0, 1]), 2]}
+    assert int(ours.rank_table.num_candidates[0]) == ds.num_entities - len(known - {t})
+    assert theirs.get_metric("tail.realistic.adjusted_arithmetic_mean_rank_index") < -1
+    assert ours.get_metric("tail.realistic.adjusted_arithmetic_mean_rank_index") >= -1
