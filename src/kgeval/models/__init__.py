@@ -112,6 +112,11 @@ def load_model(path, *, shard: tuple[int, int] | None = None) -> Model:
             num_entities = hi - lo
         model = get_model(cfg["name"], num_entities, cfg["num_relations"], dim=cfg["dim"],
                           inverse_relations=cfg.get("inverse_relations", False), **dict(cfg.get("kwargs", {})))
+        # in the saved precision: load_state_dict copies into the float32 model built above, so a
+        # float64 model came back float32 and ranked its near-ties (rows 1e-9 apart) as ties
+        dtypes = {v.dtype for v in state.values() if isinstance(v, torch.Tensor) and v.is_floating_point()}
+        if len(dtypes) == 1 and next(iter(dtypes)) != torch.float32:
+            model = model.to(next(iter(dtypes)))
         model.load_state_dict(state)
     except InvalidInputError as exc:
         raise InvalidInputError(f"{path!r}: invalid model configuration: {exc}") from None
