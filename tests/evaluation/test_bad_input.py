@@ -156,7 +156,11 @@ def test_invalid_input_error_is_a_value_error():
     "device, match",
     [("meta", "holds no data"),
      pytest.param("cuda:7", "CUDA is not available|has \\d+ CUDA", marks=pytest.mark.skipif(
-         torch.cuda.device_count() > 7, reason="this machine has a cuda:7"))],
+         torch.cuda.device_count() > 7, reason="this machine has a cuda:7")),
+     # other backends torch names but this build cannot use: bare RuntimeError / AssertionError before
+     pytest.param("xla", "cannot be used here"), pytest.param("lazy", "cannot be used here"),
+     pytest.param("xpu", "cannot be used here", marks=pytest.mark.skipif(
+         hasattr(torch, "xpu") and torch.xpu.is_available(), reason="this machine has an XPU"))],
 )
 def test_unusable_device_is_named_before_any_work(device, match):
     """cuda:7 on a CPU-only torch and the meta device failed deep inside torch."""

@@ -153,4 +153,12 @@ def usable_device(device: torch.device) -> torch.device:
                                     f"device(s) (cuda:0 .. cuda:{torch.cuda.device_count() - 1})")
     elif device.type == "mps" and not torch.backends.mps.is_available():
         raise InvalidInputError(f"device {str(device)!r}: MPS is not available here; use device='cpu'")
+    elif device.type not in ("cpu", "cuda", "mps"):
+        # xla, xpu, hip, lazy, ...: torch failed deep inside with a bare RuntimeError / AssertionError
+        # / NotImplementedError at the first tensor placed there
+        try:
+            torch.empty(1, device=device)
+        except Exception as exc:  # noqa: BLE001 - whatever the backend raises: it cannot hold our tensors
+            raise InvalidInputError(f"device {str(device)!r} cannot be used here ({type(exc).__name__}: "
+                                    f"{str(exc).splitlines()[0][:120]}); use device='cpu' or 'cuda'") from None
     return device
