@@ -173,7 +173,7 @@ class ConsistencyCheck:
             scale = float(torch.nan_to_num(true.abs().double(), nan=0.0, posinf=0.0).mean()) if true.numel() else 0.0
         # half-precision scores round ~1e-3 (float16) to ~1e-2 (bfloat16) apart between a batch and a single
         # row: a float16 DistMult's 0.00191 vs 0.00189 was reported as batch-dependent scoring
-        dtype = getattr(side_scorer, "score_dtype", None) or true.dtype  # before widening half precision
+        dtype = getattr(side_scorer, "returned_dtype", None) or true.dtype  # before widening half precision
         rel_tol = max(1e-5, 32 * torch.finfo(dtype).eps) if dtype.is_floating_point else 1e-5
         abs_tol = max(1e-6, rel_tol * scale)
         for j in picks:

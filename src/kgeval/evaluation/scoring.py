@@ -119,7 +119,7 @@ class SideScorer:
             )
         if not out.is_floating_point():
             raise InvalidInputError(f"scorer.{name} must return floating-point scores, got dtype {out.dtype}")
-        self.score_dtype = out.dtype  # as the scorer returned them (the consistency check's tolerance)
+        self.returned_dtype = out.dtype  # as the scorer returned them (the consistency check's tolerance)
         if out.dtype in _WIDEN:
             out = out.float()
         if out.device != self.device:
