@@ -11,12 +11,40 @@ from kgeval.errors import InvalidInputError, UnknownNameError
 from kgeval.training.losses import lcwa_labels, regularization, resolve_loss, resolve_regularizer
 
 
-def test_lcwa_labels_with_smoothing():
-    scores = torch.zeros(2, 4)
-    labels = lcwa_labels(scores, torch.tensor([0, 0, 1]), torch.tensor([1, 3, 2]), 0.0, 4)
+def test_lcwa_labels():
+    labels = lcwa_labels(torch.zeros(2, 4), torch.tensor([0, 0, 1]), torch.tensor([1, 3, 2]))
     assert labels.tolist() == [[0, 1, 0, 1], [0, 0, 1, 0]]
-    smoothed = lcwa_labels(scores, torch.tensor([0, 0, 1]), torch.tensor([1, 3, 2]), 0.2, 4)
-    torch.testing.assert_close(smoothed, labels * 0.8 + 0.05)
+
+
+def test_lcwa_label_smoothing_by_hand():
+    """bce: answers 1 - eps, others eps / (n - 1); softmax: normalised row * (1 - eps) + eps / n."""
+    scores = torch.tensor([[2.0, -1.0, 0.5, 0.0], [0.3, 1.0, -2.0, 0.7]], dtype=torch.float64)
+    labels = lcwa_labels(scores, torch.tensor([0, 0, 1]), torch.tensor([1, 3, 2]))
+    eps, n = 0.2, 4
+    _, bce = resolve_loss("bce", "lcwa")
+    target = torch.where(labels > 0, torch.full_like(labels, 1 - eps), torch.full_like(labels, eps / (n - 1)))
+    sig = torch.sigmoid(scores)
+    expected = -(target * sig.log() + (1 - target) * (1 - sig).log()).mean()
+    assert bce(scores, labels, eps).item() == pytest.approx(expected.item(), rel=1e-12)
+    _, softmax = resolve_loss("softmax", "lcwa")
+    target = labels / labels.sum(-1, keepdim=True) * (1 - eps) + eps / n  # row 0: 0.45 at each answer
+    assert target[0, 1].item() == pytest.approx(0.45)
+    expected = -(target * torch.log_softmax(scores, -1)).sum(-1).mean()
+    assert softmax(scores, labels, eps).item() == pytest.approx(expected.item(), rel=1e-12)
+    # a single entity: every cell an answer, no 0 / 0
+    one = bce(torch.tensor([[0.0]]), torch.tensor([[1.0]]), eps).item()
+    assert one == pytest.approx(-(0.8 * math.log(0.5) + 0.2 * math.log(0.5)))
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_lcwa_losses_match_pykeen(eps):
+    pykeen_losses = pytest.importorskip("pykeen.losses")
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    labels = lcwa_labels(scores, torch.tensor([0, 0, 1, 2, 2, 2]), torch.tensor([1, 3, 2, 0, 1, 4]))
+    for name, ref in (("bce", pykeen_losses.BCEWithLogitsLoss()), ("softmax", pykeen_losses.CrossEntropyLoss())):
+        expected = ref.process_lcwa_scores(scores, labels, label_smoothing=eps, num_entities=5).item()
+        assert resolve_loss(name, "lcwa")[1](scores, labels, eps).item() == pytest.approx(expected, rel=1e-12), name
 
 
 def test_lcwa_losses():

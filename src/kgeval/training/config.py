@@ -58,7 +58,8 @@ class TrainingConfig:
     batch_size: int = 256
     #: sLCWA corruptions per training triple
     num_negatives: int = 1
-    #: LCWA labels become ``y (1 - eps) + eps / num_entities``
+    #: LCWA label smoothing ``eps``, as PyKEEN's loss of the same name: ``bce`` targets ``1 - eps`` and
+    #: ``eps / (num_entities - 1)``; ``softmax`` mixes the normalised labels with ``eps / num_entities``
     label_smoothing: float = 0.0
     #: ``"l2"`` or ``"n3"`` on the batch triples' embeddings (:meth:`Model.factors`), or ``None``
     regularizer: str | None = None
@@ -100,7 +101,7 @@ class TrainingConfig:
         return DEFAULT_LR[self.optimizer] if self.lr is None else self.lr
 
     def loss_function(self):
-        """The loss as a callable: ``(scores, labels)`` for LCWA, ``(positive, negative)`` for sLCWA."""
+        """The loss as a callable: ``(scores, labels, label_smoothing=0.0)`` for LCWA, ``(positive, negative)`` for sLCWA."""
         return resolve_loss(self.loss, self.loop, self.loss_kwargs)[1]
 
     @classmethod

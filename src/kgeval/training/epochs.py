@@ -141,7 +141,7 @@ class LcwaEpoch:
         anchor, rel = queries.anchor[q].to(device), queries.relation[q].to(device)
         scores = model.score_tails(anchor, rel) if side is Side.TAIL else model.score_heads(rel, anchor)
         _check_shape("score_tails" if side is Side.TAIL else "score_heads", scores, (q.numel(), self.num_entities))
-        value = self.loss_fn(scores, lcwa_labels(scores, rows, cols, self.label_smoothing, self.num_entities))
+        value = self.loss_fn(scores, lcwa_labels(scores, rows, cols), self.label_smoothing)
         if self.penalty:
             a, r = anchor[rows], rel[rows]
             value = value + (self.penalty(model, a, r, cols) if side is Side.TAIL else self.penalty(model, cols, r, a))

@@ -3,9 +3,15 @@
 LCWA losses take ``scores (b, n)`` and multi-hot ``labels (b, n)``:
 
 - ``"bce"``: binary cross-entropy with logits, mean over all ``b * n`` cells (PyKEEN's
-  ``BCEWithLogitsLoss``);
+  ``BCEWithLogitsLoss``); label smoothing ``eps`` makes the targets ``1 - eps`` (answers) and
+  ``eps / (n - 1)`` (the other entities), as PyKEEN's ``apply_label_smoothing``;
 - ``"softmax"`` (alias ``"crossentropy"``): cross-entropy between ``softmax(scores)`` and the
-  row-normalised labels, mean over rows (PyKEEN's ``CrossEntropyLoss``).
+  row-normalised labels, mean over rows (PyKEEN's ``CrossEntropyLoss``); label smoothing mixes the
+  normalised row with the uniform distribution, ``p (1 - eps) + eps / n`` (torch's ``cross_entropy``
+  ``label_smoothing``, which PyKEEN uses).
+
+Both take ``(scores, labels, label_smoothing=0.0)`` with hard multi-hot ``labels``
+(:func:`lcwa_labels`); ``n`` is ``scores.shape[-1]``, the number of entities.
 
 sLCWA losses take positive scores ``(b,)`` and negative scores ``(b, k)``:
 
@@ -58,23 +64,27 @@ def resolve_loss(name: str | None, loop: str, kwargs: dict | None = None) -> tup
     return key, (lambda pos, neg: fn(pos, neg, **params))
 
 
-def lcwa_labels(scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, label_smoothing: float,
-                num_entities: int) -> torch.Tensor:
-    """Multi-hot targets shaped like ``scores``, 1 at ``(rows, cols)``; smoothed as in PyKEEN:
-    ``y (1 - eps) + eps / num_entities``."""
+def lcwa_labels(scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """Hard multi-hot targets shaped like ``scores``, 1 at ``(rows, cols)``; each LCWA loss smooths
+    them its own way (as PyKEEN's loss of the same name)."""
     labels = torch.zeros_like(scores)
     labels[rows, cols] = 1.0
-    if label_smoothing:
-        labels = labels * (1.0 - label_smoothing) + label_smoothing / num_entities
     return labels
 
 
-def _bce_lcwa(scores, labels):
+def _bce_lcwa(scores, labels, label_smoothing=0.0):
+    if label_smoothing:
+        # PyKEEN's apply_label_smoothing: answers 1 - eps, the other n - 1 entities eps / (n - 1); with
+        # a single entity every cell is an answer (max() only avoids 0 / 0)
+        off = label_smoothing / max(1, scores.shape[-1] - 1)
+        labels = labels * (1.0 - label_smoothing) + (1.0 - labels) * off
     return F.binary_cross_entropy_with_logits(scores, labels)
 
 
-def _softmax_lcwa(scores, labels):
+def _softmax_lcwa(scores, labels, label_smoothing=0.0):
     target = labels / labels.sum(-1, keepdim=True).clamp_min(1e-12)
+    if label_smoothing:  # torch's cross_entropy(label_smoothing=eps) on the normalised row, as PyKEEN
+        target = target * (1.0 - label_smoothing) + label_smoothing / scores.shape[-1]
     return -(target * F.log_softmax(scores, dim=-1)).sum(-1).mean()
 
 
