@@ -58,7 +58,7 @@ class TrainingConfig:
     batch_size: int = 256
     #: sLCWA corruptions per training triple
     num_negatives: int = 1
-    #: LCWA label smoothing ``eps``, as PyKEEN's loss of the same name: ``bce`` targets ``1 - eps`` and
+    #: LCWA label smoothing ``eps`` (refused with sLCWA), as PyKEEN's loss of the same name: ``bce`` targets ``1 - eps`` and
     #: ``eps / (num_entities - 1)``; ``softmax`` mixes the normalised labels with ``eps / num_entities``
     label_smoothing: float = 0.0
     #: ``"l2"`` or ``"n3"`` on the batch triples' embeddings (:meth:`Model.factors`), or ``None``
@@ -91,6 +91,9 @@ class TrainingConfig:
             # 2**31 - 1: beyond any real run, and larger counts overflow inside tqdm/torch as raw errors
             put(self, name, check_positive_int(name, getattr(self, name), maximum=2**31 - 1))
         put(self, "label_smoothing", _check_number("label_smoothing", self.label_smoothing, low=0.0, high=1.0))
+        if loop == "slcwa" and self.label_smoothing:  # the sLCWA losses take no labels: it was silently ignored
+            raise InvalidInputError(f"label_smoothing ({self.label_smoothing!r}) applies to the lcwa loop only; the slcwa "
+                                    "losses have no labels to smooth (use loop='lcwa' or leave label_smoothing at 0)")
         put(self, "regularizer_weight", _check_number("regularizer_weight", self.regularizer_weight, low=0.0,
                                                       high=float("inf")))
         put(self, "seed", check_seed("seed", self.seed, allow_none=True))
