@@ -163,6 +163,9 @@ class SlcwaEpoch:
     def __init__(self, model, data: TrainingTriples, config: TrainingConfig):
         self.data = data
         self.batch_size, self.num_negatives = config.batch_size, config.num_negatives
+        if data.num_entities < 2:  # the only corruption of a triple would be the triple itself
+            raise InvalidInputError(f"sLCWA needs at least 2 entities to draw negatives, the graph has "
+                                    f"{data.num_entities}; use loop='lcwa'")
         b = min(config.batch_size, int(data.head.numel()))
         if b * config.num_negatives > MAX_NEGATIVES_PER_BATCH:
             raise InvalidInputError(
@@ -186,8 +189,8 @@ class SlcwaEpoch:
         corrupt_head = torch.rand(nh.numel(), generator=generator) < 0.5
         # a uniformly drawn *different* entity: draw from n-1 values and skip the original
         original = torch.where(corrupt_head, nh, nt)
-        draw = torch.randint(0, max(1, n_ent - 1), (nh.numel(),), generator=generator)
-        draw = draw + (draw >= original).long() if n_ent > 1 else original
+        draw = torch.randint(0, n_ent - 1, (nh.numel(),), generator=generator)
+        draw = draw + (draw >= original).long()
         return (torch.where(corrupt_head, draw, nh), nr, torch.where(corrupt_head, nt, draw)), corrupt_head, draw
 
     def _batch_loss(self, model, idx: torch.Tensor, generator) -> torch.Tensor:
