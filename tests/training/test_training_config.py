@@ -34,6 +34,7 @@ def test_one_positive_int_rule(name, value):
         ({"label_smoothing": True}, "label_smoothing"),
         ({"label_smoothing": -0.1}, "label_smoothing"),
         ({"loop": "slcwa", "label_smoothing": 0.3}, "applies to the lcwa loop only"),  # was silently ignored
+        ({"loop": "lcwa", "num_negatives": 5}, "applies to the slcwa loop only"),  # was silently ignored
         ({"regularizer_weight": False}, "regularizer_weight"),
         ({"regularizer_weight": -1.0}, "regularizer_weight"),
         ({"seed": -1}, "seed"),

@@ -56,7 +56,7 @@ class TrainingConfig:
     epochs: int = 100
     #: training triples (sLCWA) or queries (LCWA) per optimiser step
     batch_size: int = 256
-    #: sLCWA corruptions per training triple
+    #: sLCWA corruptions per training triple (LCWA refuses any value but the default 1)
     num_negatives: int = 1
     #: LCWA label smoothing ``eps`` (refused with sLCWA), as PyKEEN's loss of the same name: ``bce`` targets ``1 - eps`` and
     #: ``eps / (num_entities - 1)``; ``softmax`` mixes the normalised labels with ``eps / num_entities``
@@ -90,6 +90,10 @@ class TrainingConfig:
         for name in ("epochs", "batch_size", "num_negatives"):
             # 2**31 - 1: beyond any real run, and larger counts overflow inside tqdm/torch as raw errors
             put(self, name, check_positive_int(name, getattr(self, name), maximum=2**31 - 1))
+        if loop == "lcwa" and self.num_negatives != 1:  # LCWA scores every entity: it was silently ignored
+            raise InvalidInputError(f"num_negatives ({self.num_negatives!r}) applies to the slcwa loop only; the lcwa "
+                                    "loop scores every entity and draws no negatives (use loop='slcwa' or leave "
+                                    "num_negatives at 1)")
         put(self, "label_smoothing", _check_number("label_smoothing", self.label_smoothing, low=0.0, high=1.0))
         if loop == "slcwa" and self.label_smoothing:  # the sLCWA losses take no labels: it was silently ignored
             raise InvalidInputError(f"label_smoothing ({self.label_smoothing!r}) applies to the lcwa loop only; the slcwa "
