@@ -27,14 +27,29 @@ EMPTY = "—"
 
 
 def format_value(v: float | None) -> str:
-    """Four decimals in the usual range, scientific notation outside it."""
+    """Four decimals in the usual range, scientific notation outside it; None is :data:`EMPTY`.
+
+    Rounding never makes a value look exact: a value that four decimals would round onto a whole
+    number it is not (a hits@10 of 0.99996 as ``1.0000``, an MR of 1.00004 as ``1.0000``) gets the
+    decimals that tell it apart (``0.99996``). Zero is ``0.0000`` whatever its sign; NaN and the
+    infinities are ``nan``, ``inf`` and ``-inf``. Machine-readable outputs (CSV, JSON, the HTML
+    ``data-value`` attributes) keep the full ``repr`` instead.
+    """
     if v is None:
         return EMPTY
+    v = float(v)
     if not math.isfinite(v):
         return str(v)
-    if v == 0 or 1e-3 <= abs(v) < 1e5:
-        return f"{v:.4f}"
-    return f"{v:.3e}"
+    if v == 0:
+        return "0.0000"  # -0.0 too: "-0.0000" reads as a negative value
+    if not 1e-3 <= abs(v) < 1e5:
+        return f"{v:.3e}"
+    for digits in range(4, 18):
+        text = f"{v:.{digits}f}"
+        shown = float(text)
+        if shown == v or shown != round(shown):
+            return text
+    return repr(v)
 
 
 def metric_table(

@@ -1,0 +1,37 @@
+"""Numbers shown to people: rounding never makes a value look exact, zero has no sign, missing
+and undefined values say so, and p-values print the same way in every table."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kgeval.ranks import RankTable
+from kgeval.results import Results
+from kgeval.results.render import format_value
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (0.99996, "0.99996"), (0.99999, "0.99999"), (1 - 2**-53, "0.9999999999999999"),  # was 1.0000
+    (1.00004, "1.00004"), (2.00003, "2.00003"), (99999.99999, "99999.99999"),  # was 1.0000, 2.0000, 100000.0000
+    (1.0, "1.0000"), (3.0, "3.0000"), (0.5, "0.5000"), (0.123456, "0.1235"),  # exact or not near a whole number
+    (-0.0, "0.0000"), (0.0, "0.0000"),  # was -0.0000
+    (1.5e-5, "1.500e-05"), (float("nan"), "nan"), (float("-inf"), "-inf"), (None, "—"),
+])
+def test_format_value_never_rounds_onto_a_whole_number(value, shown):
+    assert format_value(value) == shown
+    if shown not in ("nan", "-inf", "—"):
+        assert (float(shown) == round(float(shown))) == (value == round(value))  # whole only when exact
+
+
+def test_summary_table_hits_just_below_one():
+    """25,000 tasks, one rank 11: hits@10 = 0.99996 was printed 1.0000 (a perfect-looking model)."""
+    n = 25_000
+    ranks = np.ones(n)
+    ranks[0] = 11
+    res = Results(RankTable.from_ranks(ranks=ranks, num_candidates=100))
+    line = next(l for l in res.summary_table().splitlines() if l.startswith("hits_at_10"))
+    assert line.split()[-1] == format_value(1 - 1 / n) == "0.99996"
+    assert not math.isclose(float(line.split()[-1]), 1.0, abs_tol=1e-5)
