@@ -35,3 +35,30 @@ def test_summary_table_hits_just_below_one():
     line = next(l for l in res.summary_table().splitlines() if l.startswith("hits_at_10"))
     assert line.split()[-1] == format_value(1 - 1 / n) == "0.99996"
     assert not math.isclose(float(line.split()[-1]), 1.0, abs_tol=1e-5)
+
+
+@pytest.mark.parametrize(("log10_p", "shown"), [
+    (-400.001, "1.0e-400"),  # was 10.0e-401 (the mantissa rounded up to 10)
+    (-299.999, "1.0e-300"), (-300.0001, "1.0e-300"),  # was 1e-300 and 10.0e-301: one form either side of 1e-300
+    (-6.5, "3.2e-07"), (-4241.3, "5.0e-4242"),
+    (-1e-5, "0.99998"),  # was 1.0000
+    (float("-inf"), "0"),  # was OverflowError: cannot convert float infinity to integer
+    (float("nan"), "n/a"),
+])
+def test_format_p(log10_p, shown):
+    from kgeval.significance.pvalues import format_p
+
+    assert format_p(log10_p) == shown
+
+
+@pytest.mark.parametrize(("row", "shown"), [
+    ({"p": 0.0, "log10_p": -4241.3}, "5.0e-4242"),  # was 10^-4241.3 while the CLI printed 5.0e-4242
+    ({"p": 0.0, "log10_p": float("nan")}, "n/a"),  # was 10^nan
+    ({"p": 10**-6.5, "log10_p": -6.5}, "3.2e-07"),  # was 3.162e-07 while the CLI printed 3.2e-07
+    ({"p": 0.99998, "log10_p": math.log10(0.99998)}, "0.99998"),  # was 1.0000
+    ({"p": None, "log10_p": None}, "—"),
+])
+def test_report_p_values_print_as_the_cli_prints_them(row, shown):
+    from kgeval.report.text import p_text
+
+    assert p_text(row) == shown

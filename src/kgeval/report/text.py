@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 
 from .._json import finite_or_none
 from ..results.render import EMPTY, format_value
@@ -22,12 +23,14 @@ def fmt(v) -> str:
 
 
 def p_text(row: dict) -> str:
-    """The p-value, from its logarithm when it underflows (never printed as 0)."""
+    """The p-value as every kgeval table prints it (:func:`~kgeval.significance.pvalues.format_p`),
+    from its logarithm, so that one that underflows to 0 is never printed as 0."""
+    from ..significance.pvalues import format_p
+
     if row.get("p") is None:
         return EMPTY
-    if row["p"] > 0:
-        return fmt(row["p"])
-    return f"10^{row['log10_p']:.1f}"
+    log10_p = row.get("log10_p")
+    return format_p(log10_p if log10_p is not None else math.log10(row["p"]) if row["p"] > 0 else None)
 
 
 def cells(row: dict) -> list[str]:
