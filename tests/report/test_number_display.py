@@ -62,3 +62,39 @@ def test_report_p_values_print_as_the_cli_prints_them(row, shown):
     from kgeval.report.text import p_text
 
     assert p_text(row) == shown
+
+
+def test_cli_metric_just_below_one(tmp_path):
+    """``kgeval metrics FILE --metric mrr`` printed 1 (six significant digits) for an MRR of 0.99999995."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    path = tmp_path / "ranks.tsv"
+    path.write_text("optimistic\tpessimistic\tnum_candidates\tweight\n1\t1\t10\t10000000\n2\t2\t10\t1\n")
+    res = CliRunner().invoke(main, ["metrics", str(path), "--metric", "mrr"])
+    assert res.exit_code == 0, res.output
+    shown = float(res.output.split()[1])
+    expected = (1e7 + 0.5) / (1e7 + 1)
+    assert shown != 1.0 and shown == pytest.approx(expected, rel=1e-15)
+
+
+def test_fixed_precision_siblings_do_not_round_onto_whole_numbers():
+    """compare's table printed 1.0000 for 0.99996 and -0.0000 for -0.0; adjust printed a z of -0.001
+    as -0.00; a ConfidenceInterval of (0.99996, 0.99999) printed [1, 1]; Results' repr mrr=1.0000."""
+    from kgeval.cli.adjust import _table
+    from kgeval.cli.compare import _num
+    from kgeval.significance.bootstrap import ConfidenceInterval
+
+    assert float(_num(0.99996)) == 0.99996 and _num(-0.0) == "0.0000" and _num(0.5) == "0.5000"
+    assert float(_num(0.99996, 3)) == 0.99996 and _num(2e-4, 3) == "0.0002"
+    row = {"metric": "mrr", "side": "both", "value": 0.99996, "expected_value": 0.001, "std": 0.01,
+           "adjusted_index": 0.99995, "z": -0.001, "log10_p_value": -1e-5, "p_method": "normal"}
+    cells = _table([row])[2].split()
+    assert cells[2:8] == ["0.99996", "0.0010", "0.0100", "0.99995", "-0.0010", "0.99998"]
+    lo, hi = (str(ConfidenceInterval(0.99996, 0.99999)).strip("[]")).split(", ")
+    assert (float(lo), float(hi)) == (0.99996, 0.99999)
+    n = 25_000
+    ranks = np.ones(n)
+    ranks[0] = 2
+    assert "mrr=0.99998," in repr(Results(RankTable.from_ranks(ranks=ranks, num_candidates=100)))

@@ -31,11 +31,10 @@ def _parse_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
 
 
 def _fmt(x) -> str:
-    if x is None:
-        return "-"
-    if x == 0 or 1e-3 <= abs(x) < 1e5:
-        return f"{x:.4f}"
-    return f"{x:.3e}"
+    """Every value of the table, z-scores included, as the other tables print them."""
+    from ..results.render import format_value
+
+    return format_value(x)
 
 
 def _table(rows: list[dict]) -> list[str]:
@@ -43,7 +42,7 @@ def _table(rows: list[dict]) -> list[str]:
 
     header = ["metric", "side", "value", "E[null]", "sd[null]", "adjusted", "z", "p (vs chance)", "p method"]
     cells = [[r["metric"], r["side"], _fmt(r["value"]), _fmt(r["expected_value"]), _fmt(r["std"]),
-              _fmt(r["adjusted_index"]), f"{r['z']:.2f}", format_p(r["log10_p_value"]), r["p_method"]] for r in rows]
+              _fmt(r["adjusted_index"]), _fmt(r["z"]), format_p(r["log10_p_value"]), r["p_method"]] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     lines = ["  ".join(c.ljust(w) if i in (0, 1, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in [header, *cells]]

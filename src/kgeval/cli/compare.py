@@ -71,7 +71,11 @@ def _plain(value):
 
 
 def _num(x, digits: int = 4) -> str:
-    return "-" if x is None else f"{x:.{digits}g}" if abs(x) < 1e-3 and x != 0 else f"{x:.{digits}f}"
+    from ..results.render import truthful
+
+    if x is None:
+        return "-"
+    return truthful(f"{x:.{digits}g}" if abs(x) < 1e-3 and x != 0 else f"{x:.{digits}f}", x)
 
 
 def _text(records, side, rank_type, test, correction, confidence) -> str:

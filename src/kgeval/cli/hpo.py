@@ -39,6 +39,7 @@ from .pipeline import OPTION_PATHS
 def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name, metric, search_space, config_file,
             settings, output, seed, timeout, data_dir, fmt):
     """Search hyper-parameters on the validation split (the test split is never read)."""
+    from ..results.render import format_value
     from ..workflow.hpo import HPOInterrupted, hpo_pipeline
 
     if seed is not None:
@@ -63,7 +64,7 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
                                "pipeline": res.best_pipeline_kwargs()}, indent=2, default=str))
         return
     click.echo(f"study {res.study_name!r} in {res.shown_storage}: " + ", ".join(f"{n} {s}" for s, n in states.items()))
-    click.echo(f"best validation {res.metric} ({res.direction}): {res.best_value:.4f} (trial {res.best_trial.number})")
+    click.echo(f"best validation {res.metric} ({res.direction}): {format_value(res.best_value)} (trial {res.best_trial.number})")
     for k, v in res.best_params.items():
         click.echo(f"  {k} = {v}")
     click.echo(res.resume_hint())

@@ -33,6 +33,7 @@ def command(file, example, fmt, selected, rank_type):
     """
     from ..ranks import RankTable
     from ..results import HEADLINE, Results
+    from ..results.render import truthful
 
     if file is not None and example:  # --example was ignored: the FILE's metrics were printed
         raise click.UsageError("give a rank FILE or --example, not both")
@@ -53,7 +54,7 @@ def command(file, example, fmt, selected, rank_type):
         else:
             width = max(len(k) for k in values)
             for k, v in values.items():
-                click.echo(f"{k:<{width}}  {v:.6g}")
+                click.echo(f"{k:<{width}}  {truthful(f'{v:.6g}', v)}")
         return
     if fmt == "json":
         click.echo(json.dumps(results.to_flat_dict(), indent=2, sort_keys=True))

@@ -33,7 +33,7 @@ from ..ranks import RankTable
 from . import io as _io
 from .compute import approximate_keys, compute_values, relation_breakdown
 from .inference import flat_p_values, p_value, p_value_keys
-from .render import HEADLINE, describe_protocol, metric_table
+from .render import HEADLINE, describe_protocol, format_value, metric_table
 
 __all__ = ["Results", "MetricKey", "HEADLINE", "compute_values", "describe_protocol", "metric_table"]
 
@@ -317,4 +317,4 @@ class Results:
         mrr = self.value("both", "realistic", "inverse_harmonic_mean_rank")
         if mrr is None:
             return f"Results({len(self._values)} values)"
-        return f"Results(tasks={self.protocol.get('num_tasks')}, mrr={mrr:.4f}, sides={self.sides})"
+        return f"Results(tasks={self.protocol.get('num_tasks')}, mrr={format_value(mrr)}, sides={self.sides})"

@@ -52,6 +52,21 @@ def format_value(v: float | None) -> str:
     return repr(v)
 
 
+def truthful(text: str, v: float) -> str:
+    """``text`` (``v`` formatted with any fixed precision) unless the rounding misleads: a text
+    reading as a whole number ``v`` is not (``1.000`` for 0.99996) becomes ``repr(v)``, and a
+    negative zero (``-0.00`` for -0.001) loses its sign."""
+    try:
+        shown = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(shown) or shown == v:
+        return text.lstrip("-") if shown == 0 else text
+    if shown == round(shown):
+        return repr(float(v))
+    return text
+
+
 def metric_table(
     results,
     metrics: Sequence[str | tuple[str, str]] = HEADLINE,

@@ -56,7 +56,9 @@ class ConfidenceInterval(tuple):
         return f"ConfidenceInterval(low={self[0]!r}, high={self[1]!r}, method={self.method!r})"
 
     def __str__(self) -> str:
-        return f"[{self[0]:.4g}, {self[1]:.4g}]"
+        from ..results.render import truthful
+
+        return f"[{truthful(f'{self[0]:.4g}', self[0])}, {truthful(f'{self[1]:.4g}', self[1])}]"
 
 
 def confidence_interval(results, key: str, confidence: float = 0.95, method: str = "bca",

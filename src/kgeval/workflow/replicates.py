@@ -85,6 +85,8 @@ class ReplicatesResult:
 
     def summary_table(self) -> str:
         """Mean ± sd and the CI across seeds, one line per metric (both sides pooled)."""
+        from ..results.render import format_value
+
         pct = f"{100 * self.confidence:g}%"
         lines = [f"{len(self.seeds)} replicates (seeds {self.seeds[0]}..{self.seeds[-1]}); "
                  f"mean ± sd and the t-based {pct} interval across seeds (realistic ranks, both sides)",
@@ -92,8 +94,9 @@ class ReplicatesResult:
         for label, key in SUMMARY_METRICS:
             s = self.summary.get(f"both.realistic.{key}")
             if s is not None:
-                lines.append(f"{label + ' (' + key + ')':<52}{s['mean']:>12.4f}{s['sd']:>12.4f}   "
-                             f"[{s['ci_low']:.4f}, {s['ci_high']:.4f}]")
+                mean, sd = format_value(s["mean"]), format_value(s["sd"])
+                lines.append(f"{label + ' (' + key + ')':<52}{mean:>12}{sd:>12}   "
+                             f"[{format_value(s['ci_low'])}, {format_value(s['ci_high'])}]")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
