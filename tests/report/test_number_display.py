@@ -98,3 +98,12 @@ def test_fixed_precision_siblings_do_not_round_onto_whole_numbers():
     ranks = np.ones(n)
     ranks[0] = 2
     assert "mrr=0.99998," in repr(Results(RankTable.from_ranks(ranks=ranks, num_candidates=100)))
+
+
+def test_html_states_the_confidence_level_unrounded(runs):
+    """A report at --confidence 0.975 said 'intervals: 98%' (a 0% format rounded 97.5 up)."""
+    from kgeval.report import build_report
+    from kgeval.report.html import render_html
+
+    page = render_html(build_report(runs[:1], confidence=0.975, num_resamples=20))
+    assert "intervals: 97.5%." in page and "98%" not in page

@@ -84,7 +84,7 @@ def render_html(report) -> str:
     """The whole page (see the module docstring)."""
     m = report.metric
     body = [f"<h1>kgeval report</h1><p>{len(report.runs)} run(s); kgeval {escape(__version__)}; "
-            f"figures and per-relation tables: {escape(m)}; intervals: {report.confidence:.0%}.</p>"]
+            f"figures and per-relation tables: {escape(m)}; intervals: {100 * report.confidence:g}%.</p>"]
     body += [f"<p class='note'>{escape(n)}</p>" for n in report.notes]
     body.append(_figure(figures.figure_one(report.runs, m), "figure-one",
                         f"Figure 1 (seed 004): {m}, its adjusted index and its z-score per model and dataset"))
