@@ -107,3 +107,18 @@ def test_html_states_the_confidence_level_unrounded(runs):
 
     page = render_html(build_report(runs[:1], confidence=0.975, num_resamples=20))
     assert "intervals: 97.5%." in page and "98%" not in page
+
+
+def test_comparison_intervals_use_the_reports_confidence(runs):
+    """build_report(confidence=0.5) said 'intervals: 50%' but its comparison CIs were kgeval.compare's
+    default 95% ones (the level was not passed on)."""
+    import kgeval
+    from kgeval.report import build_report
+
+    report = build_report(runs, confidence=0.5, num_resamples=200)
+    direct = kgeval.compare(*[(r.name, r.results) for r in report.runs], metrics=("mrr", "hits@10", "mr", "gmr"),
+                            num_resamples=200, seed=0, confidence=0.5)
+    direct = direct.to_dict("records") if hasattr(direct, "to_dict") else list(direct)
+    assert [(r["ci_low"], r["ci_high"]) for r in report.comparison] == [(r["ci_low"], r["ci_high"]) for r in direct]
+    wide = build_report(runs, confidence=0.95, num_resamples=200).comparison
+    assert report.comparison[0]["ci_high"] - report.comparison[0]["ci_low"] < wide[0]["ci_high"] - wide[0]["ci_low"]

@@ -184,7 +184,7 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
                                        num_resamples=max(1, num_resamples // 5), seed=seed)
         reports.append(rep)
     comparison, notes = stats.compare(reports, ("mrr", "hits@10", "mr", "gmr"), num_resamples=num_resamples,
-                                      seed=seed)
+                                      seed=seed, confidence=confidence)
     notes += [text for what, text in stats.MISSING.items() if not _available(what, loaded)]
     return Report(reports, base.key, confidence, comparison, notes)
 

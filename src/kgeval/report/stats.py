@@ -41,7 +41,7 @@ def p_value(results, key: str):
     return float(p.value), float(p.log10), str(p.method)
 
 
-def compare(runs, metrics: tuple[str, ...], *, num_resamples: int, seed: int):
+def compare(runs, metrics: tuple[str, ...], *, num_resamples: int, seed: int, confidence: float = 0.95):
     """``(records, notes)``: ``kgeval.compare`` on every pair of runs of the same dataset, or None
     when kgeval.compare is absent. Runs on different datasets or protocols are not paired; a group
     that compare refuses (other tasks, other protocol) is left out with a note saying why."""
@@ -58,7 +58,8 @@ def compare(runs, metrics: tuple[str, ...], *, num_resamples: int, seed: int):
         if len(group) < 2:
             continue
         try:
-            table = fn(*[(r.name, r.results) for r in group], metrics=metrics, num_resamples=num_resamples, seed=seed)
+            table = fn(*[(r.name, r.results) for r in group], metrics=metrics, num_resamples=num_resamples, seed=seed,
+                       confidence=confidence)
         except KGEvalError as exc:
             notes.append(f"runs on {dataset} not compared: {exc}")
             continue
