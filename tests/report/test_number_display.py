@@ -122,3 +122,29 @@ def test_comparison_intervals_use_the_reports_confidence(runs):
     assert [(r["ci_low"], r["ci_high"]) for r in report.comparison] == [(r["ci_low"], r["ci_high"]) for r in direct]
     wide = build_report(runs, confidence=0.95, num_resamples=200).comparison
     assert report.comparison[0]["ci_high"] - report.comparison[0]["ci_low"] < wide[0]["ci_high"] - wide[0]["ci_low"]
+
+
+def test_report_tables_say_what_their_numbers_are(runs):
+    """The headline tables' headers were 'CI' and 'p' (no level; p one-sided against chance while the
+    comparison's 'p' is a two-sided paired test) and no table named the rank type."""
+    from kgeval.report import build_report
+    from kgeval.report.html import render_html
+    from kgeval.report.text import render_latex, render_markdown
+
+    report = build_report(runs, confidence=0.9, num_resamples=50)
+    md, tex, page = render_markdown(report), render_latex(report), render_html(report)
+    assert "| value | 90% CI | adjusted index | z | p vs chance |" in md
+    assert "| A - B | 90% CI | p (two-sided) | p corrected (Holm) |" in md
+    assert "value & 90\\% CI & adjusted index & z & p vs chance" in tex
+    assert page.count("<th>90% CI</th>") == 4 and "<th>CI</th>" not in page and "<th>p vs chance</th>" in page
+    for text in (md, tex, page):
+        assert "realistic ranks (ties count half)" in text and "one-sided" in text
+
+
+@pytest.mark.parametrize(("p", "shown"), [(1e-5, "1.0e-05"), (0.99996, "0.99996"), (0.0, "0"), (None, "—"),
+                                          (float("nan"), "n/a"), (0.0220, "0.0220")])
+def test_comparison_p_values_print_as_the_headline_ones(p, shown):
+    """The report's comparison printed p = 1e-5 as 1.000e-05 (the headline's form is 1.0e-05)."""
+    from kgeval.report.text import p_value_text
+
+    assert p_value_text(p) == shown

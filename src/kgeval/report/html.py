@@ -11,7 +11,7 @@ from html import escape
 
 from .. import __version__
 from . import figures
-from .text import COLUMNS, fmt, p_text
+from .text import comparison_legend, fmt, headers, legend, p_text, p_value_text
 
 _CSS = """
 body{font-family:sans-serif;margin:2em;max-width:1300px;color:#222}
@@ -35,9 +35,9 @@ def _num(value, key: str | None = None, run: str | None = None, text: str | None
     return f"<td{attrs}>{escape(fmt(value) if text is None else text)}</td>"
 
 
-def _headline(run) -> str:
+def _headline(run, report) -> str:
     out = ["<table class='headline'><tr><th>side</th><th>metric</th>" +
-           "".join(f"<th>{escape(h)}</th>" for _, h in COLUMNS) + "</tr>"]
+           "".join(f"<th>{escape(h)}</th>" for h in headers(report)) + "</tr>"]
     for row in run.headline:
         ci = ("<td>—</td>" if row["ci_low"] is None else
               f"<td data-low=\"{row['ci_low']!r}\" data-high=\"{row['ci_high']!r}\" data-key=\"{escape(row['key'])}\">"
@@ -53,8 +53,9 @@ def _headline(run) -> str:
     return "\n".join(out) + "</table>"
 
 
-def _relations(run, metric: str) -> str:
-    out = [f"<table class='relations'><tr><th>relation</th><th>tasks</th><th>{escape(metric)}</th><th>CI</th>"
+def _relations(run, metric: str, confidence: float) -> str:
+    out = [f"<table class='relations'><tr><th>relation</th><th>tasks</th><th>{escape(metric)}</th>"
+           f"<th>{100 * confidence:g}% CI</th>"
            "<th>hits@10</th><th>adjusted index</th></tr>"]
     for r in run.relations:
         ci = "—" if r["ci_low"] is None else f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
@@ -67,11 +68,13 @@ def _comparison(report) -> str:
     if not report.comparison:
         return ""
     cols = list(report.comparison[0])
-    out = ["<h2>Pairwise comparison</h2><table class='comparison'><tr>" +
+    out = [f"<h2>Pairwise comparison</h2><p class='legend'>{escape(comparison_legend(report))}</p>"
+           "<table class='comparison'><tr>" +
            "".join(f"<th>{escape(str(c))}</th>" for c in cols) + "</tr>"]
     for row in report.comparison:
         out.append("<tr>" + "".join(
-            f"<td data-column=\"{escape(str(c))}\" data-value=\"{v!r}\">{escape(fmt(v))}</td>" if isinstance(v, float)
+            f"<td data-column=\"{escape(str(c))}\" data-value=\"{v!r}\">"
+            f"{escape(p_value_text(v) if c in ('p_value', 'p_corrected') else fmt(v))}</td>" if isinstance(v, float)
             else f"<td data-column=\"{escape(str(c))}\">{escape(str(v))}</td>" for c, v in row.items()) + "</tr>")
     return "\n".join(out) + "</table>"
 
@@ -92,13 +95,14 @@ def render_html(report) -> str:
     for i, run in enumerate(report.runs):
         body.append(f"<section class='run' data-run=\"{escape(run.name)}\"><h2>{escape(run.name)}</h2>"
                     f"<p>{escape(str(run.directory))}</p><pre class='protocol'>{escape(run.protocol)}</pre>")
-        body.append(_headline(run))
+        body.append(f"<p class='legend'>{escape(legend(report))}</p>")
+        body.append(_headline(run, report))
         body.append(_figure(figures.rank_distribution(run.results), f"ranks-{i}", "ranks per side against the null model"))
         body.append(_figure(figures.candidates_figure(run.results, m), f"candidates-{i}",
                             f"{m} against the number of candidates"))
         if run.relations:
             body.append(_figure(figures.relation_figure(run.relations, m), f"relations-{i}", f"{m} per relation"))
-            body.append(_relations(run, m))
+            body.append(_relations(run, m, report.confidence))
         body.append("</section>")
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>kgeval report</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

@@ -13,9 +13,39 @@ import math
 
 from .._json import finite_or_none
 from ..results.render import EMPTY, format_value
+from .model import RANK_TYPE
 
 #: the columns of the headline table (key in the row, header)
 COLUMNS = (("value", "value"), ("ci", "CI"), ("adjusted", "adjusted index"), ("z", "z"), ("p", "p"))
+
+
+def headers(report) -> list[str]:
+    """The headline columns' headers: the interval's level and what the p-value is tested against."""
+    return ["value", f"{100 * report.confidence:g}% CI", "adjusted index", "z", "p vs chance"]
+
+
+def legend(report) -> str:
+    """What the headline table's numbers are (Markdown, LaTeX comment, HTML)."""
+    return (f"Headline rows: {RANK_TYPE} ranks (ties count half); CI: {100 * report.confidence:g}% BCa bootstrap "
+             "interval over evaluation triples (the both-sides rows only); adjusted index: (M - E[M]) / "
+             "(optimum - E[M]), 0 = chance, 1 = perfect; z: (M - E[M]) / sd[M]; p vs chance: one-sided, "
+             "P(random ranks do at least as well).")
+
+
+def comparison_legend(report) -> str:
+    """What the pairwise comparison's numbers are."""
+    return (f"A - B on the same tasks ({RANK_TYPE} ranks, both sides); CI: {100 * report.confidence:g}% paired "
+            "bootstrap interval; p: two-sided paired permutation test, corrected by Holm over the table's rows.")
+
+
+def p_value_text(p) -> str:
+    """A p-value stored as a number only (no logarithm), in :func:`format_p`'s form."""
+    from ..significance.pvalues import format_p
+
+    if p is None:
+        return EMPTY
+    p = float(p)
+    return format_p(math.log10(p) if p > 0 else -math.inf if p == 0 else math.nan)
 
 
 def fmt(v) -> str:
@@ -50,15 +80,17 @@ def _rows(report):
 
 
 def render_markdown(report) -> str:
-    head = ["run", "side", "metric", *(h for _, h in COLUMNS)]
-    lines = ["# kgeval report", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    head = ["run", "side", "metric", *headers(report)]
+    lines = ["# kgeval report", "", legend(report), "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join([run.name, row["side"], row["metric"], *cells(row)]) + " |" for run, row in _rows(report)]
     if report.comparison:
-        lines += ["", "## Pairwise comparison", "", "| A | B | metric | value A | value B | A - B | CI | p | p corrected |",
+        lines += ["", "## Pairwise comparison", "", comparison_legend(report), "",
+                  f"| A | B | metric | value A | value B | A - B | {100 * report.confidence:g}% CI | p (two-sided) "
+                  "| p corrected (Holm) |",
                   "|" + "---|" * 9]
         lines += ["| " + " | ".join([r["model_a"], r["model_b"], _with_direction(r), *map(fmt, (
             r["value_a"], r["value_b"], r["difference"])), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
-            fmt(r["p_value"]), fmt(r["p_corrected"])]) + " |" for r in report.comparison]
+            p_value_text(r["p_value"]), p_value_text(r["p_corrected"])]) + " |" for r in report.comparison]
     for run in report.runs:
         lines += ["", f"## {run.name}", "", "```", run.protocol, "```"]
     if report.notes:
@@ -75,12 +107,12 @@ def _latex_escape(text: str) -> str:
 
 
 def render_latex(report) -> str:
-    head = ["run", "side", "metric", *(h for _, h in COLUMNS)]
+    head = [_latex_escape(h) for h in ["run", "side", "metric", *headers(report)]]
     lines = [r"\begin{tabular}{lll" + "r" * len(COLUMNS) + "}", r"\hline",
              " & ".join(head) + r" \\", r"\hline"]
     lines += [" & ".join(_latex_escape(c) for c in [run.name, row["side"], row["metric"], *cells(row)]) + r" \\"
               for run, row in _rows(report)]
-    lines += [r"\hline", r"\end{tabular}"]
+    lines += [r"\hline", r"\end{tabular}", f"% {_latex_escape(legend(report))}"]
     return "\n".join(lines) + "\n"
 
 
