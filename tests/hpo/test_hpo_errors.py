@@ -186,3 +186,27 @@ def test_output_directory_that_cannot_be_created_is_named(tmp_path):
         hpo_pipeline(**TINY, n_trials=1, output_dir=blocker)
     with pytest.raises(OutputDirectoryError, match="cannot create output directory"):
         hpo_pipeline(**TINY, n_trials=1, output_dir=blocker / "below")
+
+
+@pytest.mark.parametrize("path", ["evaluation.options.filtered", "evaluation.options.tie_tolerance",
+                                  "evaluation.options.sides", "evaluation.filter_validation_when_testing",
+                                  "restriction.relations", "drop_unseen"])
+def test_search_space_cannot_move_the_evaluation_protocol(tmp_path, path):
+    """A space over the protocol compared trials scored differently: {"evaluation.options.filtered":
+    [False, True]} trained the same DistMult twice and chose filtered (validation MRR 0.316 over the
+    unfiltered 0.221) as the 'best configuration'. Refused before any trial; speed options stay searchable."""
+    choices = {"evaluation.options.filtered": [False, True], "evaluation.options.tie_tolerance": [0.0, 1e9],
+               "evaluation.options.sides": ["head", "tail"], "evaluation.filter_validation_when_testing": [True, False],
+               "restriction.relations": ["ngo", "treaties"], "drop_unseen": [False, True]}[path]
+    db = tmp_path / "p.db"
+    with pytest.raises(InvalidInputError, match=f"{path}.*changes how trials are evaluated"):
+        hpo_pipeline(**{**TINY, "search_space": {path: choices}}, n_trials=2, storage=f"sqlite:///{db}")
+    assert not db.exists()
+
+
+def test_speed_only_evaluation_options_can_be_searched(tmp_path):
+    space = {"evaluation.options.batch_size": [16, 64]}
+    res = hpo_pipeline(**{**TINY, "search_space": space}, n_trials=2, sampler="grid",
+                       storage=f"sqlite:///{tmp_path / 'b.db'}")
+    values = [t.value for t in res.study.trials]
+    assert len(values) == 2 and values[0] == pytest.approx(values[1], abs=1e-12)  # same model, same protocol

@@ -2,11 +2,13 @@
 
 Every trial runs :func:`kgeval.pipeline` on a :class:`~kgeval.workflow.PipelineConfig`: the base
 configuration (any pipeline option) with the trial's values written at their dotted paths
-(``model.dim``, ``training.batch_size``, ``optimizer.lr``, ``evaluation.options.tie_tolerance``,
-...), and with ``evaluation.split = "valid"``: the model is trained on the training split and
-scored on the validation split, filtering with training + validation. The test split is never
-read, so the search cannot leak test information into model selection; evaluate the best
-configuration on test afterwards with ``kgeval.pipeline(result.best_config)``.
+(``model.dim``, ``training.batch_size``, ``optimizer.lr``, ``early_stopping.patience``, ...), and
+with ``evaluation.split = "valid"``: the model is trained on the training split and scored on the
+validation split, filtering with training + validation. The search space cannot move the
+evaluation protocol (``evaluation.*`` other than speed options, ``restriction.*``,
+``drop_unseen``): trials must be scored alike to be compared. The test split is never read, so
+the search cannot leak test information into model selection; evaluate the best configuration on
+test afterwards with ``kgeval.pipeline(result.best_config)``.
 
 Search spaces are described in :mod:`kgeval.workflow.search_space`; studies (shared storage,
 heartbeats of running trials, per-trial sampler seeds) in :mod:`kgeval.workflow.study`.
@@ -38,6 +40,9 @@ INSTALL_HINT = "hyper-parameter search needs optuna: pip install 'kgeval[hpo]' (
 #: pipeline keywords hpo_pipeline sets itself, and paths a search space must not move
 _RESERVED = ("evaluation_split", "callback", "progress")
 _FIXED_PATHS = ("dataset", "evaluation.split")
+#: paths that change what a trial's value measures (which triples are ranked, against which candidates,
+#: how ties and sides count): trials differing in them are not comparable, so a search space must not move them
+_PROTOCOL_PATHS = ("drop_unseen", "restriction", "evaluation")
 
 
 class MissingDependencyError(KGEvalError, ImportError):
@@ -315,8 +320,20 @@ def _check_space_values(space: Mapping[str, Mapping[str, Any]], base: PipelineCo
         if name in _FIXED_PATHS or name.split(".")[0] in _FIXED_PATHS:
             raise InvalidInputError(f"search space parameter {name!r}: the search fixes it (trials run on the "
                                     "given dataset and are evaluated on validation)")
+        if name.split(".")[0] in _PROTOCOL_PATHS and not _speed_only_path(name):
+            raise InvalidInputError(
+                f"search space parameter {name!r} changes how trials are evaluated, so their values would not be "
+                "comparable (the search would select the most lenient protocol, not the best model); set it in the "
+                "base configuration instead (only the evaluation options "
+                f"{', '.join(_SPEED_ONLY_EVALUATION)} may be searched)")
         for value in probe_values(spec):
             _check_config(base, {name: value}, f"search space parameter {name!r} can take {value!r}")
+
+
+def _speed_only_path(name: str) -> bool:
+    """``evaluation.options.<option>`` for an option that changes how fast, not what, a trial evaluates."""
+    parts = name.split(".")
+    return len(parts) == 3 and parts[:2] == ["evaluation", "options"] and parts[2] in _SPEED_ONLY_EVALUATION
 
 
 def _check_config(base: PipelineConfig, values: Mapping[str, Any], what: str) -> None:
