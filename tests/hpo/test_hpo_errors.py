@@ -210,3 +210,17 @@ def test_speed_only_evaluation_options_can_be_searched(tmp_path):
                        storage=f"sqlite:///{tmp_path / 'b.db'}")
     values = [t.value for t in res.study.trials]
     assert len(values) == 2 and values[0] == pytest.approx(values[1], abs=1e-12)  # same model, same protocol
+
+
+@pytest.mark.parametrize("choices", [[8, 4, 4], [4, 8, 4.0], ["tail", "tail"], [0.1, True, 1]])
+def test_repeated_categorical_choices_are_refused(tmp_path, choices):
+    """Optuna records a choice by the index of the first equal one: [4, 4, 8] drew 4 twice as often and
+    sampler='grid' trained it twice; [1, True] recorded the trial that ran with True as 1."""
+    from kgeval.workflow.search_space import normalize_space
+
+    with pytest.raises(InvalidInputError, match=f"choice {choices[-1]!r} is given twice"):
+        normalize_space({"x.y": choices})
+    db = tmp_path / "r.db"
+    with pytest.raises(InvalidInputError, match="given twice"):
+        hpo_pipeline(**{**TINY, "search_space": {"dim": [8, 4, 4]}}, n_trials=1, storage=f"sqlite:///{db}")
+    assert not db.exists()

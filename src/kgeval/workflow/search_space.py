@@ -12,7 +12,7 @@ Paths address the pipeline configuration (``model.<option>``, ``training.<option
 
 Each entry is turned into its Optuna distribution here, so a malformed entry (``low > high``,
 ``log`` with ``low <= 0``, a fractional bound of an integer range, a list as a choice, a
-misspelt key) is refused with the parameter's name before any trial runs.
+repeated choice, a misspelt key) is refused with the parameter's name before any trial runs.
 """
 
 from __future__ import annotations
@@ -69,6 +69,12 @@ def _distribution(where: str, spec: Mapping[str, Any]):
         bad = [c for c in choices if c is not None and not isinstance(c, (bool, int, float, str))]
         if bad:
             raise InvalidInputError(f"{where}: choices must be numbers, strings, booleans or null, got {bad[0]!r}")
+        # Optuna stores a choice by its index, the first equal one: [4, 4, 8] drew 4 twice as often (the grid ran
+        # it twice) and [1, True] recorded a trial that ran with True as 1
+        repeated = [c for i, c in enumerate(choices) if any(c == d for d in choices[:i])]
+        if repeated:
+            raise InvalidInputError(f"{where}: choice {repeated[0]!r} is given twice (or equals another choice, "
+                                    f"as 1, 1.0 and true do): {list(choices)!r}")
         return CategoricalDistribution(list(choices))
     whole = kind == "int"
     if "low" not in spec or "high" not in spec:
