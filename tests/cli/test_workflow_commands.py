@@ -183,3 +183,27 @@ def test_json_payload_holds_every_number_the_table_prints(trained):
             assert float(shown) == pytest.approx(payload[key], rel=0.06, abs=5e-5), key
     assert payload["both.realistic.log10_p_inverse_harmonic_mean_rank"] == \
         saved["both.realistic.log10_p_inverse_harmonic_mean_rank"]
+
+
+@pytest.mark.parametrize(("space", "extra", "message"), [
+    ({"dim": [4, 8]}, ["--set", "model.dim=16"], "'model.dim' is both fixed with --set"),
+    ({"training.epochs": [1, 2]}, ["--epochs", "3"], "'training.epochs' is both fixed with --epochs"),
+    ({"seed": [1, 2]}, ["--seed", "5"], "'seed' is both fixed with --seed"),
+])
+def test_hpo_refuses_a_value_both_fixed_and_searched(tmp_path, space, extra, message):
+    """--set model.dim=16 with a space over dim trained dims 4 and 8 and never 16, exit 0."""
+    db = tmp_path / "f.db"
+    (tmp_path / "s.json").write_text(json.dumps(space))
+    res = run("hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--storage", f"sqlite:///{db}",
+              "--search-space", tmp_path / "s.json", *extra)
+    assert res.exit_code != 0 and message in res.output, res.output
+    assert not db.exists()
+
+
+def test_hpo_default_space_leaves_out_what_set_fixes(tmp_path):
+    """Without --search-space, --set model.dim=4 was overridden by the default space's dims (32..128)."""
+    res = run("hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--epochs", "1", "--pruner", "none",
+              "--storage", f"sqlite:///{tmp_path / 'd.db'}", "--set", "model.dim=4", "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert "model.dim" not in out["best_params"] and out["pipeline"]["model_kwargs"]["dim"] == 4

@@ -224,3 +224,15 @@ def test_repeated_categorical_choices_are_refused(tmp_path, choices):
     with pytest.raises(InvalidInputError, match="given twice"):
         hpo_pipeline(**{**TINY, "search_space": {"dim": [8, 4, 4]}}, n_trials=1, storage=f"sqlite:///{db}")
     assert not db.exists()
+
+
+def test_a_keyword_fixed_value_is_not_searched_silently(tmp_path):
+    """model_kwargs={'dim': 16} with a space over dim trained dims 4 and 8 and never 16; the default space
+    (dims 32..128) overrode it too."""
+    base = {k: v for k, v in TINY.items() if k != "search_space"}
+    db = tmp_path / "k.db"
+    with pytest.raises(InvalidInputError, match="'model.dim' is both given as a keyword argument"):
+        hpo_pipeline(**base, model_kwargs={"dim": 16}, search_space={"dim": [4, 8]}, n_trials=1, storage=f"sqlite:///{db}")
+    assert not db.exists()
+    res = hpo_pipeline(**base, model_kwargs={"dim": 4}, n_trials=1, sampler="random", storage=f"sqlite:///{db}")
+    assert "model.dim" not in res.best_params and res.best_config.model.options["dim"] == 4

@@ -97,5 +97,5 @@ def test_a_direction_against_the_metric_is_refused(metric, direction):
 def test_a_search_whose_trials_would_never_evaluate_for_early_stopping_is_refused(tmp_path):
     with pytest.raises(InvalidInputError, match="training.epochs.*never evaluate"):
         hpo_pipeline(n_trials=1, storage=f"sqlite:///{tmp_path / 'e.db'}", stopper="early",
-                     stopper_kwargs={"frequency": 4}, **{**TINY, "epochs": 8,
+                     stopper_kwargs={"frequency": 4}, **{**{k: v for k, v in TINY.items() if k != "epochs"},
                                                           "search_space": {"training.epochs": [2, 8]}})

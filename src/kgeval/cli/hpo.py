@@ -45,9 +45,11 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     if seed is not None:
         check_seed("--seed", seed)  # named as the user typed it, not as random_seed
     space = read_json(search_space, "a JSON search space") if search_space else None
+    base = _base_config(config_file, model, settings)
+    space = _search_space(space, base, settings, epochs, seed)
     given = {"epochs": epochs, "random_seed": seed, "metric": metric}
     try:
-        res = hpo_pipeline(_base_config(config_file, model, settings), dataset=dataset, n_trials=trials, sampler=sampler,
+        res = hpo_pipeline(base, dataset=dataset, n_trials=trials, sampler=sampler,
                            pruner=pruner, storage=storage, study_name=study_name, search_space=space,
                            output_dir=output, timeout=timeout, data_dir=data_dir,
                            **{k: v for k, v in given.items() if v is not None})
@@ -76,6 +78,23 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     else:
         click.echo("test the best configuration: kgeval.pipeline(result.best_config)"
                    + (f" (its 'config' is saved in {output}/best_pipeline_config.json)" if output else ""))
+
+
+def _search_space(space, base, settings: tuple[str, ...], epochs, seed):
+    """The --search-space, refused where it searches a value fixed by --set, --epochs or --seed (every trial
+    would replace it); without one, the default space less the --set paths (hpo_pipeline's default)."""
+    from ..workflow.hpo import refuse_fixed_and_searched
+    from ..workflow.search_space import default_search_space, normalize_space
+
+    fixed = {item.partition("=")[0].strip(): "fixed with --set" for item in settings}
+    fixed.update({path: f"fixed with {option}" for path, option, value in
+                  (("training.epochs", "--epochs", epochs), ("seed", "--seed", seed)) if value is not None})
+    if space is None:
+        if not settings or base.model is None:  # no model: hpo_pipeline names that
+            return None
+        space = {k: v for k, v in default_search_space(base.resolve().training.loop).items() if k not in fixed}
+    refuse_fixed_and_searched(normalize_space(space), fixed)
+    return space
 
 
 _PARAM_OPTIONS = {path: "--" + name.replace("_", "-") for name, path in OPTION_PATHS.items()}

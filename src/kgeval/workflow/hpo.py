@@ -151,7 +151,8 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
 
     - ``n_trials``: trials to run in this call (added to those of a resumed study);
     - ``search_space``: dotted configuration paths -> distributions
-      (:mod:`kgeval.workflow.search_space`); default: dim, learning rate and one loop option;
+      (:mod:`kgeval.workflow.search_space`); default: dim, learning rate and one loop option, less
+      those ``pipeline_kwargs`` fix; a path both fixed there and in a given space is refused;
     - ``sampler`` (``"tpe"``, ``"random"``, ``"grid"``), ``pruner`` (``"median"``, ``"none"``):
       trial ``n`` is sampled with the seed ``trial_seed(random_seed, n)``, so parallel workers
       and resumed studies draw new configurations (:mod:`kgeval.workflow.study`);
@@ -181,8 +182,11 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
         raise InvalidInputError("the search needs a dataset (dataset= or --dataset)")
     ds = get_dataset(dataset if dataset is not None else base.dataset, data_dir=data_dir,
                      drop_unseen=base.drop_unseen)
-    space = normalize_space(search_space if search_space is not None
-                            else default_search_space(base.resolve().training.loop))
+    fixed = {p: "given as a keyword argument" for p in _given_paths(pipeline_kwargs)}
+    if search_space is None:  # the default space leaves out what the caller fixed
+        search_space = {k: v for k, v in default_search_space(base.resolve().training.loop).items() if k not in fixed}
+    space = normalize_space(search_space)
+    refuse_fixed_and_searched(space, fixed)
     _check_space_values(space, base)
     sampler_obj = _sampler(sampler, base.seed, space)
     pruner_obj = make_pruner(pruner)
@@ -285,6 +289,23 @@ def _base_config(config, pipeline_kwargs: dict) -> PipelineConfig:
     if base.model is None:
         raise InvalidInputError("the search needs a model (model= or --model)")
     return base.with_paths({"evaluation.split": "valid"})
+
+
+def _given_paths(pipeline_kwargs: Mapping[str, Any]) -> list[str]:
+    """The configuration paths ``pipeline_kwargs`` set to a value (``None`` leaves a setting to its default)."""
+    from .kwargs import kwargs_to_paths
+
+    return [path for path, value in kwargs_to_paths(pipeline_kwargs).items() if value is not None]
+
+
+def refuse_fixed_and_searched(space: Mapping[str, Any], fixed: Mapping[str, str]) -> None:
+    """Refuse a parameter both fixed explicitly (``fixed``: its path -> how it was fixed) and searched: every
+    trial would silently replace the fixed value with its own (``model_kwargs={"dim": 16}`` with a space
+    over ``dim`` trained dims 4 and 8, never 16)."""
+    both = [path for path in fixed if path in space]
+    if both:
+        raise InvalidInputError(f"{both[0]!r} is both {fixed[both[0]]} and in the search space, whose values would replace it "
+                                "in every trial: remove it from one of them")
 
 
 def _sampler(name: str, seed: int, space):
