@@ -232,7 +232,29 @@ def test_a_keyword_fixed_value_is_not_searched_silently(tmp_path):
     base = {k: v for k, v in TINY.items() if k != "search_space"}
     db = tmp_path / "k.db"
     with pytest.raises(InvalidInputError, match="'model.dim' is both given as a keyword argument"):
-        hpo_pipeline(**base, model_kwargs={"dim": 16}, search_space={"dim": [4, 8]}, n_trials=1, storage=f"sqlite:///{db}")
+        hpo_pipeline(**base, model_kwargs={"dim": 16}, search_space={"dim": [4, 8]}, n_trials=1,
+                     storage=f"sqlite:///{db}")
     assert not db.exists()
     res = hpo_pipeline(**base, model_kwargs={"dim": 4}, n_trials=1, sampler="random", storage=f"sqlite:///{db}")
     assert "model.dim" not in res.best_params and res.best_config.model.options["dim"] == 4
+
+
+def test_search_space_is_checked_as_trials_combine_its_values(tmp_path):
+    """Values were probed one parameter at a time against the base: {'training.loop': ['lcwa', 'slcwa'],
+    'training.label_smoothing': [0.0, 0.1]} passed and the search died with a TrialError at trial 1
+    (slcwa + 0.1) after training trial 0; stopper='early' for 2 epochs with a space over
+    early_stopping.frequency [1] was refused ('every 10 epochs but training runs 2') though no trial
+    would run the default frequency."""
+    base = {k: v for k, v in TINY.items() if k not in ("search_space", "epochs")}
+    db = tmp_path / "c.db"
+    with pytest.raises(InvalidInputError, match="training.loop='slcwa', training.label_smoothing=0.1.*together"):
+        hpo_pipeline(**base, epochs=1, n_trials=4, sampler="grid", storage=f"sqlite:///{db}",
+                     search_space={"training.loop": ["lcwa", "slcwa"], "training.label_smoothing": [0.0, 0.1]})
+    assert not db.exists()
+    res = hpo_pipeline(**base, epochs=2, stopper="early", n_trials=2, sampler="grid", storage=f"sqlite:///{db}",
+                       search_space={"early_stopping.patience": [1, 2], "early_stopping.frequency": [1]})
+    assert sorted(t.params["early_stopping.patience"] for t in res.study.trials) == [1, 2]
+    assert all(t.user_attrs["config"]["early_stopping"]["frequency"] == 1 for t in res.study.trials)
+    with pytest.raises(InvalidInputError, match="the base configuration.*never evaluate"):  # the space does not mend it
+        hpo_pipeline(**base, epochs=2, stopper="early", n_trials=1, storage=f"sqlite:///{tmp_path / 'd.db'}",
+                     search_space={"early_stopping.patience": [1, 2]})

@@ -13,7 +13,7 @@ test afterwards with ``kgeval.pipeline(result.best_config)``.
 Search spaces are described in :mod:`kgeval.workflow.search_space`; studies (shared storage,
 heartbeats of running trials, per-trial sampler seeds) in :mod:`kgeval.workflow.study`.
 Everything that can be checked without training is checked before the first trial: the
-configuration, the search space and every value it can take, and the metric (it must have a
+configuration, the search space and the values trials combine from it, and the metric (it must have a
 value under the evaluation options in use).
 
 Optuna is an optional dependency (``pip install kgeval[hpo]``) imported only here, lazily.
@@ -304,8 +304,8 @@ def refuse_fixed_and_searched(space: Mapping[str, Any], fixed: Mapping[str, str]
     over ``dim`` trained dims 4 and 8, never 16)."""
     both = [path for path in fixed if path in space]
     if both:
-        raise InvalidInputError(f"{both[0]!r} is both {fixed[both[0]]} and in the search space, whose values would replace it "
-                                "in every trial: remove it from one of them")
+        raise InvalidInputError(f"{both[0]!r} is both {fixed[both[0]]} and in the search space, whose values "
+                                "would replace it in every trial: remove it from one of them")
 
 
 def _sampler(name: str, seed: int, space):
@@ -336,7 +336,16 @@ def _default_storage(output_dir) -> str:
 def _check_space_values(space: Mapping[str, Mapping[str, Any]], base: PipelineConfig) -> None:
     """Refuse, before any trial, paths the configuration does not have and values it, the model or
     the training loop refuse (checked for every choice and at both ends of each range)."""
-    _check_config(base, {}, "the base configuration")
+    try:
+        _check_config(base, {}, "the base configuration")
+    except InvalidInputError:
+        # no trial runs the base as it is: refused only where the space does not mend it
+        # (stopper='early' for 2 epochs with a space over early_stopping.frequency [1, 2])
+        first = {name: probe_values(spec)[0] for name, spec in space.items()}
+        try:
+            _check_config(base, first, "")
+        except InvalidInputError:
+            _check_config(base, {}, "the base configuration")
     for name, spec in space.items():
         if name in _FIXED_PATHS or name.split(".")[0] in _FIXED_PATHS:
             raise InvalidInputError(f"search space parameter {name!r}: the search fixes it (trials run on the "
@@ -347,8 +356,34 @@ def _check_space_values(space: Mapping[str, Mapping[str, Any]], base: PipelineCo
                 "comparable (the search would select the most lenient protocol, not the best model); set it in the "
                 "base configuration instead (only the evaluation options "
                 f"{', '.join(_SPEED_ONLY_EVALUATION)} may be searched)")
-        for value in probe_values(spec):
-            _check_config(base, {name: value}, f"search space parameter {name!r} can take {value!r}")
+    _check_combinations(space, base)
+
+
+#: above this many combinations of probe values, each parameter's values are checked on their own
+MAX_PROBE_COMBINATIONS = 4096
+
+
+def _check_combinations(space: Mapping[str, Mapping[str, Any]], base: PipelineConfig) -> None:
+    """Check what trials will build: every combination of the parameters' probe values (a trial sets
+    them all at once: early_stopping.frequency [1] makes early_stopping.patience valid for 2 epochs,
+    training.loop 'slcwa' refuses a label_smoothing that 'lcwa' takes). A failing combination is
+    named by the one value that fails on its own, if there is one."""
+    import itertools
+    import math
+
+    probes = {name: probe_values(spec) for name, spec in space.items()}
+    if math.prod(len(v) for v in probes.values()) > MAX_PROBE_COMBINATIONS:
+        combinations = [{name: value} for name, values in probes.items() for value in values]
+    else:
+        combinations = [dict(zip(probes, values)) for values in itertools.product(*probes.values())]
+    for values in combinations:
+        try:
+            _check_config(base, values, "")
+        except InvalidInputError:
+            for name, value in values.items():
+                _check_config(base, {name: value}, f"search space parameter {name!r} can take {value!r}")
+            shown = ", ".join(f"{name}={value!r}" for name, value in values.items())
+            _check_config(base, values, f"search space values {shown} (taken together by a trial)")
 
 
 def _speed_only_path(name: str) -> bool:
