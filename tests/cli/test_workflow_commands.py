@@ -207,3 +207,16 @@ def test_hpo_default_space_leaves_out_what_set_fixes(tmp_path):
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert "model.dim" not in out["best_params"] and out["pipeline"]["model_kwargs"]["dim"] == 4
+
+
+def test_hpo_printed_command_runs_an_early_stopping_search(tmp_path):
+    """A space over early_stopping.* made every trial stop early, but the printed command lacked
+    --early-stopping, so it failed: 'error: --patience and --frequency need --early-stopping'."""
+    (tmp_path / "s.json").write_text(json.dumps({"early_stopping.patience": [1], "early_stopping.frequency": [1]}))
+    res = run("hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--epochs", "2", "--pruner", "none",
+              "--storage", f"sqlite:///{tmp_path / 'e.db'}", "--search-space", tmp_path / "s.json")
+    assert res.exit_code == 0, res.output
+    line = [x for x in res.output.splitlines() if x.startswith("test the best configuration: kgeval pipeline")][0]
+    again = run(*line.split("kgeval ", 1)[1].split(), "-o", tmp_path / "run", "--format", "json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output)["configuration"]["early_stopping"]["frequency"] == 1

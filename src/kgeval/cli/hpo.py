@@ -106,6 +106,8 @@ def _pipeline_command_for(cfg: dict, params: dict) -> str | None:
         return None
     parts = ["kgeval pipeline", "--dataset", str(cfg["dataset"]), "--model", cfg["model"], "--epochs", str(cfg["epochs"]),
              "--seed", str(cfg["random_seed"])]
+    if any(name.startswith("early_stopping.") for name in params):  # the space made the trials stop early
+        parts.append("--early-stopping")
     for name, value in params.items():
         parts += [_PARAM_OPTIONS[name], str(value)]
     return " ".join(parts)
