@@ -117,3 +117,57 @@ def test_saved_files_are_strict_json(tmp_path):
     trials = json.loads((tmp_path / "trials.json").read_text(), parse_constant=refuse)
     assert trials[0]["intermediate_values"] == {"1": None}
     assert json.loads((tmp_path / "best_pipeline_config.json").read_text(), parse_constant=refuse)["best_value"] == 0.5
+
+
+class _RacingStudy:
+    """A study another worker adds a better trial to (alternating dim 4 / dim 8) before every read of it."""
+
+    def __init__(self, study):
+        import optuna
+
+        self._study, self._value = study, 10.0
+        self._templates = sorted(study.trials, key=lambda t: t.params["model.dim"])
+        self._make = lambda t, v: optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=v,
+                                                            user_attrs=t.user_attrs)
+
+    def _another_worker_finishes(self):
+        template = self._templates[int(self._value) % 2]
+        self._study.add_trial(self._make(template, self._value))
+        self._value += 1
+
+    @property
+    def best_trial(self):
+        self._another_worker_finishes()
+        return self._study.best_trial
+
+    def get_trials(self, *args, **kwargs):
+        self._another_worker_finishes()
+        return self._study.get_trials(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._study, name)
+
+
+def test_saved_best_is_one_trial_while_other_workers_finish_trials(tmp_path):
+    """save() read best_value, best_params, pipeline and config through four storage queries: a trial another
+    worker finished in between made best_pipeline_config.json pair one trial's value with another's
+    parameters (best_params model.dim 4, config dim 8)."""
+    res = hpo_pipeline(dataset="nations", model="distmult", n_trials=2, search_space={"dim": [4, 8]}, sampler="grid",
+                       epochs=1, pruner="none", storage=f"sqlite:///{tmp_path / 'r.db'}")
+    res.study = _RacingStudy(res.study)
+    saved = json.loads((res.save(tmp_path / "out") / "best_pipeline_config.json").read_text())
+    trial = [t for t in res.study._study.trials if t.value == saved["best_value"]][0]
+    assert saved["best_params"] == trial.params
+    assert saved["config"]["model"]["dim"] == saved["pipeline"]["model_kwargs"]["dim"] == trial.params["model.dim"]
+
+
+def test_best_trial_of_tied_values_is_the_first(tmp_path):
+    import optuna
+
+    res = hpo_pipeline(dataset="nations", model="distmult", n_trials=2, search_space={"dim": [4, 8]}, sampler="grid",
+                       epochs=1, pruner="none", storage=f"sqlite:///{tmp_path / 't.db'}")
+    first, second = sorted(res.study.trials, key=lambda t: t.number)
+    for t in (second, first):  # the same best value, the later trial added first
+        res.study.add_trial(optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=5.0,
+                                                      user_attrs=t.user_attrs))
+    assert res.best_trial.number == 2 and res.summary()["best_params"] == second.params

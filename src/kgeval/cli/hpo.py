@@ -59,20 +59,22 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     states: dict[str, int] = {}
     for t in res.study.trials:
         states[t.state.name.lower()] = states.get(t.state.name.lower(), 0) + 1
+    best = res.summary()  # one trial: another worker may finish a better one while this prints
     if fmt == "json":
         click.echo(json.dumps({"study_name": res.study_name, "storage": res.shown_storage, "metric": res.metric,
-                               "direction": res.direction, "best_value": res.best_value,
-                               "best_params": res.best_params, "trials": states,
-                               "pipeline": res.best_pipeline_kwargs()}, indent=2, default=str))
+                               "direction": res.direction, "best_trial": best["best_trial"],
+                               "best_value": best["best_value"], "best_params": best["best_params"],
+                               "trials": states, "pipeline": best["pipeline"]}, indent=2, default=str))
         return
     click.echo(f"study {res.study_name!r} in {res.shown_storage}: " + ", ".join(f"{n} {s}" for s, n in states.items()))
-    click.echo(f"best validation {res.metric} ({res.direction}): {format_value(res.best_value)} (trial {res.best_trial.number})")
-    for k, v in res.best_params.items():
+    click.echo(f"best validation {res.metric} ({res.direction}): {format_value(best['best_value'])} "
+               f"(trial {best['best_trial']})")
+    for k, v in best["best_params"].items():
         click.echo(f"  {k} = {v}")
     click.echo(res.resume_hint())
     # the pipeline command's options cannot express a --config / --set base configuration
-    command_line = None if config_file or settings else _pipeline_command_for(res.best_pipeline_kwargs(),
-                                                                              res.best_params)
+    command_line = None if config_file or settings else _pipeline_command_for(best["pipeline"],
+                                                                              best["best_params"])
     if command_line:
         click.echo(f"test the best configuration: {command_line}")
     else:

@@ -81,30 +81,48 @@ class HPOResult:
 
     @property
     def best_trial(self):
-        return self.study.best_trial
+        """The best complete trial (ties: the lowest trial number), read from the storage in one query.
+
+        Optuna's ``study.best_trial`` is one storage query per access and orders ties as the database
+        returns them: reading value, parameters and configuration through separate accesses while another
+        worker finishes a better trial mixed two trials (:meth:`summary` reads everything from one trial).
+        """
+        optuna = _optuna()
+        complete = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if not complete:
+            raise KGEvalError(f"no trial of study {self.study_name!r} has completed yet")
+        sign = -1.0 if self.direction == "maximize" else 1.0
+        return min(complete, key=lambda t: (sign * t.value, t.number))
 
     @property
     def best_params(self) -> dict[str, Any]:
-        return dict(self.study.best_trial.params)
+        return dict(self.best_trial.params)
 
     @property
     def best_value(self) -> float:
-        return float(self.study.best_trial.value)
+        return float(self.best_trial.value)
 
     @property
     def best_config(self) -> PipelineConfig:
         """The best trial's configuration, set to evaluate on test: ``kgeval.pipeline(result.best_config)``."""
-        return PipelineConfig.from_dict(self.study.best_trial.user_attrs["config"]).with_paths(
-            {"evaluation.split": "test"})
+        return _test_config(self.best_trial)
 
     @property
     def best_configuration(self) -> dict[str, Any]:
         """The best trial's configuration as :func:`kgeval.pipeline` keywords (evaluated on validation)."""
-        return dict(self.study.best_trial.user_attrs["configuration"])
+        return dict(self.best_trial.user_attrs["configuration"])
 
     def best_pipeline_kwargs(self) -> dict[str, Any]:
         """Keyword arguments to re-run the best configuration with the final test evaluation."""
-        return {**self.best_configuration, "evaluation_split": "test"}
+        return _test_kwargs(self.best_trial)
+
+    def summary(self) -> dict[str, Any]:
+        """The search and its best trial, every field read from that one trial (what :meth:`save` writes)."""
+        best = self.best_trial
+        return {"metric": self.metric, "direction": self.direction, "storage": self.shown_storage,
+                "study_name": self.study_name, "best_trial": best.number, "best_value": float(best.value),
+                "best_params": dict(best.params), "pipeline": _test_kwargs(best),
+                "config": _test_config(best).to_dict()}
 
     @property
     def shown_storage(self) -> str:
@@ -120,12 +138,7 @@ class HPOResult:
         """Write ``best_pipeline_config.json`` and ``trials.json`` into ``directory`` (atomically; NaN as null)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        summary = {
-            "metric": self.metric, "direction": self.direction, "storage": self.shown_storage,
-            "study_name": self.study_name, "best_value": self.best_value, "best_params": self.best_params,
-            "pipeline": self.best_pipeline_kwargs(), "config": self.best_config.to_dict(),
-        }
-        write_json(directory / "best_pipeline_config.json", finite_or_none(summary))
+        write_json(directory / "best_pipeline_config.json", finite_or_none(self.summary()))
         trials = [
             {"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
              "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()}}
@@ -133,6 +146,14 @@ class HPOResult:
         ]
         write_json(directory / "trials.json", finite_or_none(trials))
         return directory
+
+
+def _test_config(trial) -> PipelineConfig:
+    return PipelineConfig.from_dict(trial.user_attrs["config"]).with_paths({"evaluation.split": "test"})
+
+
+def _test_kwargs(trial) -> dict[str, Any]:
+    return {**trial.user_attrs["configuration"], "evaluation_split": "test"}
 
 
 def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None, n_trials: int = 10,
