@@ -104,3 +104,25 @@ def test_cli_rejects_wrong_entity_count(tmp_path):
     res = run("evaluate", "-d", "nations", "--entity-embeddings", tmp_path / "e.npy",
               "--relation-embeddings", tmp_path / "r.npy", "--interaction", "distmult")
     assert res.exit_code != 0 and "3 rows but the dataset has 14 entities" in res.output
+
+
+@pytest.mark.parametrize("interaction, dtype", [("distmult", ">f8"), ("complex", ">c16")])
+def test_non_native_byte_order_keeps_float64(interaction, dtype):
+    """A big-endian float64 / complex128 table was made float32 (not == np.float64): candidates 1e-9
+    apart tied, and the score differences below float32's resolution were lost."""
+    ent = RNG.normal(size=(6, 4))
+    ent[1:] = ent[0] + 1e-9 * RNG.normal(size=(5, 4))
+    rel = RNG.normal(size=(2, 4))
+    table = (ent[:, :2] + 1j * ent[:, 2:]) if dtype == ">c16" else ent
+    native = from_embeddings(interaction, table.astype(dtype[1:]), rel)
+    swapped = from_embeddings(interaction, table.astype(dtype), rel)
+    assert swapped.entity.weight.dtype == torch.float64
+    want = native.score_tails([0], [1])
+    assert len(set(want[0].tolist())) == 6  # distinct in float64 (the case is meaningful)
+    assert torch.equal(swapped.score_tails([0], [1]), want)
+
+
+def test_non_native_float64_beyond_float32_range_is_kept():
+    big = np.full((4, 2), 1e300, dtype=">f8")
+    model = from_embeddings("distmult", big, np.full((1, 2), 1e-300))
+    assert torch.isfinite(model.entity.weight).all()

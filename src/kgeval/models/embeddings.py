@@ -26,7 +26,7 @@ mapped file pages (page cache, reclaimable by the kernel) is
 
 and independent of the number of entities times ``dim`` (measured by ``benchmarks/scale.py``).
 Any other dtype of a memory-mapped table is converted into an in-memory copy, block by block:
-float16 / non-native byte order -> float32, complex64/128 (ComplEx / RotatE) -> ``[re | im]``
+float16 -> float32, non-native byte order -> native of the same precision, complex64/128 (ComplEx / RotatE) -> ``[re | im]``
 float32/64 (``E x width x 4`` or ``8`` bytes of RAM, no larger temporaries). The relation table
 is always copied (it is small) and converted to the entity table's dtype. In-memory arrays and
 ordinary tensors are copied, so changing them later does not change the model.
@@ -253,8 +253,11 @@ def _entity_tensor(arr: np.ndarray, mapped: str | None) -> torch.Tensor:
                 return torch.from_numpy(arr)
             except ValueError:  # negative strides: torch cannot view them, use a copy
                 pass
+    # the precision is kept whatever the byte order: a big-endian float64 / complex128 table is not
+    # native float64, and comparing the dtype with np.float64 made it float32 (ranks of nearly tied
+    # candidates changed, values beyond float32's range became inf after the finite check)
+    real = np.float64 if arr.dtype.itemsize // (2 if arr.dtype.kind == "c" else 1) >= 8 else np.float32
     if arr.dtype.kind == "c":
-        real = np.float64 if arr.dtype == np.complex128 else np.float32
         out = np.empty((arr.shape[0], 2 * arr.shape[1]), dtype=real)
         d = arr.shape[1]
         for lo, hi in _blocks(arr.shape[0], 2 * d):
@@ -262,7 +265,6 @@ def _entity_tensor(arr: np.ndarray, mapped: str | None) -> torch.Tensor:
             out[lo:hi, :d] = block.real
             out[lo:hi, d:] = block.imag
         return torch.from_numpy(out)
-    real = np.float64 if arr.dtype == np.float64 else np.float32
     out = np.empty(arr.shape, dtype=real)  # a copy: changing the caller's array later does not change the model
     for lo, hi in _blocks(arr.shape[0], arr.shape[1]):
         out[lo:hi] = arr[lo:hi]
