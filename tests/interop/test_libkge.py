@@ -187,3 +187,22 @@ def test_id_files_are_decoded_like_triple_files(tmp_path):
     ids.write_bytes(ids.read_bytes() + "99\tcaf\xe9\n".encode("latin-1"))
     with pytest.raises(InvalidInputError, match="not UTF-8"):
         load_libkge(path, DS)
+
+
+def test_packaged_model_rows_follow_its_own_ids(tmp_path):
+    """``kge package`` stores the ids in row order in checkpoint['dataset']['meta']. They were ignored: an
+    entity_ids.del numbering the entities differently mapped every row to another label, silently."""
+    rng = np.random.default_rng(5)
+    own = rng.permutation(E)  # the packaged model's row i is dataset entity own[i]
+    extra = {"type": "package", "dataset": {"num_entities": E, "num_relations": R, "meta": {
+        "entity_ids": [DS.entity_labels[j] for j in own], "relation_ids": list(DS.relation_labels)}}}
+    path, ent, *_ = _checkpoint(tmp_path, "distmult", extra=extra)  # id files: another permutation
+    with pytest.raises(InvalidInputError, match=r"numbers the entities differently.*index \d+"):
+        load_libkge(path, DS)
+    (tmp_path / "entity_ids.del").unlink()
+    (tmp_path / "relation_ids.del").unlink()
+    model = load_libkge(path, DS)  # the packaged ids alone
+    assert torch.equal(model.entity.weight.detach()[own], ent)
+    _ids(tmp_path, DS.entity_labels, own, "entity")  # a file that agrees is accepted
+    _ids(tmp_path, DS.relation_labels, range(R), "relation")
+    assert torch.equal(load_libkge(path, DS, data_dir=tmp_path).entity.weight.detach()[own], ent)

@@ -17,7 +17,9 @@ TransE ``-||s + p - o||_l`` (``transe.l_norm``, default 1), DistMult ``<s, p, o>
 ``Re<s, p, conj(o)>``, RotatE ``-||s o exp(i p) - o||`` with the complex moduli combined by
 ``rotate.l_norm`` (default 1; kgeval's RotatE holds the 2-norm only, so ``l_norm`` must be 2).
 Rows are mapped to a kgeval dataset through ``entity_ids.del`` / ``relation_ids.del``
-(``index<TAB>id`` per line) of the checkpoint's LibKGE dataset folder.
+(``index<TAB>id`` per line) of the checkpoint's LibKGE dataset folder; a packaged model
+(``kge package``: ``checkpoint["dataset"]["meta"]``) holds its own ids, which are used, and an
+id file that numbers them differently is refused.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class LibKGECheckpoint:
     relation: torch.Tensor
     l_norm: float | None
     options: dict
+    #: the ids in row order stored by ``kge package`` (``checkpoint["dataset"]["meta"]``), else None
+    entity_ids: list[str] | None = None
+    relation_ids: list[str] | None = None
 
 
 def read_checkpoint(path) -> LibKGECheckpoint:
@@ -74,7 +79,19 @@ def read_checkpoint(path) -> LibKGECheckpoint:
     prefix = "_base_model." if reciprocal else ""
     ent = _weight(path, state, prefix + "_entity_embedder")
     rel = _weight(path, state, prefix + "_relation_embedder")
-    return LibKGECheckpoint(family, reciprocal, ent, rel, l_norm, options)
+    meta = blob.get("dataset") if isinstance(blob.get("dataset"), dict) else {}
+    meta = meta.get("meta") if isinstance(meta.get("meta"), dict) else {}
+    ids = {kind: _packaged_ids(path, meta.get(f"{kind}_ids"), kind) for kind in ("entity", "relation")}
+    return LibKGECheckpoint(family, reciprocal, ent, rel, l_norm, options, ids["entity"], ids["relation"])
+
+
+def _packaged_ids(path, values, kind: str) -> list[str] | None:
+    """The ``{kind}_ids`` list of a packaged model (``kge package``), or None when it holds none."""
+    if values is None:
+        return None
+    if not isinstance(values, (list, tuple)) or not all(isinstance(x, str) for x in values):
+        raise InvalidInputError(f"{path!r}: checkpoint['dataset']['meta']['{kind}_ids'] is not a list of ids")
+    return list(values)
 
 
 def load_libkge(path, dataset, *, data_dir=None):
@@ -88,9 +105,9 @@ def load_libkge(path, dataset, *, data_dir=None):
 
     ckpt = read_checkpoint(path)
     folder = Path(data_dir) if data_dir is not None else Path(os.fspath(path)).parent
-    ent_ids = read_ids(folder / "entity_ids.del", ckpt.entity.shape[0], "entity")
     num_rel = ckpt.relation.shape[0] // 2 if ckpt.reciprocal else ckpt.relation.shape[0]
-    rel_ids = read_ids(folder / "relation_ids.del", num_rel, "relation")
+    ent_ids = _ids_of(ckpt.entity_ids, folder / "entity_ids.del", ckpt.entity.shape[0], "entity", data_dir)
+    rel_ids = _ids_of(ckpt.relation_ids, folder / "relation_ids.del", num_rel, "relation", data_dir)
     ent_rows = _rows(ent_ids, dataset.entity_labels, "entity")
     rel_rows = _rows(rel_ids, dataset.relation_labels, "relation")
     if ckpt.reciprocal:
@@ -105,6 +122,24 @@ def load_libkge(path, dataset, *, data_dir=None):
                                 "uses the 2-norm (rotate.l_norm: 2)")
     return from_embeddings(ckpt.family, ckpt.entity[ent_rows], ckpt.relation[rel_rows],
                            inverse_relations=ckpt.reciprocal, p=p)
+
+
+def _ids_of(packaged: list[str] | None, path: Path, expected: int, kind: str, data_dir) -> list[str]:
+    """The row order of the ``kind`` embeddings: a packaged model's own ids (checked against
+    ``{kind}_ids.del`` when that file is there), else the file's."""
+    if packaged is None:
+        return read_ids(path, expected, kind)
+    if len(packaged) != expected:
+        raise InvalidInputError(f"the packaged model lists {len(packaged)} {kind} ids but has {expected} "
+                                f"{kind} embeddings")
+    if data_dir is not None or path.is_file():
+        stored = read_ids(path, expected, kind)
+        if stored != packaged:
+            i = next(i for i, (a, b) in enumerate(zip(stored, packaged)) if a != b)
+            raise InvalidInputError(f"{str(path)!r} numbers the {'entities' if kind == 'entity' else 'relations'} differently from the packaged model's own "
+                                    f"{kind} ids (index {i}: {stored[i]!r} in the file, {packaged[i]!r} in the "
+                                    "model): the rows would be mapped to the wrong labels")
+    return packaged
 
 
 def read_ids(path: Path, expected: int, kind: str) -> list[str]:
