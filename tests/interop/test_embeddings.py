@@ -126,3 +126,11 @@ def test_non_native_float64_beyond_float32_range_is_kept():
     big = np.full((4, 2), 1e300, dtype=">f8")
     model = from_embeddings("distmult", big, np.full((1, 2), 1e-300))
     assert torch.isfinite(model.entity.weight).all()
+
+
+def test_transposed_tables_are_named():
+    """(dim x entities) was reported as 'relation embeddings must have width 14 for entity width 14, got 8'."""
+    with pytest.raises(InvalidInputError, match=r"entity embeddings have 8 rows \(a transposed table"):
+        from_embeddings("distmult", np.zeros((8, 14)), np.zeros((3, 8)), num_entities=14, num_relations=3)
+    with pytest.raises(InvalidInputError, match=r"relation embeddings have 8 rows \(a transposed table"):
+        from_embeddings("distmult", np.zeros((14, 8)), np.zeros((8, 3)), num_entities=14, num_relations=3)

@@ -85,6 +85,17 @@ def from_embeddings(interaction: str, entity, relation, *, inverse_relations: bo
         relation = load_array(relation, name="relation embeddings")
     ent_arr, ent_mapped = _array("entity embeddings", entity)
     rel_arr, _ = _array("relation embeddings", relation)
+    # the row counts first: a transposed table (dim x ids) is named as such, not as a relation
+    # table of the wrong width
+    _check_count("entity", ent_arr.shape[0], num_entities, " (a transposed table, dim x entities?)"
+                 if ent_arr.shape[1] == num_entities else "")
+    n_rel = rel_arr.shape[0] // 2 if inverse_relations else rel_arr.shape[0]
+    if inverse_relations and rel_arr.shape[0] % 2:
+        raise InvalidInputError(
+            f"inverse_relations=True needs an even number of relation rows (2R), got {rel_arr.shape[0]}")
+    _check_count("relation", n_rel, num_relations, " (relation rows / 2 with inverse relations)"
+                 if inverse_relations else " (a transposed table, dim x relations?)"
+                 if rel_arr.shape[1] in (num_relations, 2 * (num_relations or 0)) else "")
     ent_dim = _width(ent_arr)
     if key in ("complex", "rotate") and ent_dim % 2:
         raise InvalidInputError(f"{key} entity embeddings need an even width [re | im], got {ent_dim}")
@@ -95,13 +106,6 @@ def from_embeddings(interaction: str, entity, relation, *, inverse_relations: bo
         raise InvalidInputError(
             f"{key}: relation embeddings must have width {want_rel} for entity width {ent_dim}"
             f"{' (phases, one per complex coordinate)' if key == 'rotate' else ''}, got {rel_dim}")
-    n_rel = rel_arr.shape[0] // 2 if inverse_relations else rel_arr.shape[0]
-    if inverse_relations and rel_arr.shape[0] % 2:
-        raise InvalidInputError(
-            f"inverse_relations=True needs an even number of relation rows (2R), got {rel_arr.shape[0]}")
-    _check_count("entity", ent_arr.shape[0], num_entities)
-    _check_count("relation", n_rel, num_relations, " (relation rows / 2 with inverse relations)"
-                 if inverse_relations else "")
     # the (possibly huge) entity table: in place when mapped and streamable, else one copy
     ent = _entity_tensor(ent_arr, ent_mapped)
     rel = _small_matrix("relation embeddings", rel_arr, phases=key == "rotate", dtype=ent.dtype)
