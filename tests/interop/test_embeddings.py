@@ -134,3 +134,29 @@ def test_transposed_tables_are_named():
         from_embeddings("distmult", np.zeros((8, 14)), np.zeros((3, 8)), num_entities=14, num_relations=3)
     with pytest.raises(InvalidInputError, match=r"relation embeddings have 8 rows \(a transposed table"):
         from_embeddings("distmult", np.zeros((14, 8)), np.zeros((8, 3)), num_entities=14, num_relations=3)
+
+
+def test_cli_transe_names_its_distance(tmp_path):
+    """--interaction transe scored every file with L2 while PyKEEN's and LibKGE's TransE default to L1 (other
+    ranks, silently): the CLI now takes transe-l1 / transe-l2 and refuses a bare transe."""
+    from kgeval.workflow.evaluation import evaluate_model
+
+    ds = get_dataset("nations")
+    ent = RNG.normal(size=(ds.num_entities, 8)).astype(np.float32)
+    rel = RNG.normal(size=(ds.num_relations, 8)).astype(np.float32)
+    np.save(tmp_path / "e.npy", ent)
+    np.save(tmp_path / "r.npy", rel)
+    files = ("--entity-embeddings", tmp_path / "e.npy", "--relation-embeddings", tmp_path / "r.npy")
+    bare = run("evaluate", "-d", "nations", *files, "--interaction", "transe")
+    assert bare.exit_code != 0 and "transe-l1" in bare.output and "Traceback" not in bare.output
+    tables = {}
+    for p in (1, 2):
+        out = tmp_path / f"run{p}"
+        res = run("evaluate", "-d", "nations", *files, "--interaction", f"transe-l{p}", "-o", out, "--format", "json")
+        assert res.exit_code == 0, res.output
+        from kgeval.ranks import RankTable
+
+        tables[p] = RankTable.load(out / "rank_table.npz")
+        direct = evaluate_model(from_embeddings("transe", ent, rel, p=p), ds, split="test", progress=False)
+        np.testing.assert_array_equal(tables[p].optimistic, direct.rank_table.optimistic)
+    assert not np.array_equal(tables[1].optimistic, tables[2].optimistic)  # the distance matters

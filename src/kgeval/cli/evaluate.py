@@ -39,7 +39,8 @@ from .common import check_no_filter_validation, data_dir_option, format_option, 
                    "the dataset's relations) mean inverse relations, row r + R the inverse of r (LibKGE's "
                    "layout); PyKEEN stores the inverse of r at 2r + 1: reorder its table to "
                    "concatenate(rel[0::2], rel[1::2]) first.")
-@click.option("--interaction", help="Interaction of the embedding files: complex, distmult, rotate or transe. "
+@click.option("--interaction", help="Interaction of the embedding files: complex, distmult, rotate, transe-l1 or "
+                                    "transe-l2 (TransE's distance: L1 is PyKEEN's and LibKGE's default). "
                                     "Complex rows: [re | im] or a complex dtype (PyKEEN's raw _embeddings.weight "
                                     "is interleaved re0, im0, re1, ...: save its complex representation instead).")
 @click.option("--libkge-checkpoint", type=click.Path(exists=True, dir_okay=False),

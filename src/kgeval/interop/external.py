@@ -39,16 +39,30 @@ def load_external(entity_embeddings, relation_embeddings, interaction, libkge_ch
         return load_libkge(libkge_checkpoint, ds, data_dir=libkge_data), ds, f"LibKGE model {libkge_checkpoint}"
     if not entity_embeddings or not relation_embeddings or not interaction:
         raise InvalidInputError("plain embeddings need --entity-embeddings, --relation-embeddings and --interaction")
+    interaction, extra = cli_interaction(interaction)
     ent = load_array(entity_embeddings, name="entity embeddings")
     rel = load_array(relation_embeddings, name="relation embeddings")
     inverse = rel.shape[0] == 2 * ds.num_relations if len(rel.shape) == 2 else False
     if shard is not None:
         model = shard_embeddings(interaction, ent, rel, rank=shard[0], world=shard[1], num_entities=ds.num_entities,
-                                 inverse_relations=inverse, num_relations=ds.num_relations)
+                                 inverse_relations=inverse, num_relations=ds.num_relations, **extra)
     else:
         model = from_embeddings(interaction, ent, rel, inverse_relations=inverse, num_entities=ds.num_entities,
-                                num_relations=ds.num_relations)
+                                num_relations=ds.num_relations, **extra)
     return model, ds, f"{model.name} embeddings {entity_embeddings}"
+
+
+def cli_interaction(name: str) -> tuple[str, dict]:
+    """``(interaction, keywords of from_embeddings)`` of ``--interaction``: TransE's distance norm must be named
+    (``transe-l1`` / ``transe-l2``). A bare ``transe`` scored every file with the L2 distance (from_embeddings'
+    default), while PyKEEN's and LibKGE's TransE default to L1: other ranks, silently."""
+    key = str(name).strip().lower()
+    if key in ("transe-l1", "transe-l2"):
+        return "transe", {"p": int(key[-1])}
+    if key == "transe":
+        raise InvalidInputError("--interaction transe: name the distance the embeddings were trained with, "
+                                "transe-l1 (PyKEEN's and LibKGE's default) or transe-l2")
+    return name, {}
 
 
 OUTPUT_REFUSED = ("--output with --distributed entities and embedding files would write a run directory whose "
