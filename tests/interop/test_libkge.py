@@ -206,3 +206,25 @@ def test_packaged_model_rows_follow_its_own_ids(tmp_path):
     _ids(tmp_path, DS.entity_labels, own, "entity")  # a file that agrees is accepted
     _ids(tmp_path, DS.relation_labels, range(R), "relation")
     assert torch.equal(load_libkge(path, DS, data_dir=tmp_path).entity.weight.detach()[own], ent)
+
+
+def test_reciprocal_checkpoint_with_odd_relation_rows_is_refused(tmp_path):
+    """Rows r and r + R: an odd count silently dropped the last row and paired the others wrongly."""
+    path, ent, rel, *_ = _checkpoint(tmp_path, "distmult", reciprocal=True)
+    options = {"model": "reciprocal_relations_model",
+               "reciprocal_relations_model": {"base_model": {"type": "distmult"}}}
+    _write(path, options, {"_base_model._entity_embedder._embeddings.weight": ent,
+                           "_base_model._relation_embedder._embeddings.weight": rel[:-1]})
+    with pytest.raises(InvalidInputError, match="even number of relation rows"):
+        load_libkge(path, DS)
+
+
+def test_float64_checkpoint_keeps_its_precision(tmp_path):
+    """_weight made every table float32: a float64 model's near-ties (1e-9 apart) became ties."""
+    path, ent, rel, *_ = _checkpoint(tmp_path, "distmult")
+    ent64, rel64 = ent.double(), rel.double()
+    ent64[1::2] = ent64[0::2][: ent64[1::2].shape[0]] + 1e-9
+    _write(path, {"model": "distmult", "distmult": {}},
+           {"_entity_embedder._embeddings.weight": ent64, "_relation_embedder._embeddings.weight": rel64})
+    model = load_libkge(path, DS)
+    assert model.entity.weight.dtype == torch.float64

@@ -105,6 +105,10 @@ def load_libkge(path, dataset, *, data_dir=None):
 
     ckpt = read_checkpoint(path)
     folder = Path(data_dir) if data_dir is not None else Path(os.fspath(path)).parent
+    if ckpt.reciprocal and ckpt.relation.shape[0] % 2:
+        # rows r and r + R: an odd count is no reciprocal table (the last row was dropped, silently)
+        raise InvalidInputError(f"{path!r}: a reciprocal_relations_model needs an even number of relation rows "
+                                f"(r and its reciprocal r + R), got {ckpt.relation.shape[0]}")
     num_rel = ckpt.relation.shape[0] // 2 if ckpt.reciprocal else ckpt.relation.shape[0]
     ent_ids = _ids_of(ckpt.entity_ids, folder / "entity_ids.del", ckpt.entity.shape[0], "entity", data_dir)
     rel_ids = _ids_of(ckpt.relation_ids, folder / "relation_ids.del", num_rel, "relation", data_dir)
@@ -176,7 +180,9 @@ def _rows(ids: list[str], labels: list[str], kind: str) -> list[int]:
 def _weight(path, state: dict, embedder: str) -> torch.Tensor:
     for key in (f"{embedder}._embeddings.weight", f"{embedder}.embeddings.weight"):
         if isinstance(state.get(key), torch.Tensor):
-            return state[key].detach().float()
+            w = state[key].detach()
+            # float64 stays float64 (near-ties 1e-9 apart tie in float32); half precision is widened
+            return w if w.dtype == torch.float64 else w.float()
     raise InvalidInputError(f"{path!r}: no {embedder}._embeddings.weight in the model's state dict "
                             f"(keys: {sorted(state)[:8]})")
 
