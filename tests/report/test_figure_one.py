@@ -72,3 +72,25 @@ def test_axes_and_comparison_say_which_direction_is_better(seeds, monkeypatch, t
     assert [ax.get_ylabel() for ax in fig.axes] == ["higher is better"] * 3
     text = write_report(report, tmp_path / "r.md", format="md").read_text()
     assert "| mr (lower better) |" in text and "| mrr (higher better) |" in text
+
+
+def test_a_metric_the_runs_did_not_save_is_computed_from_their_rank_tables(runs, monkeypatch):
+    """--metric power_mean_rank_p2 (not in results.json): all three panels of Figure 1 were empty
+    (every bar NaN), exit 0, while the candidates and per-relation figures showed the metric."""
+    import numpy as np
+
+    from kgeval.results import Results
+
+    report = build_report(runs, metric="power_mean_rank_p2", num_resamples=5)
+    fig = _figure_one(report, monkeypatch)
+    expected = []
+    for run in report.runs:
+        ranks = np.asarray(run.results.rank_table.ranks("realistic"), dtype=float)
+        expected.append(np.sqrt(np.mean(ranks ** 2)))  # the power mean of the ranks, p = 2
+    assert sorted(p.get_height() for p in fig.axes[0].patches) == pytest.approx(sorted(expected), rel=1e-12)
+    for ax, key in zip(fig.axes[1:], ("adjusted_power_mean_rank_p2_index", "z_power_mean_rank_p2")):
+        heights = [p.get_height() for p in ax.patches]
+        assert all(np.isfinite(heights))
+        again = sorted(Results(run.results.rank_table, metrics=["power_mean_rank_p2", key],
+                               rank_types=["realistic"]).value("both", "realistic", key) for run in report.runs)
+        assert sorted(heights) == again

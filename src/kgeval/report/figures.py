@@ -54,16 +54,17 @@ def figure_one(runs, metric: str) -> str:
     # one model has several runs on a dataset (seeds): each run keeps its own bar
     series = {(series_label(r), r.dataset): r for r in runs}
     models = sorted({s for s, _ in series})
+    keys = (base.key, adj_key, z_key)
+    values = {name: _figure_one_values(run.results, keys) for name, run in series.items()}
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     width = 0.8 / max(1, len(models))
-    for ax, key, title in zip(axes, (base.key, adj_key, z_key), (base.key, f"adjusted index ({adj_key})", z_key)):
+    for ax, key, title in zip(axes, keys, (base.key, f"adjusted index ({adj_key})", z_key)):
         # MR's raw panel runs the other way from its adjusted index and z-score: say so on each axis
         ax.set_ylabel(direction(_metrics.get(key)), fontsize=8)
         for j, model in enumerate(models):
             heights = []
             for d in datasets:
-                run = series.get((model, d))
-                v = None if run is None else run.results.value("both", RANK_TYPE, key)
+                v = values.get((model, d), {}).get(key)
                 heights.append(np.nan if v is None else v)
             ax.bar(np.arange(len(datasets)) + (j - (len(models) - 1) / 2) * width, heights, width, label=model)
         ax.set_xticks(range(len(datasets)), datasets)
@@ -79,6 +80,19 @@ def figure_one(runs, metric: str) -> str:
                bbox_to_anchor=(0.5, -0.06), frameon=False)
     fig.suptitle("raw metric, adjusted index and z-score (both sides, realistic ranks)", fontsize=10)
     return to_svg(fig)
+
+
+def _figure_one_values(results, keys) -> dict:
+    """``{key: value}`` of a run (both sides, realistic ranks): from its ``results.json`` where
+    saved there, else computed from its rank table (a metric that the run did not save)."""
+    values = {key: results.value("both", RANK_TYPE, key) for key in keys}
+    if any(v is None for v in values.values()):
+        from ..results import Results
+
+        # a wrapper in the list makes Results keep the base metric's null moments
+        again = Results(results.rank_table, metrics=list(keys), rank_types=[RANK_TYPE])
+        values = {key: again.value("both", RANK_TYPE, key) if v is None else v for key, v in values.items()}
+    return values
 
 
 def direction(metric) -> str:
