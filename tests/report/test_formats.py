@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from kgeval.cli import main
 from kgeval.errors import InvalidInputError, UnknownNameError
-from kgeval.report import build_report
+from kgeval.report import build_report, figures
 
 
 def _report(runs, tmp_path, fmt, *extra):
@@ -78,3 +78,27 @@ def test_output_in_a_missing_directory_is_named(runs, tmp_path):
     res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(tmp_path / "none" / "x.html")])
     assert res.exit_code == 2
     assert res.output.strip() == f"error: cannot write {tmp_path / 'none' / 'x.html'}: {tmp_path / 'none'} is not an existing directory"
+
+
+@pytest.mark.parametrize(("metric", "fmt", "missing"), [("median_rank", "html", "no z-score"),
+                                                        ("count", "html", "no adjusted index and no z-score"),
+                                                        ("count", "md", "no adjusted index")])
+def test_a_figure_metric_without_adjusted_index_or_z_score_is_named(runs, tmp_path, metric, fmt, missing):
+    """--metric median_rank failed with "unknown metric 'z_median_rank'" (a name the user never
+    gave) while drawing the HTML figures; --metric count with "unknown metric 'adjusted_count_index'"."""
+    res = CliRunner().invoke(main, ["report", *map(str, runs), "-o", str(tmp_path / f"r.{fmt}"), "--metric", metric])
+    assert res.exit_code != 0 and f"{metric} has {missing}." in res.output, res.output
+    assert "unknown metric" not in res.output and not (tmp_path / f"r.{fmt}").exists()
+    if fmt == "html":
+        report = build_report(runs, metric="mrr", num_resamples=5)
+        with pytest.raises(InvalidInputError, match=f"{metric} has {missing}"):
+            figures.figure_one(report.runs, metric)
+        with pytest.raises(InvalidInputError, match=f"{metric} has {missing}"):
+            figures.candidates_figure(report.runs[0].results, metric)
+
+
+def test_median_rank_keeps_its_markdown_report(runs, tmp_path):
+    """The Markdown report has no figures: its per-relation table needs the adjusted index only."""
+    res = CliRunner().invoke(main, ["report", *map(str, runs), "-o", str(tmp_path / "r.md"), "--metric",
+                                    "median_rank", "--resamples", "5"])
+    assert res.exit_code == 0, res.output

@@ -33,6 +33,10 @@ def command(runs, output, fmt, metric, confidence, resamples, seed):
     # before the work: a missing directory was an error naming a temporary file, after building the report
     target = check_output_file(output)
     replaced = target.exists()
+    if fmt == "html":  # its figures need the metric's z-score: say so before the bootstrap, not after
+        from ..report.model import base_metric, derived_keys
+
+        derived_keys(base_metric(metric))
     report = build_report(runs, metric=metric, confidence=confidence, num_resamples=resamples, seed=seed)
     path = write_report(report, output, format=fmt)
     click.echo(f"wrote {path} ({fmt}, {len(report.runs)} run(s))" + ("; it replaced the existing file" if replaced else ""))

@@ -69,9 +69,33 @@ def base_metric(name: str):
     return metric.base if isinstance(metric, DerivedMetric) else metric
 
 
-def derived_keys(metric) -> tuple[str, str]:
-    """The keys of the adjusted index and the z-score of a base metric."""
-    return wrapper_key("index", metric.key, metric.increasing), wrapper_key("z", metric.key, metric.increasing)
+def derived_keys(metric, *, needs: tuple[str, ...] = ("index", "z")) -> tuple[str, str]:
+    """The keys of the adjusted index and the z-score of a base metric; a metric without one of
+    ``needs`` (count, median rank, variance, ...) raises :class:`InvalidInputError` saying so."""
+    keys = wrapper_key("index", metric.key, metric.increasing), wrapper_key("z", metric.key, metric.increasing)
+    missing = [what for kind, what, key in zip(("index", "z"), ("adjusted index", "z-score"), keys)
+               if kind in needs and not _known(key)]
+    if missing:
+        # was "unknown metric 'z_median_rank'" (for --metric median_rank), while drawing the figures
+        with_both = [m for m in _metrics.names() if not m.startswith(("adjusted_", "z_")) and _has_both(m)]
+        what = "the report's figures need" if "z" in needs else "the per-relation table needs"
+        raise InvalidInputError(f"{what} a metric with an {' and a '.join(missing)}; {metric.key} has no "
+                                f"{' and no '.join(missing)}. Metrics with an adjusted index and a z-score: "
+                                f"{', '.join(with_both)}")
+    return keys
+
+
+def _known(key: str) -> bool:
+    try:
+        _metrics.get(key)
+    except KeyError:
+        return False
+    return True
+
+
+def _has_both(name: str) -> bool:
+    metric = _metrics.get(name)
+    return all(_known(wrapper_key(kind, metric.key, metric.increasing)) for kind in ("index", "z"))
 
 
 def load_results(directory: str | os.PathLike):
@@ -121,7 +145,7 @@ def _relation_rows(results, metric, *, confidence, num_resamples, seed) -> list[
     table = results.rank_table
     if table.relation is None:
         return []
-    adj_key, _ = derived_keys(metric)
+    adj_key, _ = derived_keys(metric, needs=("index",))
     breakdown = results.by_relation((metric.key, "hits@10", "count"), rank_type=RANK_TYPE)
     rows = []
     for rel, values in sorted(breakdown.items()):
@@ -171,6 +195,7 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
     confidence = check_probability("confidence", confidence)
     num_resamples = check_positive_int("num_resamples", num_resamples)
     base = base_metric(metric)
+    derived_keys(base, needs=("index",))  # before loading and resampling: the per-relation table's adjusted index
     loaded = [load_results(d) for d in directories]
     names = _names([run for run, _ in loaded])
     reports = []
