@@ -94,3 +94,18 @@ def test_a_metric_the_runs_did_not_save_is_computed_from_their_rank_tables(runs,
         again = sorted(Results(run.results.rank_table, metrics=["power_mean_rank_p2", key],
                                rank_types=["realistic"]).value("both", "realistic", key) for run in report.runs)
         assert sorted(heights) == again
+
+
+@pytest.mark.parametrize("confidence", [0.95, 0.8])
+def test_the_relation_figure_states_the_level_of_its_intervals(runs, tmp_path, confidence):
+    """The per-relation figure drew the --confidence intervals as segments with the x label
+    'inverse_harmonic_mean_rank (both sides; higher is better)': nothing on it said 80% or 95%."""
+    from kgeval.report import write_report
+
+    report = build_report(runs[:1], confidence=confidence, num_resamples=20)
+    assert any(r["ci_low"] is not None for r in report.runs[0].relations)
+    html = write_report(report, tmp_path / "r.html").read_text()
+    figure = html[html.index('data-figure="relations-0"'):]
+    figure = figure[:figure.index("</figure>")]
+    assert f"lines: {100 * confidence:g}% bootstrap CI" in figure
+    assert "realistic ranks" in figure

@@ -127,15 +127,15 @@ def rank_distribution(results) -> str:
         ax.stairs(observed, edges, label="model", fill=True, alpha=0.6)
         ax.stairs(null_bin_counts(cs, edges), edges, label="null (uniform on 1..C)", linewidth=1.5)
         ax.set_xscale("log")
-        ax.set_xlabel("rank")
+        ax.set_xlabel(f"{RANK_TYPE} rank")
         ax.set_ylabel("tasks")
         ax.set_title(f"{side} ranks", fontsize=9)
         ax.legend(fontsize=8)
     return to_svg(fig)
 
 
-def relation_figure(rows: list[dict], metric: str) -> str:
-    """The metric per relation (sorted), with its confidence interval where there is one."""
+def relation_figure(rows: list[dict], metric: str, confidence: float | None = None) -> str:
+    """The metric per relation (sorted), with its ``confidence`` interval where there is one."""
     plt = _pyplot()
     rows = sorted(rows, key=lambda r: r["value"])
     fig, ax = plt.subplots(figsize=(6, max(2.5, 0.16 * len(rows) + 1)))
@@ -149,7 +149,9 @@ def relation_figure(rows: list[dict], metric: str) -> str:
         # segments, not error bars: a BCa interval need not contain the point estimate
         ax.hlines(y[has], lows[has], highs[has], linewidth=0.8)
     ax.set_yticks(y, [str(r["relation"]) for r in rows], fontsize=6)
-    ax.set_xlabel(f"{metric} (both sides; {direction(_metrics.get(metric))})")
+    # the segments' level was on the page only, not on the figure
+    level = "" if confidence is None or not has.any() else f"; lines: {100 * confidence:g}% bootstrap CI"
+    ax.set_xlabel(f"{metric} (both sides, {RANK_TYPE} ranks; {direction(_metrics.get(metric))}{level})")
     ax.set_ylabel("relation id")
     return to_svg(fig)
 

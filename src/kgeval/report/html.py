@@ -101,7 +101,7 @@ def render_html(report) -> str:
         body.append(_figure(figures.candidates_figure(run.results, m), f"candidates-{i}",
                             f"{m} against the number of candidates"))
         if run.relations:
-            body.append(_figure(figures.relation_figure(run.relations, m), f"relations-{i}", f"{m} per relation"))
+            body.append(_figure(figures.relation_figure(run.relations, m, report.confidence), f"relations-{i}", f"{m} per relation"))
             body.append(_relations(run, m, report.confidence))
         body.append("</section>")
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>kgeval report</title>"
