@@ -109,3 +109,19 @@ def test_the_relation_figure_states_the_level_of_its_intervals(runs, tmp_path, c
     figure = figure[:figure.index("</figure>")]
     assert f"lines: {100 * confidence:g}% bootstrap CI" in figure
     assert "realistic ranks" in figure
+
+
+def test_a_run_with_a_nan_or_infinite_value_is_marked_not_left_out(runs, monkeypatch):
+    """A NaN or infinite z-score in a run's results drew no bar and no word: the same empty slot
+    as a model never run on that dataset."""
+    import numpy as np
+
+    report = build_report(runs, num_resamples=5)
+    z_key = ("both", "realistic", "z_inverse_harmonic_mean_rank")
+    report.runs[0].results._values[z_key] = float("nan")
+    report.runs[1].results._values[z_key] = float("inf")
+    fig = _figure_one(report, monkeypatch)
+    z_axis = fig.axes[2]
+    assert sum(np.isfinite(p.get_height()) for p in z_axis.patches) == 0
+    assert sorted(t.get_text() for t in z_axis.texts) == ["+inf", "n/a"]
+    assert not fig.axes[0].texts  # the raw values are there: no mark

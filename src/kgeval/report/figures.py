@@ -62,11 +62,15 @@ def figure_one(runs, metric: str) -> str:
         # MR's raw panel runs the other way from its adjusted index and z-score: say so on each axis
         ax.set_ylabel(direction(_metrics.get(key)), fontsize=8)
         for j, model in enumerate(models):
-            heights = []
-            for d in datasets:
-                v = values.get((model, d), {}).get(key)
-                heights.append(np.nan if v is None else v)
-            ax.bar(np.arange(len(datasets)) + (j - (len(models) - 1) / 2) * width, heights, width, label=model)
+            raw = [values.get((model, d), {}).get(key) for d in datasets]
+            raw = [np.nan if v is None else float(v) for v in raw]
+            x = np.arange(len(datasets)) + (j - (len(models) - 1) / 2) * width
+            bars = ax.bar(x, [v if np.isfinite(v) else np.nan for v in raw], width, label=model)
+            for xi, h, d, bar in zip(x, raw, datasets, bars):
+                if (model, d) in series and not np.isfinite(h):
+                    # a run whose value is NaN or infinite drew no bar, like a model not run on the dataset
+                    ax.text(xi, 0, "n/a" if np.isnan(h) else f"{h:+}", rotation=90, ha="center", va="bottom",
+                            fontsize=7, color=bar.get_facecolor())
         ax.set_xticks(range(len(datasets)), datasets)
         ax.set_title(title, fontsize=9)
         ax.axhline(0, color="black", linewidth=0.6)
