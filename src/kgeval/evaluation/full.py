@@ -324,6 +324,33 @@ def count_tiles(ctx, sc, tiles: list, tile: int, true, task_q, first, rest, know
     return better, tied
 
 
+def _row_bounds(nq: int, row_block: int | None) -> list[int]:
+    """Bounds of about equal blocks of at most ``row_block`` of ``nq`` query rows (one block when None)."""
+    n = 1 if row_block is None or row_block >= nq else -(-nq // row_block)
+    return [nq * k // n for k in range(n + 1)]
+
+
+class _RowBlocks:
+    """A batch's tasks and known answers split by the query-row blocks ``[bounds[i], bounds[i + 1])``:
+    ``task_q`` and the known answers' rows are sorted, so each block's are one range (one
+    ``searchsorted`` each); :meth:`part` slices one block, rows relative to its first."""
+
+    def __init__(self, task_q: torch.Tensor, known, bounds: list[int]):
+        at = torch.tensor(bounds, device=task_q.device)
+        self.bounds, self.task_q, self.known = bounds, task_q, known
+        self.tb = torch.searchsorted(task_q, at).tolist()
+        self.kb = None if known is None else torch.searchsorted(known[0], at).tolist()
+
+    def part(self, i: int):
+        """``(t0, t1, rows of tasks t0:t1 in the block, the block's known (row, column) pairs or None)``."""
+        r0, t0, t1 = self.bounds[i], self.tb[i], self.tb[i + 1]
+        known = None
+        if self.known is not None:
+            k0, k1 = self.kb[i], self.kb[i + 1]
+            known = (self.known[0][k0:k1] - r0, self.known[1][k0:k1])
+        return t0, t1, self.task_q[t0:t1] - r0, known
+
+
 def _row_groups(ctx, sc, nq: int) -> list[int]:
     """Bounds of the row groups of a whole-row batch of ``nq`` query rows: on the CPU groups of one
     block (``CPU_BLOCK`` scores, at least ``_MIN_WALKER_ROWS`` rows), and a batch that holds fewer
@@ -350,21 +377,18 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
     another walker's product, where one ``t``-thread product followed by one-thread counting leaves
     ``t - 1`` cores idle.
     """
-    nq, dev = ent.shape[0], ctx.device
+    nq = ent.shape[0]
     bounds = _row_groups(ctx, sc, nq)
     ngroups = len(bounds) - 1
-    at = torch.tensor(bounds, device=dev)
-    tb = torch.searchsorted(task_q, at).tolist()
-    kb = torch.searchsorted(known[0], at).tolist() if known is not None else None
+    split = _RowBlocks(task_q, known, bounds)
     widest = max(b - a for a, b in zip(bounds, bounds[1:]))
     workers = _walkers(ctx, sc, ngroups, widest * sc.num_columns)
     # the batch's queries prepared once, each group scored from its rows (~0.1-0.2 ms per group saved)
     prepared = sc.prepared(ent, rel, workers) if ngroups > 1 else None
 
     def group(g: int, slot: int):
-        q0, q1, t0, t1 = bounds[g], bounds[g + 1], tb[g], tb[g + 1]
-        tq = task_q[t0:t1] - q0
-        part_known = None if known is None else (known[0][kb[g]:kb[g + 1]] - q0, known[1][kb[g]:kb[g + 1]])
+        q0, q1 = bounds[g], bounds[g + 1]
+        t0, t1, tq, part_known = split.part(g)
         first, rest = first_rest(tq)
         return _rank_part(ctx, sc, ent[q0:q1], rel[q0:q1], tq, col[t0:t1], first, rest, part_known,
                           triples[t0:t1], [p - t0 for p in picks if t0 <= p < t1], tile, slot, t0,
@@ -461,9 +485,9 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     calls (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared
     against. :mod:`.sharded` runs the same passes on an entity shard's local columns (pass 1 scored).
     """
-    rows = ent.shape[0] if row_block is None else min(ent.shape[0], row_block)
-    nblocks = -(-ent.shape[0] // rows) if rows else 1
-    walkers = _walkers(ctx, sc, -(-sc.num_columns // width) * nblocks, -(-ent.shape[0] // nblocks) * width)
+    rb = _row_bounds(ent.shape[0], row_block)
+    walkers = _walkers(ctx, sc, -(-sc.num_columns // width) * (len(rb) - 1),
+                       max(b - a for a, b in zip(rb, rb[1:])) * width)
     prepared = sc.prepared(ent, rel, walkers)  # the batch's queries, built once for both passes
     if ctx.predict_true:  # the chain length calibrated here, on the caller's threads, never under the walkers
         predictable(ctx, sc)
@@ -500,19 +524,13 @@ def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, tripl
     score once more; identical calls that still disagree are a named error, never a wrong rank.
     ``row_block``: at most this many query rows at a time (each group its own batch: the true scores
     and the counts of a group come from the same calls)."""
-    nq = ent.shape[0]
-    if row_block is not None and nq > row_block:
-        n = -(-nq // row_block)
-        rb = [nq * k // n for k in range(n + 1)]
-        tb = torch.searchsorted(task_q, torch.tensor(rb, device=task_q.device)).tolist()
-        kb = None if known is None else torch.searchsorted(known[0], torch.tensor(rb, device=task_q.device)).tolist()
-        out = []
-        for i in range(n):
-            (r0, r1), (t0, t1) = rb[i:i + 2], tb[i:i + 2]
-            tq = task_q[t0:t1] - r0
-            part_known = None if known is None else (known[0][kb[i]:kb[i + 1]] - r0, known[1][kb[i]:kb[i + 1]])
-            out.append(_rank_chunks_exact(ctx, sc, ent[r0:r1], rel[r0:r1], tq, col[t0:t1], *first_rest(tq),
-                                          part_known, triples[t0:t1], width))
+    rb = _row_bounds(ent.shape[0], row_block)
+    if len(rb) > 2:
+        split, out = _RowBlocks(task_q, known, rb), []
+        for i in range(len(rb) - 1):
+            t0, t1, tq, part_known = split.part(i)
+            out.append(_rank_chunks_exact(ctx, sc, ent[rb[i]:rb[i + 1]], rel[rb[i]:rb[i + 1]], tq, col[t0:t1],
+                                          *first_rest(tq), part_known, triples[t0:t1], width))
         return tuple(torch.cat([o[j] for o in out]) for j in range(3))
     prepared = sc.prepared(ent, rel)
     true = chunk_true_scores(sc, ent, rel, task_q, col, width, prepared=prepared)
@@ -612,9 +630,8 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     dev, nt, ncols, nq = ctx.device, task_q.shape[0], sc.num_columns, ent.shape[0]
     bounds = list(range(0, ncols, width)) + [ncols]
     nchunks = len(bounds) - 1
-    nblocks = 1 if row_block is None or row_block >= nq else -(-nq // row_block)
-    rb = [nq * k // nblocks for k in range(nblocks + 1)]  # row blocks [rb[i], rb[i + 1])
-    tb = [0, nt] if nblocks == 1 else torch.searchsorted(task_q, torch.tensor(rb, device=dev)).tolist()
+    rb = _row_bounds(nq, row_block)  # row blocks [rb[i], rb[i + 1])
+    nblocks = len(rb) - 1
     if workers is None:
         workers = _walkers(ctx, sc, nchunks * nblocks, max(b - a for a, b in zip(rb, rb[1:])) * width)
     if prepared is None:
@@ -641,15 +658,12 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
             st["parts_known"] = known_by_column(known, bounds)
             st["tasks"] = [(0, nt, task_q, first, rest)]
         else:
-            kb = None if known is None else torch.searchsorted(known[0], torch.tensor(rb, device=dev)).tolist()
-            st["parts_known"] = [
-                p for i in range(nblocks) for p in known_by_column(
-                    None if known is None else (known[0][kb[i]:kb[i + 1]] - rb[i], known[1][kb[i]:kb[i + 1]]),
-                    bounds)]
-            st["tasks"] = []
+            split = _RowBlocks(task_q, known, rb)
+            st["parts_known"], st["tasks"] = [], []
             for i in range(nblocks):
-                tq = task_q[tb[i]:tb[i + 1]] - rb[i]
-                st["tasks"].append((tb[i], tb[i + 1], tq, *first_rest(tq)))
+                t0, t1, tq, part_known = split.part(i)
+                st["parts_known"] += known_by_column(part_known, bounds)
+                st["tasks"].append((t0, t1, tq, *first_rest(tq)))
         if verify:  # tasks sorted by (row block, answer column): each part's answers are one contiguous range
             if nblocks == 1:
                 key, starts, row0 = col, bounds, None
