@@ -156,6 +156,13 @@ def check_nan(policy: str, side: int, scores, true, rows_triples: np.ndarray, ta
         )
 
 
+def score_tolerance(scale: float, dtype: torch.dtype = torch.float32) -> tuple[float, float]:
+    """``(relative, absolute)`` tolerance for one score computed two ways (in a batch and alone, or on two
+    ranks): ``rel = max(1e-5, 32 eps(dtype))``, ``abs = max(1e-6, rel x scale)`` (``scale``: a mean |score|)."""
+    rel = max(1e-5, 32 * torch.finfo(dtype).eps) if dtype.is_floating_point else 1e-5
+    return rel, max(1e-6, rel * scale)
+
+
 class ConsistencyCheck:
     """Re-scores a few tasks alone and counts those whose in-batch score differs."""
 
@@ -174,8 +181,7 @@ class ConsistencyCheck:
         # half-precision scores round ~1e-3 (float16) to ~1e-2 (bfloat16) apart between a batch and a single
         # row: a float16 DistMult's 0.00191 vs 0.00189 was reported as batch-dependent scoring
         dtype = getattr(side_scorer, "returned_dtype", None) or true.dtype  # before widening half precision
-        rel_tol = max(1e-5, 32 * torch.finfo(dtype).eps) if dtype.is_floating_point else 1e-5
-        abs_tol = max(1e-6, rel_tol * scale)
+        rel_tol, abs_tol = score_tolerance(scale, dtype)
         for j in picks:
             h, r, t = (int(x) for x in rows_triples[j])
             alone = side_scorer.alone(h, r, t)

@@ -283,12 +283,13 @@ def check_replicas(plan: Plan, inp) -> None:
     :class:`DistributedMismatchError` on every rank before any ranking. Without it a rank holding
     another model (a checkpoint loaded on rank 0 only, an unseeded initialisation) silently ranked
     its share of the tasks with it."""
+    from .counting import score_tolerance
+
     probes = plan.exchange(_probe_scores, inp)
     ref = probes[0]
-    scale = float(np.mean(np.abs(ref[np.isfinite(ref)]))) if np.isfinite(ref).any() else 0.0
-    tol = max(1e-6, 1e-5 * scale)
+    rtol, atol = score_tolerance(float(np.mean(np.abs(ref[np.isfinite(ref)]))) if np.isfinite(ref).any() else 0.0)
     for r, p in enumerate(probes):
-        same = p.shape == ref.shape and bool(np.all(np.isclose(p, ref, rtol=1e-5, atol=tol, equal_nan=True)))
+        same = p.shape == ref.shape and bool(np.all(np.isclose(p, ref, rtol=rtol, atol=atol, equal_nan=True)))
         if not same:
             worst = float(np.nanmax(np.abs(p - ref))) if p.shape == ref.shape else float("nan")
             raise DistributedMismatchError(
