@@ -17,7 +17,9 @@ def as_triples(name: str, value, *, allow_empty: bool = False) -> np.ndarray:
 
     Float ids are refused, never truncated; unsigned ids beyond int64 are refused, never wrapped.
     """
-    if hasattr(value, "mapped_triples") and hasattr(value, "entity_to_id"):
+    from .interop.pykeen import is_triples_factory
+
+    if is_triples_factory(value):
         # a PyKEEN TriplesFactory: np.asarray made an object array of it ("got dtype object")
         raise InvalidInputError(
             f"{name} is a PyKEEN TriplesFactory: pass its id triples, factory.mapped_triples, after checking that "
