@@ -328,13 +328,14 @@ def _spy_walkers(monkeypatch):
     """The walker counts of every parallel walk (``_walk_in_parallel`` calls), as a list."""
     walkers = []
     real = full._walk_in_parallel
-    monkeypatch.setattr(full, "_walk_in_parallel", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
+    monkeypatch.setattr(full, "_walk_in_parallel", lambda sc, walk, n, share=None: walkers.append(n) or real(sc, walk, n, share))
     return walkers
 
 
-def _tables_by_walker_count(monkeypatch, model, test, train, **kw):
+def _tables_by_walker_count(monkeypatch, model, test, train, sides="0", **kw):
     """Rank tables with ``KGEVAL_CHUNK_WORKERS`` 1, 2 and 3, the walker counts each evaluation used,
-    and whether torch's thread count came back after each."""
+    and whether torch's thread count came back after each (``sides``: ``KGEVAL_PARALLEL_SIDES``)."""
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", sides)
     walkers = _spy_walkers(monkeypatch)
     tables, used, threads = {}, {}, torch.get_num_threads()
     for n in ("1", "2", "3"):
@@ -392,15 +393,28 @@ def test_reused_score_block_gives_the_same_ranks(mode, kw, monkeypatch):
     assert got.extra == ref.extra
 
 
+def _expected_walkers(n: str, sides: str) -> set:
+    """The walker counts of each walk with ``KGEVAL_CHUNK_WORKERS=n``: all ``n`` with the sides one after
+    the other, split between the two sides ranked at once (``KGEVAL_PARALLEL_SIDES=1``, n >= 2)."""
+    k = int(n)
+    return {k} if sides == "0" or k < 2 else {-(-k // 2), k // 2}
+
+
+@pytest.mark.parametrize("sides", ["0", "1"])
 @pytest.mark.parametrize("kw", [{}, {"filtered": False}, {"restrict_entities": range(0, 300, 2)}, {"tie_tolerance": 0.5}])
-def test_parallel_chunk_walkers_give_the_same_ranks(kw, monkeypatch):
+def test_parallel_chunk_walkers_give_the_same_ranks(kw, sides, monkeypatch):
     """Two threads walking a batch's entity chunks (each scoring on one torch thread, counting with the
-    kernel) give the rank tables of one walker; the thread count is restored afterwards."""
+    kernel) give the rank tables of one walker; the thread count is restored afterwards. With the sides
+    ranked at once (one thread each) the walkers are split between them, with the same tables."""
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("complex", 300, 6, 5, 900, 700)
-    tables, used = _tables_by_walker_count(monkeypatch, model, test, train, entity_chunk_size=37, **kw)
+    tables, used = _tables_by_walker_count(monkeypatch, model, test, train, sides, entity_chunk_size=37, **kw)
     for n in ("1", "2", "3"):
-        assert (used[n] and set(used[n]) == {int(n)}) if n != "1" else not used[n]
+        if n == "1":
+            assert not used[n]
+        else:  # every walk of both sides (with sides at once, a walk of one walker is one the other side may help)
+            assert used[n] and set(used[n]) <= _expected_walkers(n, sides) and max(used[n]) == max(
+                _expected_walkers(n, sides))
     for n in ("2", "3"):
         _assert_same_tables(tables[n], tables["1"], n)
 
@@ -411,6 +425,7 @@ def test_chunk_walkers_take_the_next_chunk_so_a_slow_walker_takes_fewer(monkeypa
     table is the one walker's."""
     import time
 
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")  # two walkers on each side in turn
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 700, 600)
     monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "1")
@@ -440,6 +455,7 @@ def test_pass_one_runs_while_the_other_walker_scores_and_its_error_ends_the_walk
     it is raised, never leaving a walker waiting for it (the next evaluation runs normally)."""
     import threading
 
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")  # two walkers on each side in turn
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 700, 600)
     monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "1")
@@ -617,16 +633,22 @@ def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatc
     model.eval()
 
 
+@pytest.mark.parametrize("sides", ["0", "1"])
 @pytest.mark.parametrize("kw", [{}, {"filtered": False}, {"restrict_entities": range(0, 90, 2)}, {"tie_tolerance": 0.5},
                                 {"nan_policy": "worst"}, {"check_consistency": True}])
-def test_row_walkers_give_the_same_ranks(kw, monkeypatch):
+def test_row_walkers_give_the_same_ranks(kw, sides, monkeypatch):
     """Whole-row batches split over two or three walkers (each scores and counts its query rows)
-    give the rank tables of one walker, the torch path and fresh score blocks."""
+    give the rank tables of one walker, the torch path and fresh score blocks (``sides``: the sides one
+    after the other or at once, the walkers split between them)."""
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("complex", 90, 5, 11, 900, 500)
-    tables, used = _tables_by_walker_count(monkeypatch, model, test, train, **kw)
+    tables, used = _tables_by_walker_count(monkeypatch, model, test, train, sides, **kw)
     for n in ("1", "2", "3"):  # parts of at least _MIN_WALKER_ROWS query rows: a small batch gets fewer walkers
-        assert (used[n] and max(used[n]) == int(n) and min(used[n]) >= 2) if n != "1" else not used[n]
+        if n == "1":
+            assert not used[n]
+        else:
+            assert used[n] and max(used[n]) == max(_expected_walkers(n, sides))
+            assert min(used[n]) >= (2 if sides == "0" else 1)
     monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
     tables["torch"] = evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False, **kw).rank_table
     for n in ("2", "3", "torch"):

@@ -37,14 +37,26 @@ class RunContext:
     chunk_used: int | None = None
     #: query rows re-ranked because a pass-1 true score differed from the in-batch one (see full.py)
     chunk_redone_queries: int = 0
-    #: pass 1 predicts true scores from the product's rounding (:mod:`.predicted`); off after a batch of misses
-    predict_true: bool = True
+    #: ``[predict_true]`` (see the property), one list shared by the side contexts of sides ranked at once
+    prediction: list = field(default_factory=lambda: [True])
     #: sampled ranking scored through ``score_*_candidates`` (the last side's)
     used_candidates_method: bool = False
     #: this rank's share of a distributed evaluation (:class:`.distributed.Plan`); None = one process
     dist: object | None = None
     #: ``distributed="entities"``: ``(lo, hi, row width, row dtype)`` of this rank's entity shard
     shard: tuple | None = None
+    #: both sides ranked at once (:mod:`.side_threads`): their open walks, which a finished side helps
+    share: object | None = None
+
+    @property
+    def predict_true(self) -> bool:
+        """Pass 1 predicts true scores from the product's rounding (:mod:`.predicted`); turned off for the
+        rest of the evaluation (both sides) after a batch of misses."""
+        return self.prediction[0]
+
+    @predict_true.setter
+    def predict_true(self, value: bool) -> None:
+        self.prediction[0] = bool(value)
 
     def note_chunk(self, width: int) -> None:
         self.chunk_used = width if self.chunk_used is None else max(self.chunk_used, width)

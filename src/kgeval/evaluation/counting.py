@@ -166,10 +166,15 @@ def score_tolerance(scale: float, dtype: torch.dtype = torch.float32) -> tuple[f
 class ConsistencyCheck:
     """Re-scores a few tasks alone and counts those whose in-batch score differs."""
 
-    def __init__(self):
+    def __init__(self, side_order=()):
         self.checked = 0
         self.mismatches = 0
         self.first_mismatch = ""
+        self._lock = threading.Lock()  # both sides may check at once (.side_threads)
+        # first_mismatch is the first of the earliest side in ``side_order`` (the evaluation's sides), as
+        # when the sides are ranked one after the other
+        self._rank = {side: i for i, side in enumerate(side_order)}
+        self._first_at: int | None = None
 
     def check(self, side_scorer, rows_triples: np.ndarray, true: torch.Tensor, picks, scale: float | None = None):
         # the absolute tolerance follows the score scale (``scale``: mean |score| of the checked
@@ -186,13 +191,17 @@ class ConsistencyCheck:
             h, r, t = (int(x) for x in rows_triples[j])
             alone = side_scorer.alone(h, r, t)
             inbatch = float(true[j])
-            self.checked += 1
             same = (math.isnan(alone) and math.isnan(inbatch)) or alone == inbatch or math.isclose(
                 alone, inbatch, rel_tol=rel_tol, abs_tol=abs_tol
             )
-            if not same:
+            with self._lock:
+                self.checked += 1
+                if same:
+                    continue
                 self.mismatches += 1
-                if self.mismatches == 1:
+                at = self._rank.get(side_scorer.side, len(self._rank))
+                if self._first_at is None or at < self._first_at:
+                    self._first_at = at
                     cause = ("scores overflow the float range (an infinite score ties with every other one of "
                              "its sign: the model's weights are too large)"
                              if math.isinf(alone) or math.isinf(inbatch) else

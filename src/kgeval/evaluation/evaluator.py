@@ -1,5 +1,5 @@
-"""The streaming, filtered link-prediction evaluator: one side after the other, the tasks of a
-side ranked in batches (:mod:`.full` against every candidate, :mod:`.sampled` against sampled
+"""The streaming, filtered link-prediction evaluator: one side after the other (on the CPU, two sides at
+once on a thread each, see :mod:`.side_threads`), the tasks of a side ranked in batches (:mod:`.full` against every candidate, :mod:`.sampled` against sampled
 negatives), collected into a :class:`~kgeval.ranks.RankTable` and described by an
 :class:`~kgeval.protocol.EvaluationProtocol`.
 
@@ -15,21 +15,22 @@ and halves on out-of-memory errors, resuming at the failed batch (:mod:`.batchin
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
-from .._threads import bookkeeping_threads, torch_threads
+from .._threads import bookkeeping_threads, env_count, torch_threads
 from ..protocol import EvaluationProtocol, FilterSet, Sampling, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable
-from . import distributed, known_cache
+from . import distributed, known_cache, side_threads
 from .batching import default_memory_budget
 from .context import RunContext
-from .count_kernel import use_kernel
+from .count_kernel import kernel_ready, use_kernel
 from .counting import ConsistencyCheck, Counter
 from .filter_index import FilterIndex, answer_column, count_distinct_triples, query_keys
 from .full import rank_full
@@ -40,6 +41,7 @@ from .sampled import rank_sampled
 from .sampling import sample_negatives
 from .scorers import eval_mode
 from .scoring import SideScorer
+from .side_threads import WalkShare
 
 __all__ = ["EvaluationOutput", "evaluate_ranks", "run_evaluation"]
 
@@ -110,8 +112,7 @@ def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) ->
     tables, sampled, capped = [], {}, 0
     try:
         with torch.inference_mode(), torch_threads(bookkeeping_threads()):
-            for side in inp.side_codes:
-                table, negs, n_capped = _rank_side(ctx, inp, side, eval_idx, bar, qacc, later.get(side))
+            for side, (table, negs, n_capped) in zip(inp.side_codes, _rank_sides(ctx, inp, eval_idx, bar, qacc, later)):
                 tables.append(table)
                 capped += n_capped
                 if negs is not None:
@@ -156,11 +157,106 @@ def _context(inp: Inputs, opts: EvaluationOptions) -> RunContext:
         budget=opts.memory_budget if opts.memory_budget is not None else default_memory_budget(dev),
         counter=Counter(opts.tie_tolerance, fused=use_kernel(
             dev, int(np.count_nonzero(inp.keep)) * len(inp.side_codes) * int(inp.universe.shape[0]))),
-        consistency=ConsistencyCheck() if opts.check_consistency else None,
+        consistency=ConsistencyCheck(inp.side_codes) if opts.check_consistency else None,
         want_query_metrics=bool(opts.query_metrics_k) and opts.num_negatives is None,
         # the scorer calls keep the caller's thread count; the bookkeeping around them may use fewer
         score_threads=torch.get_num_threads(),
     )
+
+
+def _rank_sides(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, bar, qacc, later: dict) -> list:
+    """:func:`_rank_side` of each side, in side order: both at once on two threads where
+    :func:`_side_threads` allows (:mod:`.side_threads`), else one after the other."""
+    codes = inp.side_codes
+    threads = _side_threads(ctx, inp)
+    if threads is None:
+        return [_rank_side(ctx, inp, side, eval_idx, bar, qacc, later.get(side)) for side in codes]
+    share = WalkShare(len(codes))
+    # each side: half the memory budget (both sides' batches are alive at once) and its share of the walkers
+    ctxs = [replace(ctx, budget=ctx.budget // 2, score_threads=t, share=share) for t in threads]
+    bar, keep = _LockedBar(bar), bookkeeping_threads()
+
+    def run(i: int):
+        done = False
+        try:
+            out = _rank_side(ctxs[i], inp, codes[i], eval_idx, bar, qacc, later.get(codes[i]))
+            done = True
+            return out
+        except BaseException:
+            share.cancel()  # the other side stops at its next batch
+            raise
+        finally:
+            share.help(work=done)  # a finished side takes parts of the other side's walks
+
+    def second():  # inference mode and the thread count are per thread
+        with torch.inference_mode(), torch_threads(keep):
+            return run(1)
+
+    future = _side_pool().submit(second)
+    try:
+        try:
+            first = run(0)
+        except side_threads.Cancelled:  # the other side failed first: its error is the one raised
+            first = None
+    finally:
+        failed = future.exception()  # wait for the other side, whatever happened here
+    if failed is not None:
+        raise failed
+    if first is None:  # cancelled, yet the other side did not fail: never a partial result
+        raise RuntimeError("internal error: a side was cancelled without a failure")
+    ctx.chunk_used = max((c.chunk_used for c in ctxs if c.chunk_used is not None), default=None)
+    ctx.chunk_redone_queries += sum(c.chunk_redone_queries for c in ctxs)
+    return [first, future.result()]
+
+
+def _side_threads(ctx: RunContext, inp: Inputs) -> tuple[int, int] | None:
+    """Each side's walker count when both sides of this evaluation are ranked at once, else None:
+    a two-sided full ranking in one process on the CPU (no query metrics: they need whole rows in one
+    accumulator) with at least two walkers (:func:`.full._walkers`: ``KGEVAL_CHUNK_WORKERS`` or the
+    caller's thread count) whose scorer may score on several threads at once, split between the sides."""
+    opts = ctx.options
+    if (not side_threads.enabled() or ctx.dist is not None or ctx.device.type != "cpu" or len(inp.side_codes) != 2
+            or opts.num_negatives is not None or ctx.want_query_metrics):
+        return None
+    n = env_count("KGEVAL_CHUNK_WORKERS", minimum=1) or ctx.score_threads or 1
+    if n < 2 or getattr(inp.scorer, "concurrent_scoring", False) is not True:
+        return None
+    if not (ctx.counter.fused and kernel_ready()):
+        return None
+    probe = SideScorer(inp.scorer, inp.side_codes[0], num_entities=inp.num_entities, device=ctx.device,
+                       allowed=ctx.allowed, threads=1)
+    if not probe.accepts_out:  # walkers need reused score blocks (full._walkers)
+        return None
+    return -(-n // 2), n // 2
+
+
+class _LockedBar:
+    """A progress bar updated from both side threads (tqdm's counter is not atomic)."""
+
+    def __init__(self, bar):
+        self._bar, self._lock = bar, threading.Lock()
+
+    def update(self, n: int = 1) -> None:
+        with self._lock:
+            self._bar.update(n)
+
+    def __getattr__(self, name):
+        return getattr(self._bar, name)
+
+
+_SIDES = None  # (pid, thread pool) of the second side's thread (see _rank_sides)
+
+
+def _side_pool():
+    """The pool running the second side (made again in a forked child); one thread per core, so that
+    evaluations run at once from several threads never queue one's side behind another's."""
+    global _SIDES
+    from concurrent.futures import ThreadPoolExecutor
+
+    if _SIDES is None or _SIDES[0] != os.getpid():
+        _SIDES = (os.getpid(), ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
+                                                  thread_name_prefix="kgeval-side"))
+    return _SIDES[1]
 
 
 def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, bar, qacc, index_future=None):

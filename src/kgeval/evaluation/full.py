@@ -181,6 +181,8 @@ def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.nda
     res = SideResult()
 
     def step(a0: int, a1: int) -> None:  # a0, a1 are query boundaries (run_batches aligns them)
+        if ctx.share is not None:
+            ctx.share.check_cancelled()  # the other side failed: its error is raised, this side stops
         q0 = int(np.searchsorted(queries.task_end, a0, side="right"))
         q1 = int(np.searchsorted(queries.task_end, a1, side="right"))
         better, tied, ncand = _rank_batch(ctx, sc, queries, q0, q1, a0, a1, index, qacc, width, row_block)
@@ -394,7 +396,7 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
                           triples[t0:t1], [p - t0 for p in picks if t0 <= p < t1], tile, slot, t0,
                           None if prepared is None else prepared.rows(q0, q1))
 
-    if workers == 1:
+    if workers == 1 and ctx.share is None:
         return [group(g, 0) for g in range(ngroups)]
     out = [None] * ngroups
     order = iter(range(ngroups))  # shared: next() is atomic under the GIL, each group is taken by one walker
@@ -403,7 +405,7 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
         for g in order:
             out[g] = group(g, slot)
 
-    _walk_in_parallel(sc, walk, workers)
+    _walk_in_parallel(sc, walk, workers, ctx.share)
     return out
 
 
@@ -535,7 +537,7 @@ def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, tripl
     prepared = sc.prepared(ent, rel)
     true = chunk_true_scores(sc, ent, rel, task_q, col, width, prepared=prepared)
     better, tied, differ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
-                                         verify=True, prepared=prepared, workers=1)
+                                         verify=True, prepared=prepared, workers=1, shared=False)
     if differ is not None:
         raise nondeterministic(sc, differ.numel())
     return better, tied, true
@@ -570,7 +572,9 @@ def _walkers(ctx, sc, nparts: int, block: int) -> int:
     ``block`` scores) and once the kernel is loaded.
     ``KGEVAL_CHUNK_WORKERS``: a positive count overrides ``t`` (1 = off).
     """
-    n = env_count("KGEVAL_CHUNK_WORKERS", minimum=1) or ctx.score_threads or 1
+    # sides ranked at once (ctx.share): each side's share of the walkers, set by the evaluator
+    n = (ctx.score_threads if ctx.share is not None else env_count("KGEVAL_CHUNK_WORKERS", minimum=1)
+         or ctx.score_threads or 1)
     if n < 2 or nparts < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > CPU_BLOCK:
         return 1
     if getattr(sc.scorer, "concurrent_scoring", False) is not True:
@@ -580,17 +584,21 @@ def _walkers(ctx, sc, nparts: int, block: int) -> int:
     return min(n, nparts)
 
 
-def _walk_in_parallel(sc, walk, workers: int) -> list:
+def _walk_in_parallel(sc, walk, workers: int, share=None) -> list:
     """``[walk(slot) for slot in range(workers)]``, slot 0 on the calling thread, the
-    others on a thread pool; the scorer's calls run on one torch thread each meanwhile."""
+    others on a thread pool; the scorer's calls run on one torch thread each meanwhile.
+    ``share`` (:class:`.side_threads.WalkShare`, sides ranked at once): the walk is open to the
+    other side's thread once that has finished its own side (its results follow, slots from
+    ``workers``)."""
     global _WORKERS
     from concurrent.futures import ThreadPoolExecutor
 
-    # a new pool in a forked child: the parent's threads do not exist there (submit would wait forever)
-    if _WORKERS is None or _WORKERS[0] != os.getpid() or _WORKERS[1] < workers - 1:
-        _WORKERS = (os.getpid(), workers - 1,
-                    ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="kgeval-chunks"))
-    pool = _WORKERS[2]
+    # a new pool in a forked child: the parent's threads do not exist there (submit would wait forever);
+    # at least one thread per core: side threads (.side_threads) submit walkers at once
+    size = max(workers - 1, os.cpu_count() or 1)
+    if workers > 1 and (_WORKERS is None or _WORKERS[0] != os.getpid() or _WORKERS[1] < size):
+        _WORKERS = (os.getpid(), size, ThreadPoolExecutor(max_workers=size, thread_name_prefix="kgeval-chunks"))
+    pool = _WORKERS[2] if workers > 1 else None
     threads = sc.threads
     sc.threads = 1  # scorer calls must not change the process-wide thread count under each other
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
@@ -603,7 +611,7 @@ def _walk_in_parallel(sc, walk, workers: int) -> list:
         with torch_threads(1):
             futures = [pool.submit(walker, slot) for slot in range(1, workers)]
             try:
-                parts = [walk(0)]
+                parts = [walk(0)] if share is None else share.walk(walk, workers)
             finally:  # never leave a walker running past this batch (an error is raised after all end)
                 done = [f.exception() for f in futures]
             for f, err in zip(futures, done):
@@ -616,7 +624,7 @@ def _walk_in_parallel(sc, walk, workers: int) -> list:
 
 
 def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true, *, verify: bool,
-                 prepared=None, workers: int | None = None, row_block: int | None = None):
+                 prepared=None, workers: int | None = None, row_block: int | None = None, shared: bool = True):
     """Pass 2 over the ``sc.num_columns`` columns: ``(better, tied, tasks whose in-batch true score
     differs from ``true`` or None)``; tasks with ``col < 0`` (answer on another entity shard) are not verified.
     ``true``: the pass-1 true scores, or a function computing them (called once, on the calling
@@ -626,7 +634,9 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     ``row_block``: score the batch's query rows in about equal blocks of at most this many (None: all
     at once). The walk's parts are then (row block, column chunk) pairs: a batch of several row
     blocks pays one walk -- one setup, one wait for the slowest walker -- where batches of one block
-    each paid one per block (see :func:`plan_full`)."""
+    each paid one per block (see :func:`plan_full`);
+    ``shared``: with sides ranked at once (``ctx.share``), the other side's thread may help once it
+    is done (False: every chunk on the walkers given, as the exact re-rank needs)."""
     dev, nt, ncols, nq = ctx.device, task_q.shape[0], sc.num_columns, ent.shape[0]
     bounds = list(range(0, ncols, width)) + [ncols]
     nchunks = len(bounds) - 1
@@ -722,10 +732,10 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
             tied += t.to(dev)
         return better, tied
 
-    if workers == 1:
+    if workers == 1 and (ctx.share is None or not shared):
         better, tied = walk(0)
     else:
-        parts = _walk_in_parallel(sc, walk, workers)
+        parts = _walk_in_parallel(sc, walk, workers, ctx.share if shared else None)
         better, tied = sum(p[0] for p in parts), sum(p[1] for p in parts)
     if not verify:
         return better, tied, None

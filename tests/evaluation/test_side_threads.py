@@ -1,0 +1,182 @@
+"""Both sides ranked at once, one thread each (:mod:`kgeval.evaluation.side_threads`): the same rank
+tables, protocol and consistency counts as one side after the other; a finished side helps the other;
+an error on either side is the one raised; each side keeps to half the memory budget."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval.errors import InvalidInputError
+from kgeval.evaluation import count_kernel, evaluate_ranks, evaluator, full, side_threads
+from kgeval.models import get_model
+
+
+@pytest.fixture(autouse=True)
+def _two_walkers(monkeypatch):
+    """Two walkers (one per side when the sides run at once) and the compiled kernel, on any machine."""
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    if not count_kernel.kernel_ready():
+        count_kernel._load()
+    if not count_kernel.kernel_ready():
+        pytest.skip("needs the compiled kernel (numba)")
+
+
+def _spy_side_threads(monkeypatch) -> list:
+    """What :func:`evaluator._side_threads` decided for each evaluation (None: one side after the other)."""
+    seen = []
+    real = evaluator._side_threads
+    monkeypatch.setattr(evaluator, "_side_threads", lambda ctx, inp: seen.append(real(ctx, inp)) or seen[-1])
+    return seen
+
+
+def _tables(a, b):
+    for name in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+def _model_and_triples(seed=3, ne=300, nr=6, n=900, ntrain=600):
+    model = get_model("distmult", ne, nr, dim=8, seed=seed).eval()
+    with torch.no_grad():  # few distinct values: many ties
+        model.entity.weight.copy_(torch.round(model.entity.weight * 4) / 4)
+    allt = np.random.default_rng(seed + 1).integers(0, [ne, nr, ne], size=(n, 3))
+    return model, allt[:ntrain], allt[ntrain:]
+
+
+@pytest.mark.parametrize("kw", [{}, {"filtered": False}, {"restrict_entities": range(0, 300, 3)},
+                                {"entity_chunk_size": 23, "batch_size": 37}, {"tie_tolerance": 0.25},
+                                {"sides": ("tail", "head")}])
+def test_sides_at_once_give_the_tables_protocol_and_checks_of_one_after_the_other(kw, monkeypatch):
+    model, train, test = _model_and_triples()
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, check_consistency=True, **kw)
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "1")
+    seen = _spy_side_threads(monkeypatch)
+    got = evaluate_ranks(model, test, filter_triples=[train], progress=False, check_consistency=True, **kw)
+    assert seen == [(1, 1)]  # ranked at once, one walker each
+    _tables(got.rank_table, ref.rank_table)
+    assert got.protocol.entity_chunk_size == ref.protocol.entity_chunk_size
+    assert got.protocol.consistency_checked == ref.protocol.consistency_checked > 0
+
+
+def test_off_where_it_cannot_help_or_is_turned_off(monkeypatch):
+    """One side, one walker, query metrics, sampled negatives or KGEVAL_PARALLEL_SIDES=0: one after the other."""
+    model, train, test = _model_and_triples()
+    seen = _spy_side_threads(monkeypatch)
+    cases = [dict(sides=("head",)), dict(query_metrics_k=(1,)), dict(num_negatives=20, seed=1)]
+    for kw in cases:
+        evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw)
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "1")
+    evaluate_ranks(model, test, filter_triples=[train], progress=False)
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
+    evaluate_ranks(model, test, filter_triples=[train], progress=False)
+    assert seen == [None] * 5
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "yes")
+    with pytest.raises(InvalidInputError, match="KGEVAL_PARALLEL_SIDES must be 0 or 1, got 'yes'"):
+        evaluate_ranks(model, test, filter_triples=[train], progress=False)
+
+
+def test_a_finished_side_helps_the_other_with_the_same_tables(monkeypatch):
+    """Every test triple shares one (head, relation): the tail side has one query row and ends at once,
+    the head side has hundreds; the tail side's thread then takes chunks of the head side's walks
+    (a helper slot, 1) and the counts it adds give the tables of one side after the other."""
+    model, train, _ = _model_and_triples()
+    rng = np.random.default_rng(9)
+    test = np.stack([np.zeros(400, dtype=np.int64), np.zeros(400, dtype=np.int64), rng.integers(0, 300, 400)], 1)
+    kw = dict(entity_chunk_size=20, batch_size=60)
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "1")
+    taken, real_chunk = [], full.SideScorer.chunk
+
+    def chunk(self, ent, rel, c0, c1, slot=0, prepared=None):
+        taken.append((self.side, slot, threading.get_ident()))
+        time.sleep(0.0005)  # long enough that the head side still has chunks left when the tail side ends
+        return real_chunk(self, ent, rel, c0, c1, slot=slot, prepared=prepared)
+
+    monkeypatch.setattr(full.SideScorer, "chunk", chunk)
+    got = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+    _tables(got, ref)
+    sides = {s for s, _, _ in taken}
+    big = max(sides, key=lambda s: sum(1 for x in taken if x[0] == s))
+    helped = [x for x in taken if x[0] == big and x[1] >= 1]
+    assert helped, "the finished side's thread never helped"
+    small_threads = {t for s, _, t in taken if s != big}
+    assert {t for _, _, t in helped} <= small_threads  # the helper is the other side's thread
+
+
+@pytest.mark.parametrize("failing", ["head", "tail"])
+def test_an_error_on_either_side_is_the_one_raised_and_the_next_evaluation_runs(failing, monkeypatch):
+    """Scoring fails on one side only, in the middle of its walks: that error reaches the caller (never
+    the other side's cancellation), whichever thread ranks it; nothing is left running (the next
+    evaluation is exact)."""
+    from kgeval.ranks import SIDE_NAMES
+
+    model, train, test = _model_and_triples()
+    kw = dict(entity_chunk_size=30, batch_size=50)
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+    calls, real_chunk = {"n": 0}, full.SideScorer.chunk
+
+    def chunk(self, ent, rel, c0, c1, slot=0, prepared=None):
+        if SIDE_NAMES[self.side] == failing:
+            calls["n"] += 1
+            if calls["n"] > 25:
+                raise RuntimeError(f"{failing} scoring broke")
+        return real_chunk(self, ent, rel, c0, c1, slot=slot, prepared=prepared)
+
+    monkeypatch.setattr(full.SideScorer, "chunk", chunk)
+    seen = _spy_side_threads(monkeypatch)
+    with pytest.raises(RuntimeError, match=f"{failing} scoring broke"):
+        evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw)
+    assert seen == [(1, 1)]
+    monkeypatch.setattr(full.SideScorer, "chunk", real_chunk)
+    again = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+    _tables(again, ref)
+
+
+def test_each_side_plans_with_half_the_memory_budget(monkeypatch):
+    model, train, test = _model_and_triples()
+    budgets = []
+    real = full.plan_full
+    monkeypatch.setattr(full, "plan_full", lambda ctx, *a, **k: budgets.append(ctx.budget) or real(ctx, *a, **k))
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
+    evaluate_ranks(model, test, filter_triples=[train], progress=False, memory_budget=1 << 24)
+    assert budgets == [1 << 24] * 2
+    budgets.clear()
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "1")
+    evaluate_ranks(model, test, filter_triples=[train], progress=False, memory_budget=1 << 24)
+    assert budgets == [1 << 23] * 2
+
+
+def test_a_helpers_error_is_raised_by_the_walks_owner():
+    share = side_threads.WalkShare(2)
+    started = threading.Event()
+    out = {}
+
+    def walk(slot):
+        if slot == 0:
+            started.set()
+            time.sleep(0.2)  # open long enough for the helper to join
+            return "own"
+        raise ValueError("helper failed")
+
+    def owner():
+        try:
+            out["got"] = share.walk(walk)
+        except ValueError as exc:
+            out["err"] = str(exc)
+        finally:
+            share.help(work=False)
+
+    t = threading.Thread(target=owner)
+    t.start()
+    started.wait(5)
+    share.help()  # this thread's side is done: it joins the open walk, fails, and returns once the owner is done
+    t.join(5)
+    assert not t.is_alive() and out == {"err": "helper failed"}
