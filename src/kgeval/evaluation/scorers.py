@@ -35,6 +35,7 @@ views, slices, cached buffers) it works on a copy.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -64,11 +65,24 @@ def accepts_entities(method) -> bool:
 
 def accepts_keyword(method, keyword: str) -> bool:
     """Whether a scoring method takes the keyword ``keyword`` (e.g. ``out=``, a reusable score block)."""
+    func = getattr(method, "__func__", None)  # a bound method: its function's parameters, looked up once
+    if func is not None and getattr(method, "__self__", None) is not None and inspect.isfunction(func):
+        return keyword in _parameters(func)
+    return keyword in _signature_parameters(method)
+
+
+def _signature_parameters(method) -> frozenset:
     try:
-        params = inspect.signature(method).parameters
+        return frozenset(inspect.signature(method).parameters)
     except (TypeError, ValueError):
-        return False
-    return keyword in params
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=256)
+def _parameters(func) -> frozenset:
+    """The parameter names of a plain function (cached: ``inspect.signature`` took ~0.1 ms per call,
+    four calls per evaluation, ~0.5% of a 10^4-entity evaluation)."""
+    return _signature_parameters(func)
 
 
 def _entity_ids(entities, num_entities: int, device) -> torch.Tensor:

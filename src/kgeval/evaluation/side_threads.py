@@ -2,9 +2,13 @@
 
 A two-sided full ranking on the CPU spends a few milliseconds per side on serial work (query
 grouping, known answers, pass-1 true scores, the rank table) during which only one core works.
-At 10^4 entities (dim 64, 5,000 test triples, 2 cores) that was ~7 ms of a ~74 ms evaluation whose
+At 10^4 entities (dim 64, 5,000 test triples, 2 cores) that was ~7 ms of a ~78 ms evaluation whose
 products take ~60 ms. Ranked at once, each side on its own thread with half the cores' walkers
-(:func:`.full._walkers`), one side's serial work runs while the other's walker computes.
+(:func:`.full._walkers`), one side's serial work runs while the other's walker computes: 78.3 -> 74.3 ms
+(median of 6 alternated processes x 25 evaluations), 10^5 entities 1.08 -> 1.06x the floor, FB15k-237 /
+WN18RR DistMult-200 0.72 / 0.47 -> 0.70 / 0.45 s. What is left at 10^4 is CPU time, not idle cores: the
+evaluation takes ~143-148 ms of CPU per ~74 ms (one thread: ~140 ms, of which products 120, counting 7
+and ~13 of serial bookkeeping), so scheduling alone cannot bring it nearer the floor.
 
 The sides rarely cost the same (their numbers of distinct queries differ), so a side thread that
 has finished its own side does not idle: it *helps*, taking parts of the other side's open walks
