@@ -203,7 +203,7 @@ def make_case(seed, large=False, low=False):
     if rng.random() < 0.2:
         o["memory_budget"] = int(rng.choice([1, 7, 64, 200, 4096, 50_000]))
     if low:
-        o.update(filtered=True, nan_policy="worst", query_metrics_k=(1, 2, 3, 5), batch_size=None,
+        o.update(filtered=True, nan_policy="worst", query_metrics_k=(1, 2, 3, 5), tie_tolerance=0.0, batch_size=None,
                  entity_chunk_size=None, num_negatives=None, memory_budget=None)
         o = {k: v for k, v in o.items() if v is not None}
     form = int(rng.integers(0, 3))
@@ -218,17 +218,23 @@ def make_case(seed, large=False, low=False):
 
 def check_case(seed, large=False, low=False):
     scorer, S, E, test, sets, test_in, filters, o = make_case(seed, large, low)
+    # query metrics have no top k under a tolerance (intransitive ties): refused by name
+    refused = bool(o.get("query_metrics_k")) and o.get("num_negatives") is None and o["tie_tolerance"] > 0
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = evaluate_ranks(scorer, test_in, filter_triples=filters, **o)
     except (InvalidInputError, UnknownNameError) as exc:
+        if refused:
+            assert "query_metrics_k cannot be combined with tie_tolerance" in str(exc), (seed, o, exc)
+            return
         rows, counts, _ = reference(S, E, test, sets, o)
         if "excludes every evaluation triple" in str(exc):
             assert counts["num_evaluated_triples"] == 0, (seed, o)
         else:  # NaN anywhere in a scored row may raise; a raise without NaN may not
             assert "NaN scores" in str(exc) and o["nan_policy"] == "raise" and np.isnan(S).any(), (seed, o, exc)
         return
+    assert not refused, (seed, o, "query metrics with a tie tolerance were not refused")
     tab = out.rank_table
     negatives = None
     if o.get("num_negatives") is not None:

@@ -107,6 +107,8 @@ def _reference(table, test, known, opts, E, negatives=None):
 def _known_reason(exc, E, R, test, table, opts) -> bool:
     """Whether an InvalidInputError/UnknownNameError is the documented answer to these inputs."""
     msg = str(exc)
+    if "query_metrics_k cannot be combined with tie_tolerance" in msg:
+        return bool(opts["query_metrics_k"]) and opts["num_negatives"] is None and opts["tie_tolerance"] > 0
     if isinstance(exc, UnknownNameError) or any(k in msg for k in ("batch_size", "tie_tolerance", "nan_policy",
                                                                     "num_negatives", "sides is empty")):
         return True

@@ -140,3 +140,29 @@ def test_query_metrics_with_sampled_negatives_warn_that_they_are_not_computed():
         out = evaluate_ranks(scorer, tri, num_negatives=2, query_metrics_k=(3, 1), progress=False)
     assert out.extra == {} and out.protocol.query_metrics_k == ()
     assert "head.precision_at_1" in evaluate_ranks(scorer, tri, query_metrics_k=(1,), progress=False).extra
+
+
+def test_query_metrics_refuse_a_tie_tolerance():
+    """The ranks count a candidate within ``tie_tolerance`` of the answer as tied; query precision /
+    recall compared scores exactly: one answer at 1.0 and a candidate at 1.2 with tolerance 0.5 gave
+    an expected hits@1 of 0.5 in the rank table but recall@1 = 0.0. A tolerance has no consistent
+    top-k set (see :mod:`kgeval.evaluation.query_metrics`), so the combination is a named error."""
+    from kgeval.errors import InvalidInputError
+    from kgeval.evaluation import EvaluationOptions
+
+    table = torch.tensor([[[0.0, 1.0, 1.2]]])  # query (0, 0, ?): answer 1 at 1.0, entity 2 at 1.2
+    scorer = FunctionScorer(lambda h, r, t: table[h, r, t], 3, num_relations=1)
+    tri = np.array([[0, 0, 1]])
+    with pytest.raises(InvalidInputError, match="query_metrics_k cannot be combined with tie_tolerance=0.5"):
+        evaluate_ranks(scorer, tri, sides="tail", tie_tolerance=0.5, query_metrics_k=(1,), progress=False)
+    with pytest.raises(InvalidInputError, match="tie_tolerance"):
+        EvaluationOptions(query_metrics_k=3, tie_tolerance=1e-6)
+    # exact ties: recall@1 is the rank table's expected hits@1 (one answer per query)
+    out = evaluate_ranks(scorer, tri, sides="tail", query_metrics_k=(1,), progress=False)
+    assert out.extra["tail.recall_at_1"] == 0.0 and out.rank_table.optimistic.tolist() == [2]
+    tied = evaluate_ranks(scorer, tri, sides="tail", tie_tolerance=0.5, progress=False).rank_table
+    assert (tied.optimistic.tolist(), tied.pessimistic.tolist()) == ([1], [2])
+    # sampled ranking computes no query metrics (a warning says so): the tolerance stays allowed there
+    with pytest.warns(UserWarning, match="ignored with num_negatives"):
+        evaluate_ranks(scorer, tri, sides="tail", tie_tolerance=0.5, query_metrics_k=(1,), num_negatives=1,
+                       progress=False)

@@ -131,7 +131,9 @@ class EvaluationOptions:
     entity_chunk_size: int | None = None
     #: ``k`` values of query-level precision@k / recall@k (full ranking only), e.g. ``(1, 3, 10)``;
     #: reported as ``{side}.precision_at_{k}``, ``{side}.recall_at_{k}`` and the null-model values
-    #: ``{side}.random_precision_at_{k}``, ``{side}.random_recall_at_{k}``. Needs whole score rows.
+    #: ``{side}.random_precision_at_{k}``, ``{side}.random_recall_at_{k}``. Needs whole score rows and
+    #: ``tie_tolerance=0`` (a tolerance makes "tied" intransitive: no top-k set realises the ranks, see
+    #: :mod:`.query_metrics`).
     query_metrics_k: tuple[int, ...] = ()
     #: Weight each task by ``1 / #evaluation tasks sharing its query`` (PyKEEN's macro evaluator).
     macro: bool = False
@@ -188,6 +190,13 @@ class EvaluationOptions:
         set_("distributed", check_mode(self.distributed))
         if self.distributed is not None and ks and self.num_negatives is None:
             raise InvalidInputError("query_metrics_k is not supported with distributed=; drop one of them")
+        if ks and self.num_negatives is None and self.tie_tolerance > 0:
+            raise InvalidInputError(
+                f"query_metrics_k cannot be combined with tie_tolerance={self.tie_tolerance!r}: with a tolerance "
+                "'tied' is not transitive, so no ordering of a query's candidates gives every answer its tolerant "
+                "rank and the top k is undefined (summing each answer's P(rank <= k) can exceed k, a precision "
+                "above 1). Evaluate query metrics with tie_tolerance=0 in a separate run"
+            )
         if self.device is not None:
             set_("device", _device_str(self.device))
         if self.entity_chunk_size is not None and ks and self.num_negatives is None:

@@ -14,6 +14,16 @@ equal to ``v`` and ``rel_gt`` / ``rel_eq`` the same counts among relevant candid
 random, so (hypergeometric mean) ``E[hits@k] = rel_gt + (k - n_gt) * rel_eq / n_eq``. When
 ``k >= N`` every candidate is in the top k and ``hits@k = m``.
 
+Ties are exact score equality: ``query_metrics_k`` is refused with ``tie_tolerance > 0``
+(:class:`~kgeval.errors.InvalidInputError` from :class:`.EvaluationOptions`). The ranks count a
+candidate within the tolerance of an answer's score as tied with it, but "within tolerance" is not
+transitive, so no ordering of the candidates gives every answer its tolerant rank and the top ``k``
+is undefined. Summing each answer's ``P(rank <= k)`` instead can exceed ``k``: scores
+``(2.5, 2.5, 2.5, 2, 1.5, 1, 1)`` all relevant, tolerance 1, ``k = 5`` give ``E[hits@5] = 5.43``,
+a precision of 1.09; exact comparisons, as before, would silently disagree with the rank table
+(one answer at 1.0 and one other candidate at 1.2, tolerance 0.5: expected hits@1 0.5 in the rank
+table, recall@1 0.0).
+
 Null model (uniformly random ranking of the ``N`` candidates): ``E[hits@k] = min(k, N) * m / N``,
 so ``E[P@k] = min(k, N) * m / (N * k)`` and ``E[R@k] = min(k, N) / N``.
 
