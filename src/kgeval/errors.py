@@ -18,6 +18,10 @@ class InvalidInputError(KGEvalError, ValueError):
     """Input data (ranks, scores, triples, weights, files) is malformed."""
 
 
+class NaNScoresError(InvalidInputError):
+    """The scorer returned NaN for a true answer or a candidate under ``nan_policy="raise"``."""
+
+
 class UnknownNameError(KGEvalError, KeyError):
     """A metric, dataset, model or option name is not known."""
 

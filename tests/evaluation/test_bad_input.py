@@ -254,3 +254,47 @@ def test_a_single_id_restricts_to_it():
     one, listed = run(restrict_relations=1), run(restrict_relations=[1])
     assert np.array_equal(one.rank_table.triple_index, listed.rank_table.triple_index)
     assert set(GOOD[one.rank_table.triple_index, 1].tolist()) == {1}
+
+
+class _RowsOnly:
+    """A scorer without ``score_*_candidates``: sampled ranking scores whole rows and gathers."""
+
+    def __init__(self, table):
+        self.table, self.num_entities, self.num_relations = table, table.shape[0], table.shape[1]
+
+    def score_tails(self, h, r):
+        return self.table[h, r]
+
+    def score_heads(self, r, t):
+        return self.table[:, r, t].T.contiguous()
+
+
+@pytest.mark.parametrize("mode", ["torch", "numba"])
+def test_nan_at_a_filtered_answer_is_no_candidate_in_any_protocol(mode, monkeypatch):
+    """One NaN rule for full and sampled ranking: the true score and the candidates decide a rank, a
+    filtered known answer is none of them. Before, full ranking raised for the NaN of the train triple
+    (0, 0, 3) ('NaN scores for triple 0 of the batch (0, 0, 1)') while sampled ranking, which never
+    scores a known answer, ranked it (optimistic 2 of 3 candidates)."""
+    from kgeval.errors import NaNScoresError
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
+    n = 8
+    table = (torch.arange(n * n, dtype=torch.float32).reshape(n, 1, n) * 7) % 5
+    train, test = np.array([[0, 0, 3], [0, 0, 5], [6, 0, 2]]), np.array([[0, 0, 1], [0, 0, 4], [2, 0, 6]])
+    nan = table.clone()
+    nan[0, 0, 3] = float("nan")  # a train triple: a filtered answer of query (0, 0, ?), and of (?, 0, 3)
+    for kw in ({}, {"entity_chunk_size": 3}, {"batch_size": 1}, {"query_metrics_k": (1, 2)},
+               {"num_negatives": 3, "seed": 1}, {"num_negatives": n}):
+        for make in (lambda t: FunctionScorer(lambda h, r, e: t[h, r, e], n, num_relations=1), _RowsOnly):
+            got = run(test, make(nan), filter_triples=train, **kw)
+            want = run(test, make(table), filter_triples=train, **kw)  # any value there gives these ranks
+            for col in ("side", "triple_index", "optimistic", "pessimistic", "num_candidates"):
+                assert np.array_equal(getattr(got.rank_table, col), getattr(want.rank_table, col)), (kw, col)
+            assert got.extra == want.extra, kw
+    # where it is a candidate (unfiltered), or the true answer, the NaN raises in every protocol
+    for kw in ({}, {"entity_chunk_size": 3}, {"num_negatives": n}):
+        for make in (lambda t: FunctionScorer(lambda h, r, e: t[h, r, e], n, num_relations=1), _RowsOnly):
+            with pytest.raises(NaNScoresError, match=r"NaN scores for triple \d of the batch"):
+                run(test, make(nan), filter_triples=train, filtered=False, **kw)
+            with pytest.raises(NaNScoresError, match=r"\(0, 0, 3\), tail prediction"):
+                run(np.array([[0, 0, 3]]), make(nan), filter_triples=train, sides="tail", **kw)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .._validation import as_whole_numbers
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, NaNScoresError
 from ..protocol import EvaluationProtocol, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable, Side
 from ..triples import as_triples, check_ids
@@ -163,7 +163,7 @@ def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, 
         nan = torch.isnan(scores)
         if nan_policy == "raise" and bool(nan.any()):
             i = int(nan.any(dim=1).nonzero()[0, 0]) + lo
-            raise InvalidInputError(f"the scorer returned NaN for a candidate of {side.label} task {i} "
+            raise NaNScoresError(f"the scorer returned NaN for a candidate of {side.label} task {i} "
                                     "(nan_policy='worst' ranks NaN last)")
         s, neg = scores[:, :1], scores[:, 1:]
         # comparisons with NaN are False: NaN negatives never beat or tie; thresholds in float64 as in

@@ -7,6 +7,13 @@ With ``s`` the true score of a task and ``tol`` the tie tolerance:
 
 NaN scores compare neither greater nor equal, so they count in neither; filtered candidates are
 set to NaN before counting (in a score tensor the evaluator owns).
+
+The NaN rule (one for full, chunked, sampled, given-candidates and distributed ranking): the
+scores that decide a rank are the true answer's and its candidates'. ``nan_policy="raise"`` raises
+:class:`~kgeval.errors.NaNScoresError` when one of them is NaN; ``"worst"`` ranks a NaN true score
+last and lets a NaN candidate lose to every non-NaN true score. A filtered known answer is no
+candidate: a NaN there is ignored by both policies, as a sampled ranking never scores it (and as an
+entity it never drew as a negative). Its own task, where it is the true answer, sees it.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import threading
 import numpy as np
 import torch
 
-from ..errors import InvalidInputError
+from ..errors import NaNScoresError
 from ..ranks import SIDE_NAMES
 
 __all__ = ["Counter", "count", "apply_nan_policy", "check_nan", "ConsistencyCheck"]
@@ -138,22 +145,34 @@ def apply_nan_policy(better, tied, true, ncand, policy: str):
     return better, tied
 
 
-def check_nan(policy: str, side: int, scores, true, rows_triples: np.ndarray, task_q, task0: int = 0) -> None:
-    """Policy ``"raise"``: raise on NaN scores, naming the first offending triple and side (``task0``:
-    the batch index of the first task here, when these are a part of the batch's tasks)."""
+def check_nan(policy: str, side: int, scores, true, rows_triples: np.ndarray, task_q, task0: int = 0,
+              known=None) -> None:
+    """Policy ``"raise"``: raise :class:`~kgeval.errors.NaNScoresError` when a task's true score or a
+    score of its query row is NaN, naming the first offending triple and side (``task0``: the batch
+    index of the first task here, when these are a part of the batch's tasks). ``known``: the
+    ``(row, column)`` pairs of ``scores`` holding filtered known answers, which are no candidates: a NaN
+    there is ignored (see the module docstring)."""
     if policy != "raise":
         return
     suspicious = torch.isnan(scores.sum(1))  # a NaN anywhere makes the row sum NaN (or inf - inf)
     if not bool(suspicious.any()) and not bool(torch.isnan(true).any()):
         return
-    bad_tasks = torch.isnan(scores).any(1)[task_q] | torch.isnan(true)
+    nan = torch.isnan(scores)
+    if known is not None and known[0].numel():
+        nan[known[0], known[1]] = False  # a new tensor: the scores are not written
+    bad_tasks = nan.any(1)[task_q] | torch.isnan(true)
     if bool(bad_tasks.any()):
         j = int(bad_tasks.nonzero()[0])
-        h, r, t = (int(x) for x in rows_triples[j])
-        raise InvalidInputError(
-            f"NaN scores for triple {task0 + j} of the batch ({h}, {r}, {t}), {SIDE_NAMES[side]} prediction; "
-            "pass nan_policy='worst' to rank NaN scores last"
-        )
+        raise nan_error(side, task0 + j, rows_triples[j])
+
+
+def nan_error(side: int, task: int, triple) -> NaNScoresError:
+    """The error of ``nan_policy="raise"`` for the batch's task ``task`` (its triple ``triple``)."""
+    h, r, t = (int(x) for x in triple)
+    return NaNScoresError(
+        f"NaN scores for triple {task} of the batch ({h}, {r}, {t}), {SIDE_NAMES[side]} prediction; "
+        "pass nan_policy='worst' to rank NaN scores last"
+    )
 
 
 def score_tolerance(scale: float, dtype: torch.dtype = torch.float32) -> tuple[float, float]:

@@ -229,7 +229,7 @@ def _rank_rows(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, qacc
     scores = sc.rows(ent, rel)
     true = scores[task_q, col]
     abs_sum = sum(_abs_sum(scores[task_q[p]]) for p in picks)
-    check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q)
+    check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q, known=known)
     masked = None
     if known is not None:
         rows, fcol = known
@@ -424,9 +424,9 @@ def count_block(ctx, sc, scores, true, task_q, first, rest, known, triples, task
     if fused is not None:
         better, tied, nan_rows = fused
         if nan_rows or bool(torch.isnan(true).any()):
-            check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q, task0)
+            check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q, task0, known)
         return better, tied  # on the CPU, like the scores (fused_counts declines any other device)
-    check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q, task0)
+    check_nan(ctx.options.nan_policy, sc.side, scores, true, triples, task_q, task0, known)
     if known is not None:
         scores = sc.writable(scores)  # never write into the scorer's memory
         scores[known[0], known[1]] = float("nan")
@@ -725,7 +725,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                 better[t0:t1] += b
                 tied[t0:t1] += t
             elif nan_rows or st["true_nan"]:
-                check_nan(ctx.options.nan_policy, sc.side, part, st["true"][t0:t1], triples[t0:t1], tq, t0)
+                check_nan(ctx.options.nan_policy, sc.side, part, st["true"][t0:t1], triples[t0:t1], tq, t0, known_k)
         if fused is not None:
             b, t = fused.result()
             better += b.to(dev)

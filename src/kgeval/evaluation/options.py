@@ -114,8 +114,10 @@ class EvaluationOptions:
     #: Scores within ``tie_tolerance`` of the true score count as ties: ``better = #{score > s + tol}``,
     #: ``tied = #{|score - s| <= tol}``. 0 = exact float comparison.
     tie_tolerance: float = 0.0
-    #: ``"raise"`` (an error naming the triple and side) or ``"worst"``: NaN candidates lose to every
-    #: non-NaN true score and a NaN true score gets the worst rank (``num_candidates``).
+    #: ``"raise"`` (:class:`~kgeval.errors.NaNScoresError` naming the triple and side) or ``"worst"``: NaN
+    #: candidates lose to every non-NaN true score and a NaN true score gets the worst rank
+    #: (``num_candidates``). Only the true score and the candidates count, in every protocol: a NaN at a
+    #: filtered known answer (no candidate; never scored by sampled ranking) is ignored.
     nan_policy: str = "raise"
     #: Re-score the first and last task of every batch alone and warn when the in-batch score differs
     #: (relative tolerance 1e-5, absolute max(1e-6, 1e-5 x the mean |score| of the checked rows)).
