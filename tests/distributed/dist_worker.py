@@ -106,6 +106,7 @@ def main(rank, world, port, out):
     report.update(empty_slice(rank))
     report.update(entities(rank, world, train, test))
     report.update(wide(rank, world))
+    report.update(nan_on_one_rank(rank, world, train, test))
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(report, f)
     dist.destroy_process_group()
@@ -227,6 +228,84 @@ class FailingShard(EntityShard):
         self._tick("scores")
         self._tick("oom")
         return super().score_tails_from(head_rows, relations, entities)
+
+
+class NaNColumnShard(EntityShard):
+    """Scores NaN for entity ``NAN_ENTITY`` as a candidate (rank 1's slice [15, 30) only): its entity row is
+    finite, so no query row and no other rank's scores hold a NaN."""
+
+    NAN_ENTITY = 20
+
+    def __init__(self, shard):
+        super().__init__(shard.local, entity_offset=shard.entity_range[0], num_entities=shard.num_entities)
+
+    def _nan(self, out, entities):
+        lo, hi = self.entity_range
+        ids = (torch.arange(lo, hi) if entities is None else
+               torch.arange(entities.start, entities.stop) if isinstance(entities, slice) else entities.cpu())
+        out = out.clone()
+        out[:, ids == self.NAN_ENTITY] = float("nan")
+        return out
+
+    def score_tails_from(self, head_rows, relations, entities=None):
+        return self._nan(super().score_tails_from(head_rows, relations, entities), entities)
+
+    def score_heads_from(self, relations, tail_rows, entities=None):
+        return self._nan(super().score_heads_from(relations, tail_rows, entities), entities)
+
+
+class NaNTripleScorer(DistMultScorer):
+    """DistMult with a NaN score for one triple only (the true score of the last test triple, which is
+    in rank 1's share of the tasks; a filtered answer, hence ignored, in any other task's row)."""
+
+    def __init__(self, entity, relation, triple):
+        super().__init__(entity, relation)
+        self.triple = tuple(int(x) for x in triple)
+
+    def score_tails(self, h, r, entities=None):
+        out = super().score_tails(h, r, entities).clone()
+        th, tr, tt = self.triple
+        rows = ((h == th) & (r == tr)).nonzero().view(-1)
+        cols = (torch.arange(self.num_entities) if entities is None else torch.as_tensor(entities)) == tt
+        out[rows[:, None], cols.nonzero().view(1, -1)] = float("nan")
+        return out
+
+    def score_heads(self, r, t, entities=None):
+        out = super().score_heads(r, t, entities).clone()
+        th, tr, tt = self.triple
+        rows = ((r == tr) & (t == tt)).nonzero().view(-1)
+        cols = (torch.arange(self.num_entities) if entities is None else torch.as_tensor(entities)) == th
+        out[rows[:, None], cols.nonzero().view(1, -1)] = float("nan")
+        return out
+
+    score_tail_candidates = score_head_candidates = score_triples = None
+
+
+def nan_on_one_rank(rank, world, train, test):
+    """nan_policy="raise" with a NaN that only one rank sees: every rank ends with the same NaNScoresError."""
+    report = {}
+    name, full, shard = entity_models(rank, world)[0]
+    nan = NaNColumnShard(shard)
+    for case, kw in (("whole_rows", {}), ("chunked", dict(entity_chunk_size=4, batch_size=5)),
+                     ("sampled", dict(num_negatives=29, seed=1, filtered=False)), ("head_only", dict(sides="head"))):
+        report[f"entities/nan_one_rank/{case}"] = _error(
+            lambda: kgeval.evaluate(nan, test, filter_triples=train, progress=False, distributed="entities", **kw))
+    # no evaluation triple holds the NaN entity: only rank 1 sees a NaN at all (a candidate)
+    clean = test[(test[:, 0] != NaNColumnShard.NAN_ENTITY) & (test[:, 2] != NaNColumnShard.NAN_ENTITY)]
+    report["entities/nan_one_rank/candidate_only"] = _error(
+        lambda: kgeval.evaluate(nan, clean, filter_triples=train, progress=False, distributed="entities"))
+    scorer, _, _ = graph()
+    bad = NaNTripleScorer(scorer.entity, scorer.relation, test[-1])
+    for case, kw in (("tasks", {}), ("tasks_sampled", dict(num_negatives=7, seed=3))):
+        report[f"tasks/nan_one_rank/{case}"] = _error(
+            lambda: kgeval.evaluate(bad, test, filter_triples=train, progress=False, distributed="tasks", **kw))
+    # what each rank sees alone (the rank 1 shard's NaN column alone; the tasks of each rank's share)
+    lo, hi = shard.entity_range
+    report["nan_one_rank/sees_nan"] = NaNColumnShard.NAN_ENTITY in range(lo, hi)
+    share = test[len(test) * rank // world:len(test) * (rank + 1) // world]
+    report["nan_one_rank/own_share"] = _error(lambda: kgeval.evaluate(bad, share, filter_triples=[train, test],
+                                                                      progress=False))
+    return report
 
 
 def entities(rank, world, train, test):

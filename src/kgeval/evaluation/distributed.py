@@ -13,7 +13,9 @@ Faults. Every collective of an evaluation goes through :meth:`Plan.exchange`: a 
 runs inside ``try``; its outcome (result or exception) is what the collective carries, so an
 exception on one rank ends every rank, the failing one with its own exception, the others with
 :class:`RankFailedError` naming the rank and the error (no rank waits for a peer that already
-failed). A rank that dies without raising (killed, segfault) is caught by the process group's
+failed). A NaN score under ``nan_policy="raise"`` is a property of the inputs, not of a rank: whichever
+rank computes it (a candidate in its entity slice, a task in its share), every rank raises the same
+:class:`~kgeval.errors.NaNScoresError`, with the message of the lowest rank that found one. A rank that dies without raising (killed, segfault) is caught by the process group's
 timeout: ``init_process_group(timeout=...)``; the CLI sets it from ``--dist-timeout``
 (default 600 s). So is a rank that never joins the evaluation (evaluates without ``distributed=``):
 a collective that fails or times out raises :class:`CollectiveError` naming the rank. At the start the ranks exchange a SHA-256 of their inputs (triples, known
@@ -76,7 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import InvalidInputError, KGEvalError
+from ..errors import InvalidInputError, KGEvalError, NaNScoresError
 from .context import SideResult
 
 __all__ = ["MODES", "Plan", "start", "check_mode", "fingerprint", "DistributedError", "RankFailedError",
@@ -346,7 +348,9 @@ class Plan:
         """``fn(*args)`` on this rank, then the results of every rank (a list in rank order).
 
         Raises on every rank when any rank raised: its own exception on the failing rank,
-        :class:`RankFailedError` on the others.
+        :class:`RankFailedError` on the others. Except for a NaN score under ``nan_policy="raise"``
+        (:class:`~kgeval.errors.NaNScoresError`, about the inputs, not a rank): when the first failing
+        rank raised one, every rank without another error of its own raises it, message and all.
         """
         err = out = None
         try:
@@ -358,15 +362,23 @@ class Plan:
             payload = pickle.dumps(out) if err is None else None
         except Exception as exc:  # noqa: BLE001
             err, payload, status = exc, None, f"{type(exc).__name__}: {exc}"
+        nan = str(err) if isinstance(err, NaNScoresError) else None
         gathered = [None] * self.world
-        self._collective("exchange", _dist().all_gather_object, gathered, (status, payload))
+        self._collective("exchange", _dist().all_gather_object, gathered, (status, payload, nan))
+        failed = [(r, s, n) for r, (s, _, n) in enumerate(gathered) if s is not None]
+        if failed and failed[0][2] is not None and (err is None or nan is not None):
+            # a NaN score under nan_policy="raise" is a fault of the evaluation's inputs, not of a rank:
+            # the first failing rank's error, word for word, on every rank (which rank computes a score,
+            # or checks which task first, must not change the error a rank raises)
+            if nan == failed[0][2]:
+                raise err
+            raise NaNScoresError(failed[0][2]) from None
         if err is not None:
             raise err
-        failed = [(r, s) for r, (s, _) in enumerate(gathered) if s is not None]
         if failed:
-            r, s = failed[0]
+            r, s, _ = failed[0]
             raise RankFailedError(f"rank {r} of {self.world} failed during distributed evaluation: {s}")
-        return [pickle.loads(p) for _, p in gathered]
+        return [pickle.loads(p) for _, p, _ in gathered]
 
     def _collective(self, what: str, fn, *args):
         """``fn(*args)``, a collective: torch's error when it fails (gloo: ``RuntimeError: Timed out
