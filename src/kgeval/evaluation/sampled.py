@@ -3,7 +3,8 @@
 Candidates are ``[answer, negative_1, ..., negative_k]`` (see :mod:`.sampling`; padding ``-1``
 where fewer negatives exist is excluded from the counts): ``num_candidates = 1 + #negatives``.
 They are scored through ``score_*_candidates`` when the scorer has it, else as whole rows
-gathered at the candidates (correct, no faster than full ranking).
+gathered at the candidates (correct, no faster than full ranking). The NaN rule is full ranking's
+(:mod:`.counting`): the true score and the candidates count; a known answer, never drawn, never does.
 """
 
 from __future__ import annotations
