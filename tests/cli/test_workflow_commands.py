@@ -220,3 +220,53 @@ def test_hpo_printed_command_runs_an_early_stopping_search(tmp_path):
     again = run(*line.split("kgeval ", 1)[1].split(), "-o", tmp_path / "run", "--format", "json")
     assert again.exit_code == 0, again.output
     assert json.loads(again.output)["configuration"]["early_stopping"]["frequency"] == 1
+
+
+@pytest.mark.parametrize("command, args, message", [
+    ("compare", ["--seed", "-1"], "--seed must be an integer in [0, 2**32), got -1"),
+    ("compare", ["--confidence", "2"], "--confidence must be a number in (0, 1), got 2.0"),
+    ("compare", ["--confidence", "nan"], "--confidence must be a number in (0, 1), got nan"),
+    ("report", ["--seed", "-1"], "--seed must be an integer in [0, 2**32), got -1"),
+    ("report", ["--seed", str(2**32)], f"--seed must be an integer in [0, 2**32), got {2**32}"),
+    ("report", ["--confidence", "1.5"], "--confidence must be a number in (0, 1), got 1.5"),
+])
+def test_compare_and_report_name_their_options(trained, tmp_path, command, args, message):
+    """compare --seed -1 said 'seed must be ...' and report --confidence 2 'confidence must be ...' (the Python
+    arguments); report --seed -1 even wrote a report, exit 0, with every interval cell empty and no comparison."""
+    out, _ = trained
+    runs = [out, out] if command == "compare" else [out, "-o", tmp_path / "r.md"]
+    res = run(command, *runs, *args)
+    assert res.exit_code == 2 and res.output == f"error: {message}\n", res.output
+    assert not (tmp_path / "r.md").exists()
+
+
+def test_python_api_keeps_naming_its_arguments(trained):
+    from kgeval import compare
+    from kgeval.errors import InvalidInputError
+    from kgeval.report import build_report
+
+    out, _ = trained
+    with pytest.raises(InvalidInputError, match=r"^seed must be an integer"):
+        compare(out, out, seed=-1)
+    with pytest.raises(InvalidInputError, match=r"^confidence must be a number in \(0, 1\), got 2"):
+        build_report([out], confidence=2)
+
+
+@pytest.mark.parametrize("content, got", [("{}", "an empty object"), ("[1]", "a JSON array"), ("3", "a JSON number")])
+def test_hpo_search_space_file_is_named(tmp_path, content, got):
+    """An empty or non-object --search-space file was refused as 'search_space must be a non-empty mapping'."""
+    path = tmp_path / "space.json"
+    path.write_text(content)
+    res = run("hpo", "-d", "nations", "-m", "distmult", "--epochs", "1", "--trials", "1", "--search-space", path,
+              "-o", tmp_path / "h")
+    assert res.exit_code == 2 and f"--search-space {path}: expected a non-empty JSON object" in res.output, res.output
+    assert got in res.output and "search_space" not in res.output.replace(str(path), "FILE")
+
+
+def test_hpo_resumed_with_other_settings_names_no_python_argument(tmp_path):
+    """The refusal of a resumed study with other settings ended 'or give another study_name' on the command line."""
+    args = ["hpo", "-d", "nations", "-m", "distmult", "--epochs", "1", "--trials", "1", "-o", tmp_path / "h"]
+    assert run(*args).exit_code == 0
+    res = run(*args, "--metric", "hits@10")
+    assert res.exit_code == 2 and "or give the search another study name" in res.output, res.output
+    assert "study_name" not in res.output

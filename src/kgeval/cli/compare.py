@@ -14,6 +14,7 @@ import math
 
 import click
 
+from .._validation import check_probability, check_seed
 from ..errors import InvalidInputError
 from .common import rank_type_callback
 
@@ -33,8 +34,9 @@ from .common import rank_type_callback
               help="optimistic (best), pessimistic (worst) or realistic (avg).")
 @click.option("--num-resamples", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Random sign patterns / bootstrap resamples.")
-@click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the intervals.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the resampling (reproducible tables).")
+@click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the intervals, in (0, 1).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the resampling (reproducible tables), in [0, 2**32).")
 @click.option("--format", "fmt", type=click.Choice(["text", "table", "json", "csv"]), default="text",
               show_default=True)
 def command(runs, metrics, test, correction, baseline, side, rank_type, num_resamples, confidence, seed, fmt):
@@ -46,6 +48,9 @@ def command(runs, metrics, test, correction, baseline, side, rank_type, num_resa
 
     if len(runs) < 2:
         raise InvalidInputError(f"kgeval compare needs at least two run directories, got {len(runs)}")
+    # named as the user typed them: compare() names its own arguments ('seed must be ...')
+    check_seed("--seed", seed)
+    confidence = check_probability("--confidence", confidence)
     table = compare(*runs, metrics=tuple(metrics) or ("mrr", "hits@10", "mr", "gmr"), side=side,
                     rank_type=rank_type, test=test, num_resamples=num_resamples, seed=seed,
                     correction=None if correction == "none" else correction, baseline=baseline,

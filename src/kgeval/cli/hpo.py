@@ -45,6 +45,9 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     if seed is not None:
         check_seed("--seed", seed)  # named as the user typed it, not as random_seed
     space = read_json(search_space, "a JSON search space") if search_space else None
+    if search_space and (not isinstance(space, dict) or not space):  # hpo_pipeline would say 'search_space must ...'
+        raise InvalidInputError(f"--search-space {search_space}: expected a non-empty JSON object of configuration "
+                                f"path -> distribution, e.g. {{\"model.dim\": [32, 64]}}; got {_kind(space)}")
     base = _base_config(config_file, model, settings)
     space = _search_space(space, base, settings, epochs, seed)
     given = {"epochs": epochs, "random_seed": seed, "metric": metric}
@@ -80,6 +83,14 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     else:
         click.echo("test the best configuration: kgeval.pipeline(result.best_config)"
                    + (f" (its 'config' is saved in {output}/best_pipeline_config.json)" if output else ""))
+
+
+def _kind(value) -> str:
+    """How a JSON value is called in JSON's own words (an error message's 'got ...')."""
+    if value == {}:
+        return "an empty object"
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else f"a JSON {names.get(type(value), type(value).__name__)}"
 
 
 def _search_space(space, base, settings: tuple[str, ...], epochs, seed):

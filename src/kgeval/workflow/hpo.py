@@ -295,7 +295,7 @@ def check_resumed_study(study, identity: dict[str, Any], shown_storage: str) -> 
         raise InvalidInputError(
             f"study {study.study_name!r} in {shown_storage} was run with other settings, so its trials' values "
             f"are not comparable with new ones ({shown}); resume it with the same metric, base configuration "
-            "and dataset, or give another study_name"
+            "and dataset, or give the search another study name"
         )
 
 
