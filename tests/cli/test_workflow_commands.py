@@ -270,3 +270,53 @@ def test_hpo_resumed_with_other_settings_names_no_python_argument(tmp_path):
     res = run(*args, "--metric", "hits@10")
     assert res.exit_code == 2 and "or give the search another study name" in res.output, res.output
     assert "study_name" not in res.output
+
+
+def test_hpo_output_of_another_study_is_never_replaced(tmp_path):
+    """`kgeval hpo -o DIR --study-name other` (or another --model with the default study name) replaced the
+    best_pipeline_config.json of DIR's study nations-distmult with its own, without a word: its best
+    configuration (dim 64, lr 0.00173) was lost. Now refused before any trial; the same study resumes."""
+    out = tmp_path / "h"
+    args = ["hpo", "-d", "nations", "-m", "distmult", "--epochs", "1", "--trials", "1", "-o", out]
+    assert run(*args).exit_code == 0
+    before = {name: (out / name).read_bytes() for name in ("best_pipeline_config.json", "trials.json")}
+    assert json.loads(before["best_pipeline_config.json"])["study_name"] == "nations-distmult"
+    storage = f"sqlite:///{tmp_path / 'other.db'}"
+    for extra in (["--study-name", "other"], ["--storage", storage], ["-m", "transe"]):
+        res = run(*args, *extra)
+        assert res.exit_code == 2 and f"output directory {out} holds the results of study 'nations-distmult'" \
+            in res.output and "give this search another output directory" in res.output, res.output
+        assert "best validation" not in res.output
+        assert {name: (out / name).read_bytes() for name in before} == before
+    # no trial ran for the refused searches: the other study holds none
+    import optuna
+
+    assert "other" not in optuna.study.get_all_study_names(f"sqlite:///{out / 'kgeval-hpo.db'}")
+    res = run(*args, "--format", "json")  # the same study resumes and rewrites its files
+    assert res.exit_code == 0 and json.loads(res.output)["trials"] == {"complete": 2}, res.output
+    assert len(json.loads((out / "trials.json").read_text())) == 2
+    # a trials.json of no known study is not replaced either
+    other = tmp_path / "o"
+    other.mkdir()
+    (other / "trials.json").write_text("[]")
+    res = run("hpo", "-d", "nations", "-m", "distmult", "--epochs", "1", "--trials", "1", "-o", other)
+    assert res.exit_code == 2 and "trials.json without best_pipeline_config.json" in res.output, res.output
+    assert (other / "trials.json").read_text() == "[]"
+
+
+def test_hpo_result_save_refuses_another_studys_directory(tmp_path):
+    """The Python API's HPOResult.save: the same rule, named as a kgeval error."""
+    from kgeval.workflow.hpo import hpo_pipeline
+    from kgeval.workflow.runs import OutputDirectoryError
+
+    first = hpo_pipeline(dataset="nations", model="distmult", epochs=1, n_trials=1, output_dir=tmp_path / "a")
+    second = hpo_pipeline(dataset="nations", model="distmult", epochs=1, n_trials=1, output_dir=tmp_path / "b",
+                          study_name="second")
+    kept = (tmp_path / "a" / "best_pipeline_config.json").read_bytes()
+    with pytest.raises(OutputDirectoryError, match="holds the results of study 'nations-distmult'"):
+        second.save(tmp_path / "a")
+    assert (tmp_path / "a" / "best_pipeline_config.json").read_bytes() == kept
+    first.save(tmp_path / "a")  # its own directory: rewritten
+    with pytest.raises(OutputDirectoryError, match="holds the results of study 'nations-distmult'"):
+        hpo_pipeline(dataset="nations", model="distmult", epochs=1, n_trials=1, output_dir=tmp_path / "a",
+                     study_name="third")

@@ -30,7 +30,10 @@ from .pipeline import OPTION_PATHS
               help="JSON file with the base pipeline configuration (PipelineConfig.to_dict(), or a run's config.json).")
 @click.option("--set", "settings", multiple=True, metavar="PATH=VALUE",
               help="Set one base configuration path, e.g. --set evaluation.options.sides=tail (VALUE is JSON or text).")
-@click.option("--output", "-o", type=click.Path(file_okay=False), callback=nonempty_path, help="Write best_pipeline_config.json and trials.json here.")
+@click.option("--output", "-o", type=click.Path(file_okay=False), callback=nonempty_path,
+              help="Write best_pipeline_config.json and trials.json here (and the default storage). One "
+                   "directory per study: a directory holding another study's files (another --study-name or "
+                   "--storage) is refused before any trial; resuming the same study rewrites them.")
 @click.option("--seed", type=int, help="Pipeline seed of every trial, in [0, 2**32) [default: 42]; "
                                        "trial n's sampler is seeded from (seed, n).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop starting trials after this many seconds.")

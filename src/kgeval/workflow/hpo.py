@@ -135,9 +135,14 @@ class HPOResult:
         return f"resume: run again with --storage {self.shown_storage} --study-name {self.study_name}"
 
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write ``best_pipeline_config.json`` and ``trials.json`` into ``directory`` (atomically; NaN as null)."""
+        """Write ``best_pipeline_config.json`` and ``trials.json`` into ``directory`` (atomically; NaN as null).
+
+        A directory holding another study's files (another study name or storage) is refused with an
+        :class:`~kgeval.workflow.runs.OutputDirectoryError` (:func:`check_output_study`): they are never replaced.
+        """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        check_output_study(directory, self.study_name, self.shown_storage)
         write_json(directory / "best_pipeline_config.json", finite_or_none(self.summary()))
         trials = [
             {"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
@@ -146,6 +151,44 @@ class HPOResult:
         ]
         write_json(directory / "trials.json", finite_or_none(trials))
         return directory
+
+
+#: what :meth:`HPOResult.save` writes: the best trial (its study named inside) and every trial
+OUTPUT_FILES = ("best_pipeline_config.json", "trials.json")
+
+
+def check_output_study(directory: str | os.PathLike, study_name: str, shown_storage: str) -> None:
+    """Refuse an output directory that holds the files of another search.
+
+    ``best_pipeline_config.json`` names its study and storage; a directory whose file names another
+    study (or the same name in another storage) was overwritten without a word by the next search
+    given that directory (``-o DIR --study-name other``, or another ``--model`` with the default study
+    name): that study's best configuration was lost. The same study (resumed, or another worker of it)
+    writes its files again. A ``trials.json`` without ``best_pipeline_config.json``, or one that cannot be
+    read, belongs to no known study and is refused too.
+    """
+    from .._json import read_json
+    from .runs import OutputDirectoryError
+
+    directory = Path(directory)
+    best, trials = (directory / name for name in OUTPUT_FILES)
+    remedy = (f"give this search another output directory, or move {best.name} and {trials.name} out of "
+              f"{directory} first")
+    if not best.exists():
+        if trials.exists():
+            raise OutputDirectoryError(f"output directory {directory} holds a {trials.name} without "
+                                       f"{best.name}, of an unknown search; it would be replaced: {remedy}")
+        return
+    try:
+        saved = read_json(best, "a kgeval search's best configuration")
+    except InvalidInputError as exc:
+        raise OutputDirectoryError(f"output directory {directory}: {exc}; it would be replaced: {remedy}") from None
+    owner = (saved.get("study_name"), saved.get("storage")) if isinstance(saved, dict) else (None, None)
+    if owner != (study_name, shown_storage):
+        held = "an unknown search" if owner == (None, None) else f"study {owner[0]!r} in {owner[1]}"
+        raise OutputDirectoryError(
+            f"output directory {directory} holds the results of {held}, not of this search (study "
+            f"{study_name!r} in {shown_storage}); they would be replaced: {remedy}")
 
 
 def _test_config(trial) -> PipelineConfig:
@@ -184,7 +227,11 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
       value under the evaluation options in use) and ``"maximize"``/``"minimize"`` (default: the
       metric's own; the other one is refused);
     - ``evaluation_frequency``: every so many epochs (default ``epochs // 5``) the validation
-      metric is reported to Optuna for pruning.
+      metric is reported to Optuna for pruning;
+    - ``output_dir``: where ``best_pipeline_config.json`` and ``trials.json`` are written (and the default
+      storage made). One directory holds one study's files: a directory holding another study's (another
+      study name or storage) is refused before the first trial (:func:`check_output_study`); the same
+      study, resumed, rewrites them.
 
     A failing trial stops the search with a :class:`TrialError`, Ctrl-C with
     :class:`HPOInterrupted` (after saving what exists); the study can be resumed either way.
@@ -219,6 +266,8 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
         output_dir = _make_output_dir(output_dir)
     storage = storage if storage is not None else _default_storage(output_dir)
     study_name = study_name or f"{ds.name}-{base.model.name}".lower()
+    if output_dir is not None:  # before any trial: another study's results there are never replaced
+        check_output_study(output_dir, study_name, display_url(storage))
     # a failing trial is reported once, by TrialError; Optuna would also log its traceback as a warning
     optuna.logging.set_verbosity(optuna.logging.INFO if progress else optuna.logging.ERROR)
     study = open_study(storage, study_name, direction=direction, sampler=sampler_obj, pruner=pruner_obj,
