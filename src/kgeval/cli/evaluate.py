@@ -30,12 +30,15 @@ from .common import check_no_filter_validation, data_dir_option, format_option, 
                    "and --trust-pickle.")
 @click.option("--trust-pickle", is_flag=True,
               help="Allow loading --pykeen-dir's trained_model.pkl: unpickling runs code stored in the file.")
-@click.option("--entity-embeddings", type=click.Path(exists=True, dir_okay=False),
+@click.option("--entity-embeddings", metavar="FILE[:NAME]",
               help="Entity embeddings (.npy/.npz/.pt), rows in the dataset's entity id order (its labels "
                    "sorted, as PyKEEN numbers a factory built from labels); needs "
-                   "--relation-embeddings, --interaction and --dataset.")
-@click.option("--relation-embeddings", type=click.Path(exists=True, dir_okay=False),
-              help="Relation embeddings (.npy/.npz/.pt), rows in the dataset's relation id order. 2R rows (R = "
+                   "--relation-embeddings, --interaction and --dataset. FILE:NAME takes the array NAME of an "
+                   ".npz holding several (or the tensor NAME of a .pt dict); without NAME the file must hold "
+                   "one.")
+@click.option("--relation-embeddings", metavar="FILE[:NAME]",
+              help="Relation embeddings (.npy/.npz/.pt, FILE:NAME as for --entity-embeddings), rows in the "
+                   "dataset's relation id order. 2R rows (R = "
                    "the dataset's relations) mean inverse relations, row r + R the inverse of r (LibKGE's "
                    "layout); PyKEEN stores the inverse of r at 2r + 1: reorder its table to "
                    "concatenate(rel[0::2], rel[1::2]) first.")

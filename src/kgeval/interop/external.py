@@ -9,6 +9,7 @@ with ``output``, saved as a normal kgeval run directory (``config.json``, ``resu
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import InvalidInputError
@@ -25,7 +26,7 @@ def load_external(entity_embeddings, relation_embeddings, interaction, libkge_ch
     one pickle holding the whole entity table, so it is not sharded (a named error).
     """
     from ..data import get_dataset
-    from ..models.embeddings import from_embeddings, load_array
+    from ..models.embeddings import from_embeddings
     from ..models.shard import shard_embeddings
 
     if dataset is None:
@@ -40,8 +41,8 @@ def load_external(entity_embeddings, relation_embeddings, interaction, libkge_ch
     if not entity_embeddings or not relation_embeddings or not interaction:
         raise InvalidInputError("plain embeddings need --entity-embeddings, --relation-embeddings and --interaction")
     interaction, extra = cli_interaction(interaction)
-    ent = load_array(entity_embeddings, name="entity embeddings")
-    rel = load_array(relation_embeddings, name="relation embeddings")
+    ent = cli_array(entity_embeddings, "--entity-embeddings", "entity embeddings")
+    rel = cli_array(relation_embeddings, "--relation-embeddings", "relation embeddings")
     inverse = rel.shape[0] == 2 * ds.num_relations if len(rel.shape) == 2 else False
     if shard is not None:
         model = shard_embeddings(interaction, ent, rel, rank=shard[0], world=shard[1], num_entities=ds.num_entities,
@@ -50,6 +51,50 @@ def load_external(entity_embeddings, relation_embeddings, interaction, libkge_ch
         model = from_embeddings(interaction, ent, rel, inverse_relations=inverse, num_entities=ds.num_entities,
                                 num_relations=ds.num_relations, **extra)
     return model, ds, f"{model.name} embeddings {entity_embeddings}"
+
+
+#: the files ``FILE:NAME`` picks an array of (an ``.npz`` member, a tensor of a ``.pt`` dict)
+NAMED_ARRAY_SUFFIXES = (".npz", ".pt", ".pth")
+
+
+def array_spec(value, flag: str) -> tuple[str, str | None]:
+    """``(path, array name or None)`` of an embedding option: ``FILE`` or ``FILE:NAME``.
+
+    An existing file of that exact name is the file (a name may hold a ``:``); else the text after the last
+    ``:`` names the array of an ``.npz`` (or a tensor of a ``.pt`` dict). A missing file, a directory, an
+    empty name and a name given for a ``.npy`` file (one array) are named errors.
+    """
+    value = os.fspath(value)
+    if os.path.isfile(value):
+        return value, None
+    path, sep, key = value.rpartition(":")
+    if sep and path and os.path.isfile(path):
+        if os.path.splitext(path)[1].lower() not in NAMED_ARRAY_SUFFIXES:
+            raise InvalidInputError(f"{flag} {value}: {path} is not an .npz or .pt file; FILE:NAME names an array "
+                                    "of an .npz file (or a tensor of a .pt dict), a .npy file holds one array")
+        if not key:
+            raise InvalidInputError(f"{flag} {value}: the array name after ':' is empty")
+        return path, key
+    if os.path.isdir(value):
+        raise InvalidInputError(f"{flag} {value}: a directory, not an embedding file")
+    raise InvalidInputError(f"{flag} {value}: no such file")
+
+
+def cli_array(value, flag: str, what: str):
+    """The matrix of an embedding option (``FILE`` or ``FILE:NAME``, :func:`array_spec`); an ``.npz`` / ``.pt``
+    file holding several arrays and no name, or a name it does not hold, is refused listing its arrays."""
+    from ..models.embeddings import ArrayChoiceError, load_array
+
+    path, key = array_spec(value, flag)
+    try:
+        return load_array(path, key=key, name=what)
+    except ArrayChoiceError as exc:
+        if exc.key is not None:
+            raise InvalidInputError(f"{flag} {value}: {path} has no array {exc.key!r}; it holds {exc.names}") from None
+        if not exc.names:
+            raise InvalidInputError(f"{flag} {value}: {path} holds no array") from None
+        raise InvalidInputError(f"{flag} {value} holds {len(exc.names)} arrays {exc.names}: name the one to use "
+                                f"as {path}:NAME, e.g. {path}:{exc.names[0]}") from None
 
 
 def cli_interaction(name: str) -> tuple[str, dict]:
@@ -101,11 +146,17 @@ def evaluate_external(entity_embeddings, relation_embeddings, interaction, libkg
                              progress=False, **evaluate_kwargs)
     if output is not None:
         source = {"library": "libkge", "checkpoint": str(Path(libkge_checkpoint).resolve())} if libkge_checkpoint \
-            else {"library": "embeddings", "entity": str(Path(entity_embeddings).resolve()),
-                  "relation": str(Path(relation_embeddings).resolve())}
+            else {"library": "embeddings", **_file_source("entity", entity_embeddings, "--entity-embeddings"),
+                  **_file_source("relation", relation_embeddings, "--relation-embeddings")}
         save_imported_run(results, ds, model, output, source=source, split=split,
                           filter_validation_when_testing=filter_validation_when_testing)
     return results, ds, what
+
+
+def _file_source(kind: str, value, flag: str) -> dict:
+    """config.json's record of an embedding file: its absolute path, and the array named with ``FILE:NAME``."""
+    path, key = array_spec(value, flag)
+    return {kind: str(Path(path).resolve()), **({f"{kind}_array": key} if key is not None else {})}
 
 
 def save_imported_run(results, dataset, model, directory, *, source: dict, split: str,

@@ -159,13 +159,25 @@ def load_array(path, *, key: str | None = None, name: str = "embeddings") -> np.
     raise InvalidInputError(f"{name} file {path!r}: unsupported extension {suffix!r} (use .npy, .npz or .pt)")
 
 
+class ArrayChoiceError(InvalidInputError):
+    """An ``.npz`` / ``.pt`` file whose array cannot be chosen: ``key`` names none of ``names``, or no
+    ``key`` was given and the file holds several arrays (or none). Its fields let a caller word the
+    error in its own terms (``kgeval evaluate`` names ``FILE:NAME``)."""
+
+    def __init__(self, message: str, *, path: str, names: list[str], key: str | None):
+        super().__init__(message)
+        self.path, self.names, self.key = path, list(names), key
+
+
 def _pick(path: str, names: list[str], key: str | None, what: str) -> str:
     if key is not None:
         if key not in names:
-            raise InvalidInputError(f"{what} file {path!r} has no array {key!r}; it holds {names}")
+            raise ArrayChoiceError(f"{what} file {path!r} has no array {key!r}; it holds {names}",
+                                   path=path, names=names, key=key)
         return key
     if len(names) != 1:
-        raise InvalidInputError(f"{what} file {path!r} holds {len(names)} arrays {names}; name the one to use")
+        raise ArrayChoiceError(f"{what} file {path!r} holds {len(names)} arrays {names}; name the one to use "
+                               "with key=", path=path, names=names, key=None)
     return names[0]
 
 
