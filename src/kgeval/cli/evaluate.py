@@ -32,16 +32,25 @@ from .common import check_no_filter_validation, data_dir_option, format_option, 
               help="Allow loading --pykeen-dir's trained_model.pkl: unpickling runs code stored in the file.")
 @click.option("--entity-embeddings", metavar="FILE[:NAME]",
               help="Entity embeddings (.npy/.npz/.pt), rows in the dataset's entity id order (its labels "
-                   "sorted, as PyKEEN numbers a factory built from labels); needs "
+                   "sorted, as PyKEEN numbers a factory built from labels) unless --entity-ids names them; needs "
                    "--relation-embeddings, --interaction and --dataset. FILE:NAME takes the array NAME of an "
                    ".npz holding several (or the tensor NAME of a .pt dict); without NAME the file must hold "
                    "one.")
 @click.option("--relation-embeddings", metavar="FILE[:NAME]",
               help="Relation embeddings (.npy/.npz/.pt, FILE:NAME as for --entity-embeddings), rows in the "
-                   "dataset's relation id order. 2R rows (R = "
+                   "dataset's relation id order unless --relation-ids names them. 2R rows (R = "
                    "the dataset's relations) mean inverse relations, row r + R the inverse of r (LibKGE's "
                    "layout); PyKEEN stores the inverse of r at 2r + 1: reorder its table to "
                    "concatenate(rel[0::2], rel[1::2]) first.")
+@click.option("--entity-ids", type=click.Path(exists=True, dir_okay=False),
+              help="The label of each --entity-embeddings row: one label per line (line i = row i), or "
+                   "'row<TAB>label' lines (LibKGE's entity_ids.del, PyKEEN's entity_to_id.tsv.gz; .gz is read). "
+                   "The rows are put in the dataset's order; every row and every dataset entity must be named "
+                   "once (else a named error). Rows in another order are copied into memory in the dataset's "
+                   "order. Without it, rows must already be in the dataset's id order.")
+@click.option("--relation-ids", type=click.Path(exists=True, dir_okay=False),
+              help="The label of each --relation-embeddings row, as --entity-ids; with 2R rows it names the R "
+                   "relations, row r + R being the inverse of row r.")
 @click.option("--interaction", help="Interaction of the embedding files: complex, distmult, rotate, transe-l1 or "
                                     "transe-l2 (TransE's distance: L1 is PyKEEN's and LibKGE's default). "
                                     "Complex rows: [re | im] or a complex dtype (PyKEEN's raw _embeddings.weight "
@@ -73,7 +82,8 @@ from .common import check_no_filter_validation, data_dir_option, format_option, 
               help="Seconds a rank waits for its peers before the collective fails (with --distributed).")
 @data_dir_option
 @format_option
-def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, interaction,
+def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, entity_ids, relation_ids,
+            interaction,
             libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,
             no_filter_validation, allow_dataset_mismatch, output, data_dir, fmt, distributed, dist_timeout):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
@@ -84,7 +94,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     if sum(x is not None for x in sources) != 1:
         raise InvalidInputError("give exactly one of --model-file and --pykeen-dir, or --entity-embeddings "
                                 "with --relation-embeddings, or --libkge-checkpoint")
-    _check_source_options(model_file, pykeen_dir, libkge_checkpoint, interaction=interaction,
+    _check_source_options(model_file, pykeen_dir, libkge_checkpoint, interaction=interaction, entity_ids=entity_ids,
+                          relation_ids=relation_ids,
                           libkge_data=libkge_data, trust_pickle=trust_pickle,
                           allow_dataset_mismatch=allow_dataset_mismatch, distributed=distributed)
     if distributed == "entities":  # refused by name before any rank starts waiting for the others
@@ -120,7 +131,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
 
         results, ds, what = evaluate_external(
             entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
-            split=split, data_dir=data_dir, output=output if leader else None, shard=shard,
+            split=split, data_dir=data_dir, output=output if leader else None, shard=shard, entity_ids=entity_ids,
+            relation_ids=relation_ids,
             filter_validation_when_testing=not no_filter_validation,
             evaluation_relation_whitelist=split_list(relation_whitelist),
             evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)
@@ -166,7 +178,8 @@ def _check_source_options(model_file, pykeen_dir, libkge_checkpoint, **given) ->
     --interaction complex`` evaluated RUN's own model, not a ComplEx)."""
     source = ("--model-file" if model_file is not None else "--pykeen-dir" if pykeen_dir is not None
               else "--libkge-checkpoint" if libkge_checkpoint is not None else "--entity-embeddings")
-    readers = {"interaction": ("--entity-embeddings",), "libkge_data": ("--libkge-checkpoint",),
+    readers = {"interaction": ("--entity-embeddings",), "entity_ids": ("--entity-embeddings",),
+               "relation_ids": ("--entity-embeddings",), "libkge_data": ("--libkge-checkpoint",),
                "trust_pickle": ("--pykeen-dir",), "allow_dataset_mismatch": ("--model-file",)}
     for name, sources in readers.items():
         if given[name] and source not in sources:

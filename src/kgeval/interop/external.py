@@ -16,8 +16,13 @@ from ..errors import InvalidInputError
 
 
 def load_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
-                  *, data_dir=None, shard: tuple[int, int] | None = None):
+                  *, data_dir=None, shard: tuple[int, int] | None = None, entity_ids=None, relation_ids=None):
     """``(model, dataset, description)`` of one external source (embedding files or a LibKGE checkpoint).
+
+    ``entity_ids`` / ``relation_ids``: id files naming the label of each table row
+    (:mod:`kgeval.interop.id_files`); the rows are put in the dataset's id order. Without one, the rows
+    must already be in that order (the dataset's sorted labels); a row count other than the dataset's
+    is refused either way.
 
     ``shard=(rank, world)``: this rank's entity shard of plain embeddings
     (:func:`kgeval.models.shard_embeddings`, for ``distributed="entities"``): a ``.npy`` entity file is
@@ -43,14 +48,65 @@ def load_external(entity_embeddings, relation_embeddings, interaction, libkge_ch
     interaction, extra = cli_interaction(interaction)
     ent = cli_array(entity_embeddings, "--entity-embeddings", "entity embeddings")
     rel = cli_array(relation_embeddings, "--relation-embeddings", "relation embeddings")
-    inverse = rel.shape[0] == 2 * ds.num_relations if len(rel.shape) == 2 else False
-    if shard is not None:
+    ent_rows = rel_rows = None
+    if entity_ids is not None and len(ent.shape) == 2:  # other shapes: from_embeddings names them
+        ent_rows = _id_rows(entity_ids, "--entity-ids", "--entity-embeddings", "entity", ent.shape[0], ds)
+    num_rel = ds.num_relations
+    if relation_ids is not None and len(rel.shape) == 2:
+        rel_rows, num_rel = _relation_rows(relation_ids, rel.shape[0], ds)
+        rel = _take(rel, rel_rows)
+    inverse = rel.shape[0] == 2 * num_rel if len(rel.shape) == 2 else False
+    if shard is not None:  # this rank's entities only: the rows of its ids (of a mapped file, only those are read)
         model = shard_embeddings(interaction, ent, rel, rank=shard[0], world=shard[1], num_entities=ds.num_entities,
-                                 inverse_relations=inverse, num_relations=ds.num_relations, **extra)
+                                 inverse_relations=inverse, num_relations=ds.num_relations, rows=ent_rows, **extra)
     else:
-        model = from_embeddings(interaction, ent, rel, inverse_relations=inverse, num_entities=ds.num_entities,
-                                num_relations=ds.num_relations, **extra)
+        model = from_embeddings(interaction, _take(ent, ent_rows), rel, inverse_relations=inverse,
+                                num_entities=ds.num_entities, num_relations=ds.num_relations, **extra)
     return model, ds, f"{model.name} embeddings {entity_embeddings}"
+
+
+def _id_rows(path, flag: str, table_flag: str, kind: str, table_rows: int, ds):
+    """The table row of each of ``ds``'s ``kind`` ids, from an id file; ``None`` when that is row ``i`` for
+    id ``i`` (the table is then used as it is: a memory-mapped ``.npy`` stays mapped)."""
+    import numpy as np
+
+    from .id_files import dataset_rows, read_row_labels
+
+    labels = ds.entity_labels if kind == "entity" else ds.relation_labels
+    rows = dataset_rows(read_row_labels(path, flag), list(labels), table_rows, flag=flag, table_flag=table_flag,
+                        kind=kind, path=path, dataset=ds.name)
+    return None if np.array_equal(rows, np.arange(len(rows))) else rows
+
+
+def _relation_rows(path, table_rows: int, ds):
+    """``(rows, R)``: the relation table's rows in the dataset's order (R rows, or 2R with inverse relations,
+    row ``r + R`` the inverse of ``r`` in the file's numbering and in the result's), from ``--relation-ids``."""
+    import numpy as np
+
+    from .id_files import read_row_labels
+
+    labels = read_row_labels(path, "--relation-ids")
+    n = len(labels)
+    if table_rows not in (n, 2 * n):
+        raise InvalidInputError(f"--relation-ids {path} lists {n} relation labels but --relation-embeddings has "
+                                f"{table_rows} rows (expected {n}, or {2 * n} with inverse relations): the id file "
+                                "must name every relation of the table, once")
+    from .id_files import dataset_rows
+
+    rows = dataset_rows(labels, list(ds.relation_labels), n, flag="--relation-ids", table_flag="--relation-embeddings",
+                        kind="relation", path=path, dataset=ds.name)
+    if table_rows == 2 * n:
+        rows = np.concatenate([rows, rows + n])
+    return (None if np.array_equal(rows, np.arange(len(rows))) else rows), n
+
+
+def _take(table, rows):
+    """``table``'s rows ``rows`` in that order (a copy), or ``table`` itself for ``rows=None``."""
+    if rows is None:
+        return table
+    import torch
+
+    return table[torch.from_numpy(rows)] if isinstance(table, torch.Tensor) else table[rows]
 
 
 #: the files ``FILE:NAME`` picks an array of (an ``.npz`` member, a tensor of a ``.pt`` dict)
@@ -130,7 +186,7 @@ ENTITIES_REFUSED = {
 
 def evaluate_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
                       *, split: str = "test", data_dir=None, output=None, filter_validation_when_testing=True,
-                      shard: tuple[int, int] | None = None, **evaluate_kwargs):
+                      shard: tuple[int, int] | None = None, entity_ids=None, relation_ids=None, **evaluate_kwargs):
     """``(Results, dataset, description)``; ``output``: also write a kgeval run directory there
     (not with ``shard``: its ``model.pt`` needs the whole entity table); ``shard``: see :func:`load_external`."""
     from ..workflow.evaluation import evaluate_model
@@ -141,13 +197,16 @@ def evaluate_external(entity_embeddings, relation_embeddings, interaction, libkg
             raise InvalidInputError(OUTPUT_REFUSED)
         check_output(output)
     model, ds, what = load_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint,
-                                    libkge_data, dataset, data_dir=data_dir, shard=shard)
+                                    libkge_data, dataset, data_dir=data_dir, shard=shard, entity_ids=entity_ids,
+                                    relation_ids=relation_ids)
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_validation_when_testing,
                              progress=False, **evaluate_kwargs)
     if output is not None:
         source = {"library": "libkge", "checkpoint": str(Path(libkge_checkpoint).resolve())} if libkge_checkpoint \
             else {"library": "embeddings", **_file_source("entity", entity_embeddings, "--entity-embeddings"),
-                  **_file_source("relation", relation_embeddings, "--relation-embeddings")}
+                  **_file_source("relation", relation_embeddings, "--relation-embeddings"),
+                  **{f"{kind}_ids": str(Path(path).resolve()) for kind, path in
+                     (("entity", entity_ids), ("relation", relation_ids)) if path is not None}}
         save_imported_run(results, ds, model, output, source=source, split=split,
                           filter_validation_when_testing=filter_validation_when_testing)
     return results, ds, what

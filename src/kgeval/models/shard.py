@@ -152,12 +152,14 @@ def shard_model(model: Model, rank: int, world: int) -> EntityShard:
 
 
 def shard_embeddings(interaction: str, entity, relation, *, rank: int, world: int, num_entities: int | None = None,
-                     **kwargs) -> EntityShard:
+                     rows=None, **kwargs) -> EntityShard:
     """:func:`~kgeval.models.from_embeddings` on the rows of ``entity`` this rank holds.
 
     ``entity``: the whole entity matrix (array, tensor, ``np.memmap``) or a path to a ``.npy`` file,
     which is memory-mapped so only the local rows are read. ``num_entities`` (e.g. the dataset's) is
-    checked against the matrix's rows; other keywords go to ``from_embeddings``.
+    checked against the matrix's rows; ``rows`` (a permutation of ``0 .. n-1``, optional): ``rows[i]`` is
+    the matrix row of entity id ``i`` (ids ``lo .. hi`` are read from rows ``rows[lo:hi]``, default: row
+    ``i``); other keywords go to ``from_embeddings``.
     """
     from .embeddings import from_embeddings, load_array
 
@@ -170,5 +172,14 @@ def shard_embeddings(interaction: str, entity, relation, *, rank: int, world: in
     if num_entities is not None and n != int(num_entities):
         raise InvalidInputError(f"the entity embeddings have {n} rows but the dataset has {num_entities} entities")
     lo, hi = _shard_range(n, rank, world)
-    local = from_embeddings(interaction, entity[lo:hi], relation, **kwargs)
+    if rows is None:
+        local_rows = entity[lo:hi]
+    else:
+        import numpy as np
+
+        rows = np.asarray(rows)
+        if rows.shape != (n,) or not np.array_equal(np.sort(rows), np.arange(n)):
+            raise InvalidInputError(f"rows must be a permutation of 0..{n - 1} (one matrix row per entity id)")
+        local_rows = entity[torch.from_numpy(rows[lo:hi])] if isinstance(entity, torch.Tensor) else entity[rows[lo:hi]]
+    local = from_embeddings(interaction, local_rows, relation, **kwargs)
     return EntityShard(local, entity_offset=lo, num_entities=n)

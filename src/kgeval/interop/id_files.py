@@ -1,0 +1,134 @@
+"""Id files of plain embedding tables: which row of a table is which label of the dataset.
+
+``kgeval evaluate --entity-embeddings E --entity-ids FILE`` (and ``--relation-ids``) reads FILE in
+one of two layouts:
+
+- one label per line: line ``i`` (from 0) names row ``i`` of the table;
+- ``row<TAB>label`` per line, in any order: LibKGE's ``entity_ids.del`` and PyKEEN's
+  ``entity_to_id.tsv(.gz)`` (its ``id<TAB>label`` header line is skipped).
+
+A file is one layout or the other: a tab on any line makes it the two-column layout, which every
+line must then follow. Files ending in ``.gz`` are decompressed; text is decoded as kgeval's
+triple files are (UTF-8, a byte-order mark dropped, any line ending) and labels are stripped of
+surrounding spaces, as triple files' labels are. Blank lines at the end are ignored; in the
+one-label layout a blank line elsewhere is refused (skipping it would shift every later row
+onto the next label, silently).
+
+The file must describe the table exactly: every row ``0 .. n-1`` once, every label once, ``n``
+equal to the table's rows, and its labels the dataset's labels (none missing, none unknown).
+Anything else is an :class:`~kgeval.errors.InvalidInputError` naming the option, the file and the
+offending lines or labels, raised before any scoring.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+
+import numpy as np
+
+from .._textio import text_lines
+from ..errors import InvalidInputError
+
+#: a first line naming the columns of the two-column layout (PyKEEN's entity_to_id.tsv.gz)
+HEADER = ("id", "label")
+#: labels shown in an error before "and N more"
+_SHOWN = 5
+
+
+def _shown(items: list) -> str:
+    return ", ".join(map(repr, items[:_SHOWN])) + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
+
+
+def read_row_labels(path, flag: str) -> list[str]:
+    """The labels of the rows ``0 .. n-1`` of a table, from its id file (see the module docstring)."""
+    path = os.fspath(path)
+    where = f"{flag} {path}"
+    if not os.path.isfile(path):
+        raise InvalidInputError(f"{where}: {'a directory, not an id file' if os.path.isdir(path) else 'no such file'}")
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                data = fh.read()
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InvalidInputError(f"{where}: cannot read ({exc})") from None
+    lines = text_lines(data, where)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    numbered = list(enumerate(lines, start=1))
+    if numbered and tuple(f.strip().lower() for f in numbered[0][1].split("\t")) == HEADER:
+        numbered = numbered[1:]
+    if not numbered:
+        raise InvalidInputError(f"{where}: the file lists no labels")
+    if any("\t" in line for _, line in numbered):
+        rows = _two_columns(numbered, where)
+    else:
+        rows = _one_label_per_line(numbered, where)
+    seen: dict[str, int] = {}
+    for lineno, label in rows.values():
+        if label in seen:
+            raise InvalidInputError(f"{where}: label {label!r} is listed twice (lines {seen[label]} and {lineno}); "
+                                    "each label names one row")
+        seen[label] = lineno
+    return [rows[i][1] for i in range(len(rows))]
+
+
+def _one_label_per_line(numbered, where: str) -> dict[int, tuple[int, str]]:
+    rows = {}
+    for row, (lineno, line) in enumerate(numbered):
+        label = line.strip()
+        if not label:
+            raise InvalidInputError(f"{where}, line {lineno}: an empty line; one label per line names row "
+                                    "0, 1, 2, ... in order, so an empty line cannot be skipped (every later label "
+                                    "would name the row before its own): remove it, or write 'row<TAB>label' lines")
+        rows[row] = (lineno, label)
+    return rows
+
+
+def _two_columns(numbered, where: str) -> dict[int, tuple[int, str]]:
+    rows: dict[int, tuple[int, str]] = {}
+    for lineno, line in numbered:
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split("\t")]
+        if len(fields) != 2 or not fields[1] or not fields[0].isdigit():
+            raise InvalidInputError(f"{where}, line {lineno}: expected 'row<TAB>label' (a row number, a tab, a "
+                                    f"label) like every line with a tab in this file, got {line[:120]!r}")
+        row = int(fields[0])
+        if row in rows:
+            raise InvalidInputError(f"{where}, line {lineno}: row {row} is listed twice (lines {rows[row][0]} "
+                                    f"and {lineno})")
+        rows[row] = (lineno, fields[1])
+    missing = sorted(set(range(len(rows))) - set(rows))
+    if missing:
+        beyond = sorted(set(rows) - set(range(len(rows))))
+        raise InvalidInputError(f"{where}: {len(rows)} lines must number the rows 0..{len(rows) - 1}, each once; "
+                                f"row(s) {_shown(missing)} are not listed, row(s) {_shown(beyond)} are beyond")
+    return rows
+
+
+def dataset_rows(row_labels: list[str], labels: list[str], table_rows: int, *, flag: str, table_flag: str,
+                 kind: str, path, dataset: str) -> np.ndarray:
+    """``rows`` with ``rows[i]`` the table row of the dataset's id ``i`` (label ``labels[i]``), given the
+    file's labels of the table rows; the file's count against ``table_rows``, then unknown and missing
+    labels are named errors."""
+    where = f"{flag} {os.fspath(path)}"
+    if len(row_labels) != table_rows:
+        raise InvalidInputError(f"{where} lists {len(row_labels)} {kind} labels but {table_flag} has {table_rows} "
+                                "rows: the id file must name every row of the table, once")
+    plural = "entities" if kind == "entity" else f"{kind}s"
+    ids = {label: i for i, label in enumerate(labels)}
+    unknown = [label for label in row_labels if label not in ids]
+    if unknown:
+        raise InvalidInputError(f"{where}: {len(unknown)} of its labels are not {plural} of dataset {dataset}: "
+                                f"{_shown(unknown)}")
+    where_row = {label: row for row, label in enumerate(row_labels)}
+    missing = [label for label in labels if label not in where_row]
+    if missing:
+        raise InvalidInputError(f"{where}: {len(missing)} of dataset {dataset}'s {plural} have no row: "
+                                f"{_shown(missing)}")
+    return np.fromiter((where_row[label] for label in labels), dtype=np.int64, count=len(labels))
