@@ -272,7 +272,7 @@ def test_hpo_resumed_with_other_settings_names_no_python_argument(tmp_path):
     assert "study_name" not in res.output
 
 
-def test_hpo_output_of_another_study_is_never_replaced(tmp_path):
+def test_hpo_output_of_another_study_is_never_replaced(tmp_path, monkeypatch):
     """`kgeval hpo -o DIR --study-name other` (or another --model with the default study name) replaced the
     best_pipeline_config.json of DIR's study nations-distmult with its own, without a word: its best
     configuration (dim 64, lr 0.00173) was lost. Now refused before any trial; the same study resumes."""
@@ -295,6 +295,10 @@ def test_hpo_output_of_another_study_is_never_replaced(tmp_path):
     res = run(*args, "--format", "json")  # the same study resumes and rewrites its files
     assert res.exit_code == 0 and json.loads(res.output)["trials"] == {"complete": 2}, res.output
     assert len(json.loads((out / "trials.json").read_text())) == 2
+    # the same database spelled as a relative SQLite URL is the same study
+    monkeypatch.chdir(tmp_path)
+    res = run(*args, "--storage", "sqlite:///h/kgeval-hpo.db", "--format", "json")
+    assert res.exit_code == 0 and json.loads(res.output)["trials"] == {"complete": 3}, res.output
     # a trials.json of no known study is not replaced either
     other = tmp_path / "o"
     other.mkdir()

@@ -184,11 +184,25 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
     except InvalidInputError as exc:
         raise OutputDirectoryError(f"output directory {directory}: {exc}; it would be replaced: {remedy}") from None
     owner = (saved.get("study_name"), saved.get("storage")) if isinstance(saved, dict) else (None, None)
-    if owner != (study_name, shown_storage):
+    if owner[0] != study_name or not _same_storage(owner[1], shown_storage):
         held = "an unknown search" if owner == (None, None) else f"study {owner[0]!r} in {owner[1]}"
         raise OutputDirectoryError(
             f"output directory {directory} holds the results of {held}, not of this search (study "
             f"{study_name!r} in {shown_storage}); they would be replaced: {remedy}")
+
+
+def _same_storage(saved, current: str) -> bool:
+    """Whether two storage URLs name one database: equal, or SQLite URLs of one file (a relative
+    ``sqlite:///h/kgeval-hpo.db`` and the absolute URL kgeval saves for it)."""
+    if not isinstance(saved, str):
+        return False
+    if saved == current:
+        return True
+    prefix = "sqlite:///"
+    if saved.startswith(prefix) and current.startswith(prefix):
+        a, b = (Path(url[len(prefix):].split("?", 1)[0]) for url in (saved, current))
+        return a.resolve() == b.resolve()
+    return False
 
 
 def _test_config(trial) -> PipelineConfig:
