@@ -216,3 +216,13 @@ def test_a_score_of_the_wrong_shape_is_named(monkeypatch, loop, method):
     monkeypatch.setattr(model, method, lambda *a, **k: real(*a, **k)[..., :-1])  # one score short
     with pytest.raises(InvalidInputError, match=f"{method} returned shape"):
         train(model, TRIPLES, loop=loop, epochs=1, progress=False)
+
+
+def test_unknown_name_messages_use_english_plurals():
+    """'Known losss' / 'Known entitys' read as typos in a user-facing error."""
+    from kgeval.errors import unknown_name
+
+    assert "Known losses: bce" in str(unknown_name("loss", "x", ["bce"]))
+    assert "Known entities: a" in str(unknown_name("entity", "x", ["a"]))
+    assert "Known metrics: mrr" in str(unknown_name("metric", "x", ["mrr"]))
+    assert "Known keys: k" in str(unknown_name("key", "x", ["k"]))
