@@ -105,3 +105,75 @@ def test_a_single_run_gives_an_undefined_row_that_says_why():
     one = RankTable.from_ranks([1, 2, 3], num_candidates=10)
     row = _run_row(paired.PairedTasks([one], [one, one], "realistic"), MR, 0.95)
     assert math.isnan(row["p_value"]) and "fewer than 2 runs" in row["p_method"]
+
+
+MRR = get_metric("mrr")
+
+
+def _reordered_runs(num: int = 500, size: int = 300):
+    """Tables holding one multiset of ranks at other positions, grouped by their MRR: mathematically
+    one value, which the float64 sum in another order rounds to neighbouring floats."""
+    ranks = np.random.default_rng(0).integers(1, 1000, size=num).astype(float)
+    by_value: dict[float, list] = {}
+    for s in range(size):
+        table = RankTable.from_ranks(np.random.default_rng(s).permutation(ranks), num_candidates=1000)
+        by_value.setdefault(MRR(table.ranks("realistic"), table.num_candidates, None), []).append(table)
+    values = sorted(by_value)
+    assert len(values) >= 3 and all(len(by_value[v]) >= 8 for v in values[:3])  # the trap: 1-ulp differences
+    return values, by_value
+
+
+def test_runs_that_agree_to_rounding_are_not_different():
+    """Replicates whose MRRs are one value rounded differently (per-seed values agreeing to ~1e-16
+    relative) are the same model: Welch's t on the rounding noise gave t = -3.5, p = 0.026 (3 seeds
+    each) and t = -3.0, p = 0.010 (10 seeds each)."""
+    from scipy.stats import ttest_ind
+
+    values, by = _reordered_runs()
+    lo, mid, hi = (by[v] for v in values[:3])
+    for a, b in (([lo[0], lo[1], mid[0]], [mid[1], hi[0], hi[0]]), (lo[:8] + mid[:2], mid[2:4] + hi[:8])):
+        xa, xb = ([MRR(t.ranks("realistic"), t.num_candidates, None) for t in ts] for ts in (a, b))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy's precision-loss warning
+            assert ttest_ind(xa, xb, equal_var=False).pvalue < 0.05  # the trap: rounding noise looks significant
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            row = _run_row(paired.PairedTasks(a, b, "realistic"), MRR, 0.95)
+        assert row["p_value"] == 1.0 and row["p_method"] == "welch t", row
+        assert math.isnan(row["effect_size"])
+        assert row["ci_low"] == row["ci_high"] == row["difference"]
+        assert abs(row["difference"]) < 1e-15 * values[0]
+
+
+def test_a_model_constant_to_rounding_beside_a_constant_one_is_untestable():
+    """One model's runs exactly equal, the other's equal up to one ulp, their values really different:
+    no spread on either side, so no test (before: p = 1.6e-31, Cohen's d = 2.0e15)."""
+    values, by = _reordered_runs()
+    other = RankTable.from_ranks(np.random.default_rng(9).integers(1, 1000, size=500), num_candidates=1000)
+    for a, b in (([other] * 3, by[values[0]][:2] + by[values[1]][:1]), (by[values[0]][:1] + by[values[1]][:2], [other] * 4)):
+        row = _run_row(paired.PairedTasks(a, b, "realistic"), MRR, 0.95)
+        assert abs(row["difference"]) > 1e-6
+        assert math.isnan(row["p_value"]) and "undefined" in row["p_method"], row
+        assert math.isnan(row["effect_size"])
+
+
+def test_a_model_constant_to_rounding_has_variance_zero_in_welch():
+    """Beside a model with real spread, a model whose runs agree to rounding counts as constant: the
+    row is Welch's test with its variance 0 (scipy's from the summary statistics)."""
+    from scipy.stats import t as t_dist
+    from scipy.stats import ttest_ind_from_stats
+
+    values, by = _reordered_runs()
+    flat = by[values[0]][:2] + by[values[1]][:2]
+    rng = np.random.default_rng(4)
+    spread = [RankTable.from_ranks(rng.integers(1, 1000, size=500), num_candidates=1000) for _ in range(3)]
+    xb = np.array([MRR(t.ranks("realistic"), t.num_candidates, None) for t in spread])
+    for a, b, sign in ((flat, spread, 1), (spread, flat, -1)):
+        row = _run_row(paired.PairedTasks(a, b, "realistic"), MRR, 0.9)
+        diff = sign * (values[0] - xb.mean())
+        assert row["difference"] == pytest.approx(diff, rel=1e-12)
+        ref = ttest_ind_from_stats(values[0], 0.0, 4, xb.mean(), xb.std(ddof=1), 3, equal_var=False)
+        assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-9)
+        half = t_dist.ppf(0.95, 2) * xb.std(ddof=1) / math.sqrt(3)  # Welch's df: those of the spread model
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((diff - half, diff + half), rel=1e-9)
+        assert row["effect_size"] == pytest.approx(diff / math.sqrt(2 * xb.var(ddof=1) / 5), rel=1e-9)

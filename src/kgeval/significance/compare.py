@@ -22,7 +22,10 @@ Every row of the table compares two models on one metric (side and rank type fix
   ``difference`` (positive: A's value is the larger), also where the additive scale runs the
   other way (IAMR = 1/MR, HMR = 1/MRR, IGMR);
 - ``level``: ``task`` (resampling evaluation triples) or ``run`` (replicated runs: Welch's
-  t-test on the per-run values of the two sets of training seeds).
+  t-test on the per-run values of the two sets of training seeds; spreads and differences of the
+  per-run values below their floating-point resolution, :data:`RUN_RESOLUTION` relative, count as
+  zero: runs that agree to rounding have no spread, and two such models that agree to rounding get
+  p = 1, those that differ an undefined test).
 
 Every row of the task level is computed from the same resamples: one stream of bootstrap
 resamples and one of sign patterns (both from ``seed``) serve all metrics and pairs, so the
@@ -248,8 +251,23 @@ def _task_row(job: paired.Job, test: str, confidence: float, diffs: np.ndarray, 
             "effect_kind": "cohen d_z (units)"}
 
 
+#: relative resolution of a float64 metric value: a bound on its rounding error (pairwise sums over up
+#: to 2³¹ tasks: ≲ 50 u relative; GMR's exp of a mean log multiplies it by log of the largest rank,
+#: ≤ 44), with margin: 2⁻⁴⁰ ≈ 9.1e-13 = 8192 u. Per-run values closer than this (relative to the
+#: largest) cannot be told apart from the same value summed in another order
+RUN_RESOLUTION = 2.0 ** -40
+
+
 def _run_row(tasks: paired.PairedTasks, metric, confidence: float) -> dict:
-    """Welch's t-test of the per-run values of two replicated models (each seed one observation)."""
+    """Welch's t-test of the per-run values of two replicated models (each seed one observation).
+
+    Spreads and differences below the values' floating-point resolution (:data:`RUN_RESOLUTION`
+    relative to the largest |value|) are rounding, not information: a model whose runs agree to
+    it has no spread (variance 0), and two such models whose values agree to it are not different
+    (p = 1). Without this, per-seed values that are one value summed in different orders (e.g.
+    the same reciprocal ranks at other positions) gave p = 0.026 (3 seeds) and 0.010 (10 seeds), and
+    one model constant beside another whose runs differ by 1 ulp gave p = 1.6e-31, d = 2e15."""
+    from scipy.stats import t as t_dist
     from scipy.stats import ttest_ind
 
     def per_run(tables):
@@ -262,19 +280,42 @@ def _run_row(tasks: paired.PairedTasks, metric, confidence: float) -> dict:
                effect_size=math.nan)
     if xa.size < 2 or xb.size < 2:  # a replicate set of one run: no spread to test with
         return {**row, "p_method": "welch t (undefined: a model with fewer than 2 runs)"}
-    if np.ptp(xa) == 0 and np.ptp(xb) == 0:
-        # every run of each model has the same value (hits@k of seeds that rank alike): no spread, so
-        # Welch's t is 0/0 or ±inf. Tested on the values themselves, not on the variance, which the
-        # rounding of the mean leaves at ~1e-32 for some constant values (p ~1e-28, d ~1e13 instead);
-        # the values reported are the runs' own: the mean of k equal floats may round away from them
-        diff = float(xa[0] - xb[0])
-        row.update(value_a=float(xa[0]), value_b=float(xb[0]), difference=diff, ci_low=diff, ci_high=diff)
-        return {**row, "p_value": 1.0} if diff == 0 else {**row, "p_method": _NO_RUN_SPREAD}
-    pooled = math.sqrt(((xa.size - 1) * xa.var(ddof=1) + (xb.size - 1) * xb.var(ddof=1)) / (xa.size + xb.size - 2))
-    res = ttest_ind(xa, xb, equal_var=False)
-    ci = res.confidence_interval(confidence)
-    return {**row, "p_value": float(res.pvalue), "ci_low": float(ci.low), "ci_high": float(ci.high),
-            "effect_size": row["difference"] / pooled}
+    values = np.concatenate([xa, xb])
+    if not np.isfinite(values).all():
+        return {**row, "p_method": "welch t (undefined: a run's value is not finite)"}
+    resolution = RUN_RESOLUTION * float(np.max(np.abs(values)))
+    flat_a, flat_b = np.ptp(xa) <= resolution, np.ptp(xb) <= resolution
+    if flat_a and flat_b:
+        # every run of each model has one value up to rounding (hits@k of seeds that rank alike, or
+        # one value summed in other orders): no spread, so Welch's t is 0/0 or ±inf. Tested on the
+        # values themselves, not on the variance, which the rounding of the mean leaves at ~1e-32 for
+        # some constant values (p ~1e-28, d ~1e13 instead). Where the values are exactly constant,
+        # those reported are the runs' own: the mean of k equal floats may round away from them
+        if np.ptp(xa) == 0 and np.ptp(xb) == 0:
+            row.update(value_a=float(xa[0]), value_b=float(xb[0]), difference=float(xa[0] - xb[0]))
+        diff = row["difference"]
+        row.update(ci_low=diff, ci_high=diff)
+        if abs(diff) <= resolution:
+            return {**row, "p_value": 1.0}
+        return {**row, "p_method": _NO_RUN_SPREAD}
+    if not (flat_a or flat_b):
+        pooled = math.sqrt(((xa.size - 1) * xa.var(ddof=1) + (xb.size - 1) * xb.var(ddof=1))
+                           / (xa.size + xb.size - 2))
+        res = ttest_ind(xa, xb, equal_var=False)
+        ci = res.confidence_interval(confidence)
+        return {**row, "p_value": float(res.pvalue), "ci_low": float(ci.low), "ci_high": float(ci.high),
+                "effect_size": row["difference"] / pooled}
+    # one model's runs agree to rounding: Welch's t with its variance 0, not that of its rounding noise
+    va, vb = (0.0 if flat else float(x.var(ddof=1)) for x, flat in ((xa, flat_a), (xb, flat_b)))
+    sa2, sb2 = va / xa.size, vb / xb.size
+    se = math.sqrt(sa2 + sb2)
+    df = (sa2 + sb2) ** 2 / (sa2 ** 2 / (xa.size - 1) + sb2 ** 2 / (xb.size - 1))
+    diff = row["difference"]
+    p = float(2 * t_dist.sf(abs(diff) / se, df))
+    half = float(t_dist.ppf(0.5 + confidence / 2, df)) * se
+    pooled = math.sqrt(((xa.size - 1) * va + (xb.size - 1) * vb) / (xa.size + xb.size - 2))
+    return {**row, "p_value": min(p, 1.0), "ci_low": diff - half, "ci_high": diff + half,
+            "effect_size": diff / pooled}
 
 
 def _table(records: list[dict]):
