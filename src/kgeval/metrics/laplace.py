@@ -20,7 +20,10 @@ converges like exp(−π²/h): h = 0.25 gives ≈ 7·10⁻¹⁸. We integrate th
 L(t) − e^{−μt} (O(t²) at 0; μ = E[X]) and add ∫e^{−μt} = 1/μ, ∫t e^{−μt} = 1/μ². The range is
 cut where the neglected parts are below 10⁻¹⁸ relative: below t₀ the residual is at most
 t²E[X²]/2, and above t₁ = (100 + 2 ln(μ/x_min))/x_min, L(t) ≤ e^{−t·x_min} with
-x_min = Σ wᵢ min f. Tests: brute-force enumeration (1e-10), Monte Carlo, both paths.
+x_min = Σ wᵢ min f. Variances come from the residual integrals, Var = R_{2β} − 2μ^β R_β − R_β²
+(:func:`power_mean_variance`), never as E[X^{2β}] − E[X^β]², which loses every digit where
+Var ≪ E² (a C = 1 task of large weight). Tests: brute-force enumeration (1e-10), Monte Carlo,
+both paths, mpmath and exact fractions at Var/E² down to 1e-17 (tests/metrics/test_moments_small_variance.py).
 """
 
 from __future__ import annotations
@@ -72,6 +75,35 @@ def inverse_moments(num_candidates, weights, transform: str) -> tuple[float, flo
     return tuple(power_moments(num_candidates, weights, p, (-1.0, -2.0)))
 
 
+def inverse_mean_variance(num_candidates, weights, transform: str) -> tuple[float, float]:
+    """``(E[1/X], Var[1/X])`` (:func:`inverse_moments`), the variance without cancellation
+    (:func:`power_mean_variance`)."""
+    p = {"identity": 1.0, "reciprocal": -1.0}[transform]
+    return power_mean_variance(num_candidates, weights, p, -1.0)
+
+
+def power_mean_variance(num_candidates, weights, p: float, beta: float) -> tuple[float, float] | None:
+    """``(E[X^β], Var[X^β])`` for β < 0, X = Σ wᵢ rᵢ^p; None where :func:`power_moments` is.
+
+    The variance is not ``E[X^{2β}] − E[X^β]²``: where it is small against E[X^β]² (a task of
+    large weight with C = 1 beside tasks of small weight: Var/E² ~ 1e-16) that difference keeps
+    nothing of it (HMR with C = [1, 20,000], weights [1, 1e-6]: 4.4 times the true variance; the
+    power mean p = −2 with C = [1, 70,000], weights [1, 1e-5]: 15% off). With m = μ^β and the
+    residual integrals R_β = E[X^β] − μ^β (:func:`power_moments`; μ^{2β} = m²):
+
+        Var = R_{2β} − 2·m·R_β − R_β²
+
+    in which R_{2β} and 2mR_β are both ≈ m²σ²/μ² times β(2β−1) and β(β−1): they cancel by a
+    factor (2β−1)/β (3 for HMR, 4 for p = −2), not E²/Var.
+    """
+    out = _residual_moments(num_candidates, weights, p, (beta, 2 * beta))
+    if out is None:
+        return None
+    mu, (r1, r2) = out
+    m = mu**beta
+    return m + r1, max(r2 - 2 * m * r1 - r1 * r1, 0.0)
+
+
 def power_moments(num_candidates, weights, p: float, betas) -> list[float] | None:
     """``E[X^β]`` for each β < 0 in ``betas``, X = Σ wᵢ rᵢ^p; None where no exact path applies.
 
@@ -80,6 +112,17 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     HMR/IAMR). φ is closed for p = 1, O(1) per pair for p = −1 (:func:`reciprocal_exp_sum`);
     other p need the cumulative-sum path (≤ 8 distinct weights, C ≤ 2²⁰), else None.
     """
+    out = _residual_moments(num_candidates, weights, p, betas)
+    if out is None:
+        return None
+    mu, residuals = out
+    return [mu**b + r for b, r in zip(betas, residuals)]
+
+
+def _residual_moments(num_candidates, weights, p: float, betas) -> tuple[float, list[float]] | None:
+    """``(μ, [R_β])``: μ = E[X] (as summed here) and R_β = E[X^β] − μ^β for each β in ``betas``,
+    each integral to its own relative accuracy (the cuts and the stop below are set against the
+    residual's size, ~ μ^β · Var[X]/μ², not against μ^β); see :func:`power_moments`."""
     c = np.asarray(num_candidates, dtype=np.int64)
     cv, wv, cnt = _pairs(c, weights)
     num_w = np.unique(wv).size
@@ -98,9 +141,11 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     x_min = float(np.sum(cnt * wv * f_min))
     if not (x_min > 0 and 0 < m2 < math.inf):  # j^p under- or overflows (|p| large): no quadrature
         return None
-    # cut where the neglected parts are < 1e-18 relative: residual ≤ t²E[X²]/2 below t₀, L ≤ e^{−t·x_min} above t₁
+    # cut where the neglected parts are < 1e-18 relative: residual ≤ t²E[X²]/2 below t₀, L ≤ e^{−t·x_min} above t₁;
+    # relative to the residual, of size ~ μ^β·Var[X]/μ² (``spread``), which the variance is computed from
+    spread = max((m2 - mu * mu) / (mu * mu), 1e-300)
     t0 = min((2 * (2 - b) * 1e-18 * mu**b * math.gamma(-b) / m2) ** (1 / (2 - b)) for b in betas)
-    t1 = max(100.0 + 2.0 * (1 - b) * math.log(max(mu / x_min, 1.0)) for b in betas) / x_min
+    t1 = max(100.0 - math.log(min(spread, 1.0)) + 2.0 * (1 - b) * math.log(max(mu / x_min, 1.0)) for b in betas) / x_min
     if not (0 < t0 < t1 < math.inf):
         return None
     t = np.exp(np.arange(math.log(t0) + _H / 2, math.log(t1) + _H, _H))
@@ -111,8 +156,10 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     else:
         log_l_of = lambda tt: _pair_sum(tt, cv, wv, cnt, _log_phi_reciprocal)  # noqa: E731
     # L is decreasing (X > 0): once L(t)·t₁^{|β|}/|β| and e^{−μt} are below 1e-18 of the
-    # answer, the remaining nodes cannot matter; stop there (saves most large-u work)
-    stop = min(math.log(1e-18) + b * math.log(mu) + math.lgamma(-b) + math.log(-b) + b * math.log(t1) for b in betas)
+    # answer, the remaining nodes cannot matter; stop there (saves most large-u work). The
+    # answer: the residual's size (μ^β·spread), not μ^β (with Var/E² ~ 1e-16 the tail left was ~1% of it)
+    stop = min(math.log(1e-18 * min(spread, 1.0)) + b * math.log(mu) + math.lgamma(-b) + math.log(-b) + b * math.log(t1)
+               for b in betas)
     # The residual L − e^{−μt} = e^{−μt}·expm1(excess), excess = ln L + μt ≈ t²Var[X]/2: where it is
     # small, ln L + μt keeps only ln L's absolute accuracy, and ln L sums terms of size ~ n·ln n
     # (f = j: Var[IAMR] of 10⁶ tasks with C = 2 was 0.55% off, E 3e-10). For f = j the excess is
@@ -145,7 +192,7 @@ def power_moments(num_candidates, weights, p: float, betas) -> list[float] | Non
     if excess_of is not None and far.any():
         log_l[far] = log_l_of(t[far])
     resid = np.where(far, np.exp(log_l) - np.exp(-mu * t), np.exp(-mu * t) * np.expm1(np.minimum(excess, 0.5)))
-    return [mu**b + _H * float(np.sum(resid * t ** (-b))) / math.gamma(-b) for b in betas]
+    return mu, [_H * float(np.sum(resid * t ** (-b))) / math.gamma(-b) for b in betas]
 
 
 #: the quadrature's E[X^β] degrades as |β| = 1/|p| grows (against enumeration, C = 50, 60, 70:
@@ -180,9 +227,9 @@ def power_mean_null(num_candidates, weights, p: float) -> tuple[float, float, bo
         m = power_mean(np.stack([g.ravel() for g in grids], axis=-1), wc, p)  # no overflow at large |p|
         return float(m.mean()), float(m.var()), True
     if p <= _QUAD_MAX_P:  # closer to 0, Γ(−1/p) overflowed (OverflowError) and the integral lost digits
-        moments = power_moments(c, w, p, (1.0 / p, 2.0 / p))
+        moments = power_mean_variance(c, w, p, 1.0 / p)  # the variance from residuals: no cancellation
         if moments is not None:
-            return moments[0], max(moments[1] - moments[0] ** 2, 0.0), p <= _QUAD_EXACT_P
+            return moments[0], moments[1], p <= _QUAD_EXACT_P
     return None
 
 
@@ -430,7 +477,8 @@ def _log_phi_prefix(t, cv, wv, p: float) -> np.ndarray:
         for start in range(0, t.size, block):
             s = t[start : start + block] * w
             pref = np.cumsum(np.exp(-s[:, None] * f[None, :]), axis=1)[:, cs - 1]
-            out[start : start + block, sel] = np.log(pref / cs[None, :])
+            with np.errstate(divide="ignore"):  # e^{−s·j^p} underflows at large t: ln φ = −inf, L = 0 there
+                out[start : start + block, sel] = np.log(pref / cs[None, :])
     return out
 
 
@@ -446,5 +494,6 @@ def _log_l_prefix(t, cv, wv, cnt, p: float) -> np.ndarray:
         for start in range(0, t.size, block):
             s = t[start : start + block] * w
             pref = np.cumsum(np.exp(-s[:, None] * f[None, :]), axis=1)[:, cs - 1]
-            log_l[start : start + block] += np.log(pref / cs[None, :]) @ ns
+            with np.errstate(divide="ignore", invalid="ignore"):  # underflow at large t: L = 0 (ln = −inf)
+                log_l[start : start + block] += np.log(pref / cs[None, :]) @ ns
     return log_l

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .base import UNKNOWN, Metric, NullMoments, ValueRange, wmean, wsum_sq
-from .laplace import inverse_moments, power_mean_null
+from .laplace import inverse_mean_variance, power_mean_null
 from .moments import log_power_moment, power_mean, power_moment, power_variance
 
 INF = math.inf
@@ -107,7 +107,7 @@ class _Reciprocal:
     """g(x) = 1/x (IAMR = 1/MR, HMR = 1/MRR).
 
     Null moments are exact (to ~1e-13) for any weights through the Laplace identities
-    E[1/X] = ∫L(t)dt and E[1/X²] = ∫t·L(t)dt, see :func:`~kgeval.metrics.laplace.inverse_moments`."""
+    E[1/X] = ∫L(t)dt and E[1/X²] = ∫t·L(t)dt, see :func:`~kgeval.metrics.laplace.inverse_mean_variance`."""
 
     identity_post = False
     inverse_kind = "identity"
@@ -124,8 +124,8 @@ class _Reciprocal:
     def _null_moments(self, c, w) -> NullMoments:
         if wsum_sq(self.task_var(c), w) == 0:  # X is deterministic (all Cᵢ = 1): exact, no quadrature noise
             return NullMoments(float(self.g(wmean(self.task_mean(c), w))), 0.0, True)
-        e1, e2 = inverse_moments(c, w, self.inverse_kind)
-        return NullMoments(float(e1), float(max(e2 - e1 * e1, 0.0)), True)
+        e1, var = inverse_mean_variance(c, w, self.inverse_kind)  # Var without E[1/X²] − E[1/X]² cancelling
+        return NullMoments(float(e1), float(var), True)
 
 
 class _Identity:
