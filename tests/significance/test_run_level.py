@@ -177,3 +177,27 @@ def test_a_model_constant_to_rounding_has_variance_zero_in_welch():
         half = t_dist.ppf(0.95, 2) * xb.std(ddof=1) / math.sqrt(3)  # Welch's df: those of the spread model
         assert (row["ci_low"], row["ci_high"]) == pytest.approx((diff - half, diff + half), rel=1e-9)
         assert row["effect_size"] == pytest.approx(diff / math.sqrt(2 * xb.var(ddof=1) / 5), rel=1e-9)
+
+
+def test_a_model_against_itself_with_its_seeds_reordered_is_not_different():
+    """The same three replicates listed in another order: np.mean over replicates in list order left
+    per-unit differences of ~1e-17, so the permutation test gave p = 0.87 (bootstrap-t 0.63, Wilcoxon
+    0.82) with Cohen's d_z = 0.06, and MR a difference of -5.7e-14. Every test must now say: no
+    difference at all."""
+    from kgeval.significance.compare import _resample, _task_row
+
+    rng = np.random.default_rng(1)
+    tables = [RankTable.from_ranks(rng.integers(1, 500, size=60), num_candidates=500) for _ in range(3)]
+    for order in ([2, 0, 1], [1, 2, 0], [2, 1, 0]):
+        tasks = paired.PairedTasks(tables, [tables[i] for i in order], "realistic")
+        for key in ("mrr", "gmr", "mr", "hmr"):
+            metric = get_metric(key)
+            job = paired.Job(tasks, metric, tasks.unit_sums(metric))
+            assert np.array_equal(job.sums[0], job.sums[1])
+            for test in ("permutation", "bootstrap", "wilcoxon"):
+                row = _task_row(job, test, 0.95, *_resample([job], test, 500, 0)[0])
+                assert row["difference"] == 0.0 and row["p_value"] == 1.0, (order, key, test, row)
+                assert row["ci_low"] == row["ci_high"] == 0.0
+                assert math.isnan(row["effect_size"]) or row["effect_size"] == 0.0, row  # no spread; Wilcoxon: r = 0
+            run = _run_row(tasks, metric, 0.95)
+            assert run["difference"] == 0.0 and run["p_value"] == 1.0 and run["effect_size"] == 0.0, run

@@ -82,7 +82,7 @@ class PairedTasks:
                  for tables in (self.tables_a, self.tables_b)]
         if stats[0][0] is None:
             return None
-        sa, sb = (np.mean([s.sums for s in group], axis=0) for group in stats)
+        sa, sb = (replicate_mean([s.sums for s in group]) for group in stats)
         reps = None
         if len(stats[0]) > 1 or len(stats[1]) > 1:
             reps = tuple(tuple(s.sums for s in group) for group in stats)
@@ -98,7 +98,18 @@ class PairedTasks:
 
             def one(t):
                 return metric_on_units(t, metric, self.rank_type, unit_indices, units)
-        return (float(np.mean([one(t) for t in self.tables_a])), float(np.mean([one(t) for t in self.tables_b])))
+        return (float(replicate_mean([one(t) for t in self.tables_a])), float(replicate_mean([one(t) for t in self.tables_b])))
+
+
+def replicate_mean(values, axis: int = 0):
+    """The mean over replicates (along ``axis``), summed in sorted order: the same replicates listed in
+    another order give the same bits. ``np.mean`` in list order gave a model and itself with its 3
+    seeds reordered per-unit differences of ~1e-17, so the permutation test p = 0.87 (not 1), Cohen's
+    d_z = 0.06 and an MR difference of -5.7e-14 instead of 0."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.shape[axis] == 1:
+        return np.take(x, 0, axis=axis)
+    return np.sort(x, axis=axis).mean(axis=axis)
 
 
 def _chunk_rows(n: int) -> int:
@@ -222,8 +233,8 @@ def paired_bootstrap(jobs: list[Job], n: int, *, num_resamples: int, rng: np.ran
                         ka, kb = len(reps[0]), len(reps[1])
                         ra = y[:, o + width:o + width + ka]
                         rb = y[:, o + width + ka:o + width + ka + kb]
-                        out[done:done + rows, j] = (g(ra / tw[:, None]).mean(axis=1)
-                                                    - g(rb / tw[:, None]).mean(axis=1))
+                        out[done:done + rows, j] = (replicate_mean(g(ra / tw[:, None]), axis=1)
+                                                    - replicate_mean(g(rb / tw[:, None]), axis=1))
                     if studentize:
                         q, pq, v = (y[:, o + i] for i in range(3, 6))
                         dstar = (ya - yb) / tw
