@@ -180,3 +180,68 @@ def test_a_helpers_error_is_raised_by_the_walks_owner():
     share.help()  # this thread's side is done: it joins the open walk, fails, and returns once the owner is done
     t.join(5)
     assert not t.is_alive() and out == {"err": "helper failed"}
+
+
+@pytest.fixture
+def _hang_guard():
+    """A hang fails (the process dumps its threads and exits) instead of blocking the run."""
+    import faulthandler
+
+    faulthandler.dump_traceback_later(120, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+class _Interrupt(BaseException):
+    """Stands for KeyboardInterrupt (which pytest would take as the end of the session)."""
+
+
+def test_an_interrupt_while_waiting_for_the_other_side_stops_it_at_its_next_batch(monkeypatch, _hang_guard):
+    """An interrupt (Ctrl-C) reaching the calling thread once its own side is done, while it waits for the
+    other side: the other side stops at its next batch, as one side after the other would. Before, the
+    wait went on until the other side had ranked every one of its batches (15 x 0.2 s here, all of them
+    run after the interrupt), and only then was the interrupt raised."""
+    import signal
+
+    model, train, test = _model_and_triples()
+    caller = threading.main_thread()
+    if threading.current_thread() is not caller:
+        pytest.skip("signals reach the main thread only")
+    real_batch, real_side = full._rank_batch, evaluator._rank_side
+    seen = {"other": 0, "after": 0}
+    interrupted = threading.Event()
+
+    def rank_batch(ctx, sc, *a, **k):
+        if threading.current_thread() is not caller:  # the other side's thread: slow batches
+            seen["other"] += 1
+            seen["after"] += interrupted.is_set()
+            time.sleep(0.2)
+        return real_batch(ctx, sc, *a, **k)
+
+    def rank_side(ctx, *a, **k):
+        out = real_side(ctx, *a, **k)
+        if threading.current_thread() is caller:  # this side is done: interrupt the wait that follows
+            def later():
+                time.sleep(0.1)
+                interrupted.set()
+                signal.pthread_kill(caller.ident, signal.SIGUSR1)
+            threading.Thread(target=later, daemon=True).start()
+        return out
+
+    def handler(signum, frame):
+        raise _Interrupt()
+
+    monkeypatch.setattr(full, "_rank_batch", rank_batch)
+    monkeypatch.setattr(evaluator, "_rank_side", rank_side)
+    seen_threads = _spy_side_threads(monkeypatch)
+    old = signal.signal(signal.SIGUSR1, handler)
+    try:
+        with pytest.raises(_Interrupt):
+            evaluate_ranks(model, test, filter_triples=[train], progress=False, entity_chunk_size=30, batch_size=20)
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert seen_threads == [(1, 1)]
+    returned = seen["other"]
+    assert interrupted.is_set() and seen["after"] <= 1  # at most the batch it was in when interrupted
+    time.sleep(0.5)
+    assert seen["other"] == returned  # nothing runs on after the call returned

@@ -198,8 +198,11 @@ def _rank_sides(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, bar, qacc, l
             first = run(0)
         except side_threads.Cancelled:  # the other side failed first: its error is the one raised
             first = None
+    except BaseException:  # an interrupt while this thread helped or waited (after run's own except)
+        share.cancel()  # the other side stops at its next batch, as one side after the other would
+        raise
     finally:
-        failed = future.exception()  # wait for the other side, whatever happened here
+        failed = _wait_side(future, share)  # wait for the other side, whatever happened here
     if failed is not None:
         raise failed
     if first is None:  # cancelled, yet the other side did not fail: never a partial result
@@ -207,6 +210,17 @@ def _rank_sides(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, bar, qacc, l
     ctx.chunk_used = max((c.chunk_used for c in ctxs if c.chunk_used is not None), default=None)
     ctx.chunk_redone_queries += sum(c.chunk_redone_queries for c in ctxs)
     return [first, future.result()]
+
+
+def _wait_side(future, share: WalkShare):
+    """The other side's error or None, once it has ended. Interrupted while waiting (Ctrl-C), the other
+    side is cancelled and waited for again (it stops at its next batch; a second interrupt ends the wait)."""
+    try:
+        return future.exception()
+    except BaseException:
+        share.cancel()
+        future.exception()
+        raise
 
 
 def _side_threads(ctx: RunContext, inp: Inputs) -> tuple[int, int] | None:
