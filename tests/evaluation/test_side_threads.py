@@ -245,3 +245,42 @@ def test_an_interrupt_while_waiting_for_the_other_side_stops_it_at_its_next_batc
     assert interrupted.is_set() and seen["after"] <= 1  # at most the batch it was in when interrupted
     time.sleep(0.5)
     assert seen["other"] == returned  # nothing runs on after the call returned
+
+
+@pytest.mark.parametrize("budget", [5000, 20000, 60000, 1 << 20, 1 << 24])
+def test_a_binding_memory_budget_gives_the_protocol_of_one_side_after_the_other(budget, monkeypatch):
+    """Each side ranked at once plans with half the memory budget: where that plans other batches or chunks,
+    the sides run one after the other. Before, the consistency check (one pick at each end of a batch)
+    counted other numbers: 36 checked tasks instead of 20 at a 20,000-byte budget (136 vs 68 at 5,000)."""
+    model, train, test = _model_and_triples()
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, check_consistency=True,
+                         memory_budget=budget)
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "1")
+    seen = _spy_side_threads(monkeypatch)
+    got = evaluate_ranks(model, test, filter_triples=[train], progress=False, check_consistency=True,
+                         memory_budget=budget)
+    _tables(got.rank_table, ref.rank_table)
+    assert got.protocol.to_dict() == ref.protocol.to_dict()
+    assert seen == ([(1, 1)] if budget == 1 << 24 else [None])  # a budget that does not bind at half: at once
+
+
+def test_whole_row_batches_are_those_of_one_side_after_the_other(monkeypatch):
+    """Whole-row batches hold up to 16 row groups per walker of the evaluation: with the sides ranked at once
+    (one walker each) still those of one side after the other (two walkers). Before, each side's batches
+    held half as many rows: 9,000 queries of 4,096 entities in 2 batches instead of 1, 8 consistency
+    checks instead of 4."""
+    ne = 4096
+    model = get_model("distmult", ne, 3, dim=4, seed=1).eval()
+    rng = np.random.default_rng(2)
+    test = np.stack([rng.permutation(ne * 3)[:9000] % ne, np.arange(9000) % 3, rng.permutation(ne * 3)[:9000] % ne], 1)
+    kw = dict(filtered=False, progress=False, check_consistency=True, memory_budget=1 << 32)
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
+    ref = evaluate_ranks(model, test, **kw)
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "1")
+    seen = _spy_side_threads(monkeypatch)
+    got = evaluate_ranks(model, test, **kw)
+    assert seen == [(1, 1)]
+    _tables(got.rank_table, ref.rank_table)
+    assert got.protocol.to_dict() == ref.protocol.to_dict()
+    assert ref.protocol.consistency_checked == 4

@@ -33,7 +33,7 @@ from .context import RunContext
 from .count_kernel import kernel_ready, use_kernel
 from .counting import ConsistencyCheck, Counter
 from .filter_index import FilterIndex, answer_column, count_distinct_triples, query_keys
-from .full import rank_full
+from .full import plan_full, rank_full
 from .inputs import Inputs, prepare_inputs
 from .options import EvaluationOptions, as_options
 from .query_metrics import QueryMetricAccumulator
@@ -171,7 +171,7 @@ def _rank_sides(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, bar, qacc, l
     threads = _side_threads(ctx, inp)
     if threads is None:
         return [_rank_side(ctx, inp, side, eval_idx, bar, qacc, later.get(side)) for side in codes]
-    share = WalkShare(len(codes))
+    share = WalkShare(len(codes), walkers=sum(threads))
     # each side: half the memory budget (both sides' batches are alive at once) and its share of the walkers
     ctxs = [replace(ctx, budget=ctx.budget // 2, score_threads=t, share=share) for t in threads]
     bar, keep = _LockedBar(bar), bookkeeping_threads()
@@ -227,7 +227,9 @@ def _side_threads(ctx: RunContext, inp: Inputs) -> tuple[int, int] | None:
     """Each side's walker count when both sides of this evaluation are ranked at once, else None:
     a two-sided full ranking in one process on the CPU (no query metrics: they need whole rows in one
     accumulator) with at least two walkers (:func:`.full._walkers`: ``KGEVAL_CHUNK_WORKERS`` or the
-    caller's thread count) whose scorer may score on several threads at once, split between the sides."""
+    caller's thread count) whose scorer may score on several threads at once, split between the sides, and
+    where each side's plan (:func:`.full.plan_full`) with half the memory budget is that of one side after the
+    other: the consistency check and the protocol never depend on how the sides ran."""
     opts = ctx.options
     if (not side_threads.enabled() or ctx.dist is not None or ctx.device.type != "cpu" or len(inp.side_codes) != 2
             or opts.num_negatives is not None or ctx.want_query_metrics):
@@ -237,11 +239,21 @@ def _side_threads(ctx: RunContext, inp: Inputs) -> tuple[int, int] | None:
         return None
     if not (ctx.counter.fused and kernel_ready()):
         return None
-    probe = SideScorer(inp.scorer, inp.side_codes[0], num_entities=inp.num_entities, device=ctx.device,
-                       allowed=ctx.allowed, threads=1)
-    if not probe.accepts_out:  # walkers need reused score blocks (full._walkers)
-        return None
-    return -(-n // 2), n // 2
+    split = -(-n // 2), n // 2
+    share, n_tasks = WalkShare(2, walkers=n), int(np.count_nonzero(inp.keep))
+    for side, t in zip(inp.side_codes, split):
+        probe = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device,
+                           allowed=ctx.allowed, threads=1)
+        if not probe.accepts_out:  # walkers need reused score blocks (full._walkers)
+            return None
+        # each side's batches and chunks as one side after the other plans them (they decide the consistency
+        # check's picks and the protocol's chunk width), else one after the other: a memory budget that binds
+        # at half (each side's share) plans smaller batches or chunks
+        alone = plan_full(replace(ctx, chunk_used=None), probe, n_tasks, quiet=True)
+        if plan_full(replace(ctx, budget=ctx.budget // 2, score_threads=t, share=share, chunk_used=None), probe,
+                     n_tasks, quiet=True) != alone:
+            return None
+    return split
 
 
 class _LockedBar:

@@ -83,7 +83,7 @@ def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | 
 
 
 def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None,
-              split_rows: bool = True) -> tuple[int, int | None, int | None]:
+              split_rows: bool = True, quiet: bool = False) -> tuple[int, int | None, int | None]:
     """``(batch size in tasks, entity chunk width or None, row block or None)`` for rows of ``sc.num_columns`` candidate
     columns, whose whole-row call returns ``row_cols`` scores (default: every entity; an entity
     shard's local slice: its own columns).
@@ -104,7 +104,7 @@ def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | Non
     vs 1.89-1.94x). Shorter rows are whole; a batch holds up to ``_WHOLE_BATCH_BLOCKS`` row groups of one block per walker
     (:func:`_row_groups`; ``split_rows=False`` for callers that score a batch's rows in one piece:
     one block of ``_SHARD_ROW_BLOCK`` entries). The memory budget stays an upper bound; explicit
-    ``batch_size`` / ``entity_chunk_size`` are used as given.
+    ``batch_size`` / ``entity_chunk_size`` are used as given. ``quiet``: no warning (a plan only compared).
 
     Automatic CPU chunks of ``rows`` query rows: a batch holds up to ``_ROW_BLOCKS`` such row blocks,
     walked as one (:func:`count_chunks` ``row_block``): one setup and one wait for the slowest walker
@@ -140,20 +140,23 @@ def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | Non
     if width is not None and width >= ncols:
         width = None
     if width is not None and not sc.accepts_entities:
-        warnings.warn(
-            f"scorer.{sc.method.__name__} has no entities= keyword (or the scorer declares entity_subsets=False): "
-            "entity chunking is impossible, "
-            "whole score rows are used",
-            stacklevel=5,
-        )
+        if not quiet:
+            warnings.warn(
+                f"scorer.{sc.method.__name__} has no entities= keyword (or the scorer declares entity_subsets=False): "
+                "entity chunking is impossible, "
+                "whole score rows are used",
+                stacklevel=5,
+            )
         width = None
     if width is None:
         batch = opts.batch_size or auto_batch(ctx.budget, row_cols, n_tasks, extra=extra)
         if cpu_blocks and split_rows:
             # rows are scored and counted in groups of one block (_row_groups): a batch of several
             # groups per walker pays the per-batch work (known answers, task bookkeeping) once for
-            # all; query metrics score a batch's rows in one piece (one block per walker's share)
-            walkers = _walkers(ctx, sc, 2, 0)
+            # all; query metrics score a batch's rows in one piece (one block per walker's share). The
+            # evaluation's walkers (both sides' when they are ranked at once): the batches (the consistency
+            # check's picks, the protocol) are those of one side after the other whichever way the sides run
+            walkers = _walkers(ctx, sc, 2, 0, evaluation=True)
             groups = 1 if ctx.want_query_metrics else _WHOLE_BATCH_BLOCKS
             batch = min(batch, max(_MIN_CHUNK_ROWS, groups * walkers * CPU_BLOCK // ncols))
         elif cpu_blocks:  # whole local rows of row_cols (an entity shard's slice: not all ncols columns)
@@ -555,7 +558,7 @@ def nondeterministic(sc, n: int) -> InvalidInputError:
 _WORKERS = None  # (pid, size, thread pool) walking chunks beside the caller (see _walkers)
 
 
-def _walkers(ctx, sc, nparts: int, block: int) -> int:
+def _walkers(ctx, sc, nparts: int, block: int, evaluation: bool = False) -> int:
     """How many threads walk a batch's ``nparts`` parts (column chunks, or groups of whole rows) at
     once, each scoring on one torch thread.
 
@@ -571,10 +574,13 @@ def _walkers(ctx, sc, nparts: int, block: int) -> int:
     may declare it) and take ``out=``, automatic block sizes (each walker holds one block of at most
     ``block`` scores) and once the kernel is loaded.
     ``KGEVAL_CHUNK_WORKERS``: a positive count overrides ``t`` (1 = off).
+    ``evaluation``: the walkers of the whole evaluation, also when the sides are ranked at once.
     """
     # sides ranked at once (ctx.share): each side's share of the walkers, set by the evaluator
-    n = (ctx.score_threads if ctx.share is not None else env_count("KGEVAL_CHUNK_WORKERS", minimum=1)
-         or ctx.score_threads or 1)
+    if ctx.share is not None:
+        n = ctx.share.walkers if evaluation else ctx.score_threads
+    else:
+        n = env_count("KGEVAL_CHUNK_WORKERS", minimum=1) or ctx.score_threads or 1
     if n < 2 or nparts < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > CPU_BLOCK:
         return 1
     if getattr(sc.scorer, "concurrent_scoring", False) is not True:

@@ -63,7 +63,8 @@ class WalkShare:
     :meth:`help`, which joins every walk still open (once each) until no side is running.
     """
 
-    def __init__(self, sides: int):
+    def __init__(self, sides: int, walkers: int = 2):
+        self.walkers = walkers  # the evaluation's walkers, both sides' (batch plans: .full._walkers)
         self._cond = threading.Condition()
         self._open: list[_Walk] = []
         self._running = sides
