@@ -284,3 +284,31 @@ def test_whole_row_batches_are_those_of_one_side_after_the_other(monkeypatch):
     _tables(got.rank_table, ref.rank_table)
     assert got.protocol.to_dict() == ref.protocol.to_dict()
     assert ref.protocol.consistency_checked == 4
+
+
+def test_prediction_turned_off_by_misses_does_not_replan_the_other_side(monkeypatch):
+    """A batch of mispredicted true scores turns prediction off for the rest of the evaluation; each side is
+    still planned as at its start (rows of 4,097-16,384 entities are chunked only where pass 1 is
+    predicted), whether the sides run one after the other or at once. Before, one side after the other
+    planned the second side as whole rows of 1,136 tasks (5 batches: 12 consistency checks in all) and at
+    once as chunks (one batch: 4 checks), a protocol that depended on the mode."""
+    from kgeval.evaluation import predicted
+
+    ne = 4200
+    model = get_model("distmult", ne, 3, dim=8, seed=1).eval()
+    test = np.random.default_rng(2).integers(0, [ne, 3, ne], size=(5000, 3))
+    kw = dict(filtered=False, progress=False, check_consistency=True, memory_budget=64 << 20)
+    ref = evaluate_ranks(model, test, **kw)
+    if predicted.chain_length(8) is None:
+        pytest.skip("true scores are not predicted on this machine")
+    real = count_kernel.chain_dots
+    monkeypatch.setattr(predicted, "chain_dots", lambda *a: np.nextafter(real(*a), np.float32(np.inf)))
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
+    one = evaluate_ranks(model, test, **kw)
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "1")
+    seen = _spy_side_threads(monkeypatch)
+    both = evaluate_ranks(model, test, **kw)
+    assert seen == [(1, 1)]
+    _tables(one.rank_table, ref.rank_table)
+    _tables(both.rank_table, ref.rank_table)
+    assert both.protocol.to_dict() == one.protocol.to_dict() == ref.protocol.to_dict()

@@ -123,7 +123,7 @@ def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | Non
             rows = min(n_tasks, _CHUNK_ROWS)
             width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
         if cpu_blocks and sc.accepts_entities and (
-                ncols > _CPU_WHOLE_COLS or (ncols > _CPU_PREDICTED_COLS and predictable(ctx, sc))):
+                ncols > _CPU_WHOLE_COLS or (ncols > _CPU_PREDICTED_COLS and predictable(ctx, sc, planning=True))):
             # short rows whose true scores are predicted: taller chunks, fewer batches (measured at
             # 10^4 entities, dim 64, best of 11 in 3 processes: 4,096 x 256 chunks 1.37-1.60x the
             # floor, 1,024 x 1,024 1.45-2.17x, whole rows 1.53-1.85x)

@@ -113,11 +113,14 @@ def chain_length(d: int) -> int | None:
         return _CHAINS[d]
 
 
-def predictable(ctx, sc) -> bool:
+def predictable(ctx, sc, planning: bool = False) -> bool:
     """Whether :func:`predicted_scores` applies to this side's batches (queried once per side scorer:
     a one-query batch is prepared to see whether its scores are a float32 product with a known chain
-    length). The batch planner chunks short rows only then (:func:`.full.plan_batches`)."""
-    if not (ctx.predict_true and sc.predicts_true) or sc.device.type != "cpu" or sc.prepare is None:
+    length). The batch planner chunks short rows only then (:func:`.full.plan_batches`), with
+    ``planning``: whatever a batch of misses turned off meanwhile (``ctx.predict_true``), so that each
+    side is planned as at the start of the evaluation, whether the sides run one after the other or at
+    once (:mod:`.side_threads`)."""
+    if not ((ctx.predict_true or planning) and sc.predicts_true) or sc.device.type != "cpu" or sc.prepare is None:
         return False
     if not enabled():
         return False
