@@ -35,8 +35,8 @@ views, slices, cached buffers) it works on a copy.
 
 from __future__ import annotations
 
-import functools
 import inspect
+import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
@@ -78,11 +78,17 @@ def _signature_parameters(method) -> frozenset:
         return frozenset()
 
 
-@functools.lru_cache(maxsize=256)
+_PARAMETERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # function -> its parameter names
+
+
 def _parameters(func) -> frozenset:
     """The parameter names of a plain function (cached: ``inspect.signature`` took ~0.1 ms per call,
-    four calls per evaluation, ~0.5% of a 10^4-entity evaluation)."""
-    return _signature_parameters(func)
+    four calls per evaluation, ~0.5% of a 10^4-entity evaluation). Weakly: a cached function (and what it
+    closes over, e.g. a scorer class made per trial and its model) is freed with its class."""
+    params = _PARAMETERS.get(func)
+    if params is None:
+        params = _PARAMETERS[func] = _signature_parameters(func)
+    return params
 
 
 def _entity_ids(entities, num_entities: int, device) -> torch.Tensor:
