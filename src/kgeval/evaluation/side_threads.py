@@ -17,7 +17,9 @@ more walker (:func:`.full.count_chunks`, :func:`.full._rank_row_groups`), on a s
 core idles while any part of any walk is left.
 
 Each side gets half the evaluation's memory budget (the two sides' batches are alive at once; a
-helper adds one score block of at most ``full.CPU_BLOCK`` entries, like any walker).
+helper adds one score block of at most ``full.CPU_BLOCK`` entries, like any walker); where that plans
+other batches or chunks than one side after the other would (a budget that binds at half), the sides
+run one after the other, so that the consistency check and the protocol never depend on the mode.
 ``KGEVAL_PARALLEL_SIDES=0`` ranks the sides one after the other.
 """
 
