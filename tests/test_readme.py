@@ -123,6 +123,7 @@ def test_p_value_floor_is_documented():
 
     res = Results(RankTable.from_ranks(ranks=[1, 1, 1], num_candidates=[50, 50, 40]))
     p = res.p_value("both.realistic.mrr")
-    assert p.value == pytest.approx(1 / (50 * 50 * 40), rel=1e-12) and "least possible" in p.method
+    # abs=0: p = 1e-5, and approx's default abs=1e-12 would allow 1e-7 of it
+    assert p.value == pytest.approx(1 / (50 * 50 * 40), rel=1e-12, abs=0) and "least possible" in p.method
     text = " ".join(README.read_text(encoding="utf-8").split())
     assert "or the least possible p-value Π 1/Cᵢ (every rank 1) where the normal tail falls below it" in text
