@@ -106,8 +106,11 @@ class TransformedMean(Metric):
 class _Reciprocal:
     """g(x) = 1/x (IAMR = 1/MR, HMR = 1/MRR).
 
-    Null moments are exact (to ~1e-13) for any weights through the Laplace identities
-    E[1/X] = ∫L(t)dt and E[1/X²] = ∫t·L(t)dt, see :func:`~kgeval.metrics.laplace.inverse_mean_variance`."""
+    Null moments are exact for any weights through the Laplace identities E[1/X] = ∫L(t)dt and
+    E[1/X²] = ∫t·L(t)dt, see :func:`~kgeval.metrics.laplace.inverse_mean_variance`: E to ~1e-15,
+    Var to ~1e-12 relative (measured 1.05e-12 high against exact binomial sums, mpmath quadrature and
+    exact fractions, for HMR and IAMR alike: the quadrature step's error; tests/metrics/test_moments_hmr_excess.py,
+    test_moments_small_variance.py)."""
 
     identity_post = False
     inverse_kind = "identity"
