@@ -59,6 +59,23 @@ def test_bad_options_are_named(runs):
         build_report([])
 
 
+@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, True, "0"])
+def test_bad_seed_is_named_before_any_work(runs, tmp_path, seed):
+    """build_report(seed=-1) gave a report with every interval cell None and no comparison, said only in
+    a note ('runs on Nations not compared: seed must be ...'): the statistics leave a refused cell empty."""
+    with pytest.raises(InvalidInputError, match=r"^seed must be an integer in \[0, 2\*\*32\)"):
+        build_report(runs, seed=seed, num_resamples=5)
+    with pytest.raises(InvalidInputError, match=r"^seed must be"):  # before loading anything
+        build_report([tmp_path / "not-a-run"], seed=seed)
+
+
+def test_unseeded_report_has_its_intervals_and_comparison(runs):
+    report = build_report(runs, seed=None, num_resamples=200)
+    row = report.runs[0].headline[0]
+    assert row["ci_low"] <= row["value"] <= row["ci_high"] and row["ci_low"] < row["ci_high"]
+    assert report.comparison and not report.notes
+
+
 def test_format_follows_the_output_suffix_and_replacing_is_said(runs, tmp_path):
     """-o report.md without --format wrote HTML into report.md; writing over a file said nothing."""
     path = tmp_path / "report.md"

@@ -181,19 +181,24 @@ def _names(runs) -> list[str]:
 
 
 def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, num_resamples: int = 1000,
-                 seed: int = 0) -> Report:
+                 seed: int | None = 0) -> Report:
     """Gather every run of ``directories`` (at least one) into a :class:`Report`.
 
     ``metric`` drives the figures and the per-relation table; ``num_resamples`` the bootstrap
     intervals (kept modest: a report builds in seconds).
+
+    Every argument is checked here, before any work: the statistics below leave a cell empty where
+    the significance API refuses it, so a bad ``seed`` (-1) gave a report with every interval cell
+    empty and no comparison, said only in a note.
     """
-    from .._validation import check_positive_int, check_probability
+    from .._validation import check_positive_int, check_probability, check_seed
 
     directories = list(directories)
     if not directories:
         raise InvalidInputError("a report needs at least one run directory")
     confidence = check_probability("confidence", confidence)
     num_resamples = check_positive_int("num_resamples", num_resamples)
+    seed = check_seed("seed", seed, allow_none=True)  # None: unseeded, as compare and confidence_interval take it
     base = base_metric(metric)
     derived_keys(base, needs=("index",))  # before loading and resampling: the per-relation table's adjusted index
     loaded = [load_results(d) for d in directories]
