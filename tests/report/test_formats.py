@@ -69,6 +69,19 @@ def test_bad_seed_is_named_before_any_work(runs, tmp_path, seed):
         build_report([tmp_path / "not-a-run"], seed=seed)
 
 
+def test_one_directory_is_one_run_and_non_paths_are_named(runs):
+    """build_report("runs/a") iterated the string: '/ is not a kgeval run directory'; a Path, None or a
+    number raised TypeError ('PosixPath' object is not iterable)."""
+    want = build_report([runs[0]], num_resamples=5).runs[0].headline
+    for one in (runs[0], str(runs[0])):
+        report = build_report(one, num_resamples=5)
+        assert len(report.runs) == 1 and report.runs[0].headline == want
+    for bad, message in ((None, "directories must be run directories"), (5, "directories must be run directories"),
+                         ([runs[0], None], "a run directory must be a path"), ([b"run"], "a run directory must be a path")):
+        with pytest.raises(InvalidInputError, match=message):
+            build_report(bad)
+
+
 def test_unseeded_report_has_its_intervals_and_comparison(runs):
     report = build_report(runs, seed=None, num_resamples=200)
     row = report.runs[0].headline[0]

@@ -185,7 +185,7 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
     """Gather every run of ``directories`` (at least one) into a :class:`Report`.
 
     ``metric`` drives the figures and the per-relation table; ``num_resamples`` the bootstrap
-    intervals (kept modest: a report builds in seconds).
+    intervals (kept modest: a report builds in seconds). ``directories``: run directories, or one.
 
     Every argument is checked here, before any work: the statistics below leave a cell empty where
     the significance API refuses it, so a bad ``seed`` (-1) gave a report with every interval cell
@@ -193,9 +193,7 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
     """
     from .._validation import check_positive_int, check_probability, check_seed
 
-    directories = list(directories)
-    if not directories:
-        raise InvalidInputError("a report needs at least one run directory")
+    directories = _directories(directories)
     confidence = check_probability("confidence", confidence)
     num_resamples = check_positive_int("num_resamples", num_resamples)
     seed = check_seed("seed", seed, allow_none=True)  # None: unseeded, as compare and confidence_interval take it
@@ -217,6 +215,22 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
                                       seed=seed, confidence=confidence)
     notes += [text for what, text in stats.MISSING.items() if not _available(what, loaded)]
     return Report(reports, base.key, confidence, comparison, notes)
+
+
+def _directories(directories) -> list:
+    """The run directories as a list: one str / path is one directory (``list("runs/a")`` was its
+    characters, "/ is not a kgeval run directory"; a Path, None or a number a TypeError)."""
+    if isinstance(directories, (str, os.PathLike)):
+        directories = [directories]
+    elif isinstance(directories, bytes) or not hasattr(directories, "__iter__"):
+        raise InvalidInputError(f"directories must be run directories (paths), got {type(directories).__name__}")
+    directories = list(directories)
+    if not directories:
+        raise InvalidInputError("a report needs at least one run directory")
+    for d in directories:
+        if not isinstance(d, (str, os.PathLike)):
+            raise InvalidInputError(f"a run directory must be a path (str or os.PathLike), got {d!r}")
+    return directories
 
 
 def _available(what: str, loaded) -> bool:
