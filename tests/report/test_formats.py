@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from kgeval.cli import main
 from kgeval.errors import InvalidInputError, UnknownNameError
-from kgeval.report import build_report, figures
+from kgeval.report import build_report, figures, write_report
 
 
 def _report(runs, tmp_path, fmt, *extra):
@@ -80,6 +80,14 @@ def test_one_directory_is_one_run_and_non_paths_are_named(runs):
                          ([runs[0], None], "a run directory must be a path"), ([b"run"], "a run directory must be a path")):
         with pytest.raises(InvalidInputError, match=message):
             build_report(bad)
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_write_report_names_a_non_report(tmp_path, fmt):
+    """write_report(None, ...) raised AttributeError: 'NoneType' object has no attribute 'confidence'."""
+    with pytest.raises(InvalidInputError, match="write_report needs a Report .* got NoneType"):
+        write_report(None, tmp_path / f"r.{fmt}", format=fmt)
+    assert not (tmp_path / f"r.{fmt}").exists()
 
 
 def test_unseeded_report_has_its_intervals_and_comparison(runs):

@@ -247,6 +247,8 @@ def write_report(report: Report, path: str | os.PathLike, *, format: str = "html
     from .._json import write_atomic
     from ..errors import unknown_name
 
+    if not isinstance(report, Report):  # was an AttributeError ('NoneType' object has no attribute 'confidence')
+        raise InvalidInputError(f"write_report needs a Report (from build_report), got {type(report).__name__}")
     if format not in FORMATS:
         raise unknown_name("report format", format, FORMATS)
     if format == "html":
