@@ -164,7 +164,7 @@ def _np(table, side, rt):
 )
 def test_results_key_grammar(results, table, key, side, rt, fn):
     r, c = _np(table, side, rt)
-    assert results.get_metric(key) == pytest.approx(fn(r, c), rel=1e-12)
+    assert results.get_metric(key) == pytest.approx(fn(r, c), rel=1e-12, abs=0)
     assert results[key] == results.get_metric(key)
 
 
@@ -183,7 +183,7 @@ def test_results_unknown_keys(results):
 def test_flat_dict_to_dict_df(results, table):
     flat = results.to_flat_dict()
     r, _ = _np(table, "both", "realistic")
-    assert flat["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(np.mean(1 / r), rel=1e-12)
+    assert flat["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(np.mean(1 / r), rel=1e-12, abs=0)
     for side in ("head", "tail", "both"):
         for rt in ("optimistic", "pessimistic", "realistic", "expected"):
             assert f"{side}.{rt}.hits_at_10" in flat
@@ -222,11 +222,11 @@ def test_by_relation(results, table):
         sel = table.relation == rel
         r = 0.5 * (table.optimistic[sel] + table.pessimistic[sel])
         c = table.num_candidates[sel]
-        assert vals["inverse_harmonic_mean_rank"] == pytest.approx(np.mean(1 / r), rel=1e-12)
+        assert vals["inverse_harmonic_mean_rank"] == pytest.approx(np.mean(1 / r), rel=1e-12, abs=0)
         assert vals["hits_at_1"] == pytest.approx(np.mean(r <= 1))
         assert vals["count"] == sel.sum()
         e = np.mean((c + 1) / 2)
-        assert vals["adjusted_arithmetic_mean_rank_index"] == pytest.approx((np.mean(r) - e) / (1 - e), rel=1e-12)
+        assert vals["adjusted_arithmetic_mean_rank_index"] == pytest.approx((np.mean(r) - e) / (1 - e), rel=1e-12, abs=0)
     with pytest.raises(InvalidInputError, match="relation column"):
         Results(RankTable.from_ranks([1, 2])).by_relation()
 
