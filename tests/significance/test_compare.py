@@ -74,7 +74,7 @@ def test_task_order_does_not_matter_and_results_inputs_work():
     for x, y in zip(one, two):
         assert y["model_b"] == "other"
         for key in ("value_a", "value_b", "difference", "ci_low", "ci_high", "p_value", "effect_size"):
-            assert x[key] == pytest.approx(y[key], rel=1e-12)
+            assert x[key] == pytest.approx(y[key], rel=1e-12, abs=0)
 
 
 def test_values_and_direction_match_results():
