@@ -119,7 +119,7 @@ def test_a_single_triple_is_a_named_error():
     """scipy raised a raw ValueError (the report's per-relation CIs hit it for one-triple relations)."""
     res = Results(RankTable.from_ranks([2, 3], num_candidates=[10, 10], side=[0, 1], triple_index=[0, 0]))
     with pytest.raises(InvalidInputError, match="at least 2 evaluation triples, got 1"):
-        res.confidence_interval("mrr", num_resamples=100)
+        res.confidence_interval("mrr", num_resamples=200)
 
 
 def test_normal_interval_stays_inside_the_metric_range():
@@ -142,3 +142,48 @@ def test_normal_interval_stays_inside_the_metric_range():
     low, high = res.confidence_interval("both.realistic.mr", method="normal", num_resamples=2000, seed=0)
     assert low == 1.0 and high > res.get_metric("both.realistic.mr")
     assert res.confidence_interval("both.realistic.amri", method="normal", num_resamples=2000, seed=0)[1] <= 1.0
+
+
+# ------------------------------------------------------------------ too few resamples (were point intervals)
+@pytest.mark.parametrize("method, confidence, need", [
+    ("percentile", 0.95, 40), ("normal", 0.95, 40), ("percentile", 0.99, 200), ("percentile", 0.8, 10),
+    ("bca", 0.95, 200), ("bca", 0.9, 100),
+])
+def test_too_few_resamples_are_refused_stating_the_minimum(method, confidence, need):
+    """num_resamples=1 (or 2) gave [0.4575, 0.4575] on a Nations run, the point estimate itself: an
+    interval claiming certainty; a few more gave the extreme resamples as bounds."""
+    from kgeval.significance.bootstrap import min_resamples
+
+    assert min_resamples(confidence, method) == need
+    res = Results(_table(n=200))
+    for n in (1, 2, need - 1):
+        with pytest.raises(InvalidInputError, match=f"^num_resamples must be at least {need} .*got {n}$"):
+            res.confidence_interval("mrr", method=method, confidence=confidence, num_resamples=n, seed=0)
+    low, high = res.confidence_interval("mrr", method=method, confidence=confidence, num_resamples=need, seed=0)
+    value = res.get_metric("both.realistic.mrr")
+    assert low < value < high
+
+
+def test_a_bca_tail_beyond_the_resamples_is_refused_not_the_extreme_resample():
+    """Nine ranks 1 and one rank 1000: BCa's bias correction and acceleration move the lower tail to
+    level 0.00025, below 1/200: with 200 resamples the lower bound was the smallest resample."""
+    ranks = np.ones(10, int)
+    ranks[0] = 1000
+    res = Results(RankTable.from_ranks(ranks, num_candidates=2000))
+    with pytest.raises(InvalidInputError, match=r"too few for this BCa interval .* needs at least \d+ resamples"):
+        res.confidence_interval("mrr", num_resamples=200, seed=0)
+    low, high = res.confidence_interval("mrr", method="percentile", num_resamples=200, seed=0)
+    assert low < high
+
+
+def test_bca_with_every_resample_on_one_side_is_refused_not_a_point():
+    """Resamples with spread but all above the estimate have no bias correction (z0 = -inf): the
+    interval became (value, value), as if every resample had one value."""
+    from kgeval.significance.bootstrap import _bca
+
+    dist = np.linspace(0.5, 0.9, 200)[None]
+    with pytest.raises(InvalidInputError, match="all 200 resamples lie on one side"):
+        _bca(np.array([0.4]), dist, np.linspace(0.3, 0.5, 10)[None], 0.95)
+    # one value (beside the estimate by rounding): the caller's degenerate point (v, v)
+    lows, highs = _bca(np.array([0.4]), np.full((1, 200), 0.4 + 1e-16), np.full((1, 10), 0.4), 0.95)
+    assert np.isnan(lows[0]) and np.isnan(highs[0])

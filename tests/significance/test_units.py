@@ -99,7 +99,7 @@ def test_expected_rank_type_and_one_unit():
     assert ci.low < res["expected.mrr"] < ci.high
     one = Results(RankTable.from_ranks([3, 5], num_candidates=10, triple_index=[0, 0], side=[0, 1]))
     with pytest.raises(InvalidInputError, match="at least 2 evaluation triples"):
-        one.confidence_interval("mrr", num_resamples=100, seed=0)
+        one.confidence_interval("mrr", num_resamples=200, seed=0)
 
 
 def test_head_and_tail_of_a_triple_are_resampled_together():

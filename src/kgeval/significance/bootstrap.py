@@ -13,6 +13,18 @@ power-mean family the BCa acceleration comes from the exact leave-one-unit-out v
 sufficient statistics (O(U)) instead of scipy's generic jackknife, which evaluates U resamples of
 U − 1 units (O(U²): ~4·10⁸ gathered values at FB15k-237's 20,466 test triples). A table whose resamples all give one
 value (e.g. every rank equal) has the degenerate interval ``(v, v)``.
+
+**How many resamples** (:func:`min_resamples`). A bound at the tail level α/2 (α = 1 − confidence)
+is an order statistic of the resamples: with fewer than ``2/α`` of them (40 at 95 %, 200 at 99 %)
+no resample lies beyond it and the "interval" is made of the extreme resamples, or, with one or
+two resamples, collapses to a point (``num_resamples=1`` gave ``[0.4575, 0.4575]``, the estimate
+itself). Fewer are refused (:class:`~kgeval.errors.InvalidInputError` stating the minimum); the
+normal interval takes the same minimum (its standard error from so few resamples is no better
+founded). BCa needs ``10/α`` (200 at 95 %): its bias correction is estimated from the resamples
+and moves the levels into the tails. An adjusted level still below ``1/num_resamples`` (or above
+``1 − 1/num_resamples``) is refused the same way, naming the count it needs; the bias correction
+needs resamples on both sides of the estimate, the acceleration (the jackknife) at least 2
+evaluation triples.
 """
 
 from __future__ import annotations
@@ -28,11 +40,46 @@ from ..errors import InvalidInputError
 from ..keys import parse_key
 from .units import affine_of, evaluation_units, metric_on_units, unit_statistics
 
-__all__ = ["ConfidenceInterval", "confidence_interval", "confidence_intervals", "CI_METHODS"]
+__all__ = ["ConfidenceInterval", "confidence_interval", "confidence_intervals", "CI_METHODS", "min_resamples",
+           "check_num_resamples"]
 
 CI_METHODS = {"bca": "BCa", "percentile": "percentile", "normal": "normal"}
 #: unit indices held at once (batch × units)
 _BATCH_ELEMENTS = 4 * 10**6
+
+
+#: resamples per unit of 1 / (1 − confidence) that each method needs (see :func:`min_resamples`)
+_PER_TAIL = {"percentile": 2, "normal": 2, "bca": 10}
+
+
+def min_resamples(confidence: float, method: str = "percentile") -> int:
+    """The fewest bootstrap resamples that give a ``method`` interval at ``confidence``.
+
+    Percentile (and normal): ``⌈2 / (1 − confidence)⌉`` (40 at 0.95, 200 at 0.99), so that each
+    tail level ``(1 − confidence) / 2`` has at least one resample beyond it (else its bound is the
+    extreme resample, or with one or two resamples the estimate itself). BCa: ``⌈10 / (1 − confidence)⌉``
+    (200 at 0.95): its bias correction ``z₀`` is itself estimated from the resamples (standard error
+    ≈ 1.25 / √R) and moves the tails by about twice that, so at the percentile minimum the adjusted
+    tails fall beyond the extreme resample (every headline interval of a Nations run at 40)."""
+    confidence = check_probability("confidence", confidence)
+    if method not in CI_METHODS:
+        raise InvalidInputError(f"method must be one of {', '.join(CI_METHODS)}, got {method!r}")
+    # the rounding of 1 − confidence (0.050000000000000044) must not add one: ⌈40.000000000000036⌉
+    return max(2, math.ceil(_PER_TAIL[method] / (1.0 - confidence) * (1 - 1e-12)))
+
+
+def check_num_resamples(name: str, value, confidence: float, method: str = "percentile", *,
+                        what: str | None = None) -> int:
+    """``value`` as a positive int of at least :func:`min_resamples` ``(confidence, method)``, else an
+    :class:`InvalidInputError` naming ``name`` (the argument or the CLI flag) and the minimum."""
+    value = check_positive_int(name, value)
+    need = min_resamples(confidence, method)
+    if value < need:
+        what = what or f"a {CI_METHODS[method]} bootstrap interval"
+        rule = "10 / (1 - confidence)" if method == "bca" else "2 / (1 - confidence)"
+        raise InvalidInputError(f"{name} must be at least {need} for {what} at confidence {confidence:g} "
+                                f"({rule}: fewer put its bounds on the extreme resamples), got {value}")
+    return value
 
 
 class ConfidenceInterval(tuple):
@@ -76,10 +123,10 @@ def confidence_intervals(results, keys, confidence: float = 0.95, method: str = 
     jackknife for all of them); the others are bootstrapped one by one.
     """
     confidence = check_probability("confidence", confidence)
-    num_resamples = check_positive_int("num_resamples", num_resamples)
     seed = check_seed("seed", seed, allow_none=True)
     if method not in CI_METHODS:
         raise InvalidInputError(f"method must be one of {', '.join(CI_METHODS)}, got {method!r}")
+    num_resamples = check_num_resamples("num_resamples", num_resamples, confidence, method)
     table = results.rank_table
     if table is None:
         raise InvalidInputError("confidence intervals need the rank table (these results were loaded without one)")
@@ -183,9 +230,13 @@ def _bca(centre: np.ndarray, dist: np.ndarray, jack: np.ndarray, confidence: flo
     for k in range(centre.size):
         d = dist[k]
         below = (np.count_nonzero(d < centre[k]) + 0.5 * np.count_nonzero(d == centre[k])) / d.size
-        if not 0 < below < 1:  # degenerate: every resample on one side (e.g. one value)
-            lows[k] = highs[k] = np.nan
-            continue
+        if not 0 < below < 1:
+            if np.ptp(d) == 0:  # degenerate: every resample has one value (e.g. every rank equal)
+                lows[k] = highs[k] = np.nan
+                continue
+            raise InvalidInputError(
+                f"the BCa interval is undefined here: all {d.size} resamples lie on one side of the estimate "
+                f"{centre[k]:.6g} (no bias correction exists); use method='percentile'")
         z0 = stats.norm.ppf(below)
         j = jack[k][np.isfinite(jack[k])]
         dev = j.mean() - j
@@ -194,6 +245,16 @@ def _bca(centre: np.ndarray, dist: np.ndarray, jack: np.ndarray, confidence: flo
         levels = []
         for z in (stats.norm.ppf(alpha), stats.norm.ppf(1 - alpha)):
             levels.append(stats.norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z))))
+        tail = min(levels[0], 1 - levels[1])
+        if not tail * d.size >= 1 - 1e-9:
+            # the adjusted level is beyond every resample but the extreme one: the bound would be the
+            # smallest (or largest) resample, not a quantile
+            need = math.ceil(1 / tail * (1 - 1e-12)) if tail > 0 else None
+            raise InvalidInputError(
+                f"num_resamples={d.size} is too few for this BCa interval at confidence {confidence:g}: its "
+                f"bias correction and acceleration move a tail to level {tail:.3g}, which needs "
+                + (f"at least {need} resamples" if need else "more resamples than can be drawn")
+                + "; increase num_resamples or use method='percentile'")
         lows[k], highs[k] = np.quantile(d, levels)
     return lows, highs
 
