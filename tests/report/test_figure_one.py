@@ -34,7 +34,7 @@ def _figure_one(report, monkeypatch):
 def test_every_run_has_its_own_bar_with_the_table_value(seeds, monkeypatch, metric):
     """Two runs of DistMult on Nations: Figure 1 drew the first one's bar only (MRR 0.4575), the
     other run (0.4115, in the table beside it) was missing from the figure without a word."""
-    report = build_report(seeds, metric=metric, num_resamples=20)
+    report = build_report(seeds, metric=metric, num_resamples=200)
     fig = _figure_one(report, monkeypatch)
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert len(legend) == 3
@@ -51,7 +51,7 @@ def test_runs_in_directories_of_the_same_name_keep_their_own_names_and_bars(seed
     for parent in ("a", "b"):
         shutil.copytree(seeds[0] if parent == "a" else seeds[1], tmp_path / parent / "run")
         copies.append(tmp_path / parent / "run")
-    report = build_report(copies, num_resamples=20)
+    report = build_report(copies, num_resamples=200)
     assert len({r.name for r in report.runs}) == 2
     fig = _figure_one(report, monkeypatch)
     values = sorted(run.headline[0]["value"] for run in report.runs)
@@ -64,10 +64,10 @@ def test_axes_and_comparison_say_which_direction_is_better(seeds, monkeypatch, t
     better); nothing on the figure, nor in the Markdown comparison's 'A - B' of mr, said so."""
     from kgeval.report import write_report
 
-    report = build_report(seeds, metric="mr", num_resamples=20)
+    report = build_report(seeds, metric="mr", num_resamples=200)
     fig = _figure_one(report, monkeypatch)
     assert [ax.get_ylabel() for ax in fig.axes] == ["lower is better", "higher is better", "higher is better"]
-    report = build_report(seeds, metric="mrr", num_resamples=20)
+    report = build_report(seeds, metric="mrr", num_resamples=200)
     fig = _figure_one(report, monkeypatch)
     assert [ax.get_ylabel() for ax in fig.axes] == ["higher is better"] * 3
     text = write_report(report, tmp_path / "r.md", format="md").read_text()
@@ -81,7 +81,7 @@ def test_a_metric_the_runs_did_not_save_is_computed_from_their_rank_tables(runs,
 
     from kgeval.results import Results
 
-    report = build_report(runs, metric="power_mean_rank_p2", num_resamples=5)
+    report = build_report(runs, metric="power_mean_rank_p2", num_resamples=200)
     fig = _figure_one(report, monkeypatch)
     expected = []
     for run in report.runs:
@@ -102,7 +102,7 @@ def test_the_relation_figure_states_the_level_of_its_intervals(runs, tmp_path, c
     'inverse_harmonic_mean_rank (both sides; higher is better)': nothing on it said 80% or 95%."""
     from kgeval.report import write_report
 
-    report = build_report(runs[:1], confidence=confidence, num_resamples=20)
+    report = build_report(runs[:1], confidence=confidence, num_resamples=200)
     assert any(r["ci_low"] is not None for r in report.runs[0].relations)
     html = write_report(report, tmp_path / "r.html").read_text()
     figure = html[html.index('data-figure="relations-0"'):]
@@ -116,7 +116,7 @@ def test_a_run_with_a_nan_or_infinite_value_is_marked_not_left_out(runs, monkeyp
     as a model never run on that dataset."""
     import numpy as np
 
-    report = build_report(runs, num_resamples=5)
+    report = build_report(runs, num_resamples=200)
     z_key = ("both", "realistic", "z_inverse_harmonic_mean_rank")
     report.runs[0].results._values[z_key] = float("nan")
     report.runs[1].results._values[z_key] = float("inf")

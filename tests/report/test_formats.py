@@ -64,7 +64,7 @@ def test_bad_seed_is_named_before_any_work(runs, tmp_path, seed):
     """build_report(seed=-1) gave a report with every interval cell None and no comparison, said only in
     a note ('runs on Nations not compared: seed must be ...'): the statistics leave a refused cell empty."""
     with pytest.raises(InvalidInputError, match=r"^seed must be an integer in \[0, 2\*\*32\)"):
-        build_report(runs, seed=seed, num_resamples=5)
+        build_report(runs, seed=seed, num_resamples=200)
     with pytest.raises(InvalidInputError, match=r"^seed must be"):  # before loading anything
         build_report([tmp_path / "not-a-run"], seed=seed)
 
@@ -72,9 +72,9 @@ def test_bad_seed_is_named_before_any_work(runs, tmp_path, seed):
 def test_one_directory_is_one_run_and_non_paths_are_named(runs):
     """build_report("runs/a") iterated the string: '/ is not a kgeval run directory'; a Path, None or a
     number raised TypeError ('PosixPath' object is not iterable)."""
-    want = build_report([runs[0]], num_resamples=5).runs[0].headline
+    want = build_report([runs[0]], num_resamples=200).runs[0].headline
     for one in (runs[0], str(runs[0])):
-        report = build_report(one, num_resamples=5)
+        report = build_report(one, num_resamples=200)
         assert len(report.runs) == 1 and report.runs[0].headline == want
     for bad, message in ((None, "directories must be run directories"), (5, "directories must be run directories"),
                          ([runs[0], None], "a run directory must be a path"), ([b"run"], "a run directory must be a path")):
@@ -94,20 +94,21 @@ def test_unseeded_report_has_its_intervals_and_comparison(runs):
     report = build_report(runs, seed=None, num_resamples=200)
     row = report.runs[0].headline[0]
     assert row["ci_low"] <= row["value"] <= row["ci_high"] and row["ci_low"] < row["ci_high"]
-    assert report.comparison and not report.notes
+    # the only notes: per-relation intervals the BCa refuses (a tail beyond its resamples), not the seed
+    assert report.comparison and all("per-relation interval(s)" in n for n in report.notes), report.notes
 
 
 def test_format_follows_the_output_suffix_and_replacing_is_said(runs, tmp_path):
     """-o report.md without --format wrote HTML into report.md; writing over a file said nothing."""
     path = tmp_path / "report.md"
-    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(path), "--resamples", "20"])
+    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(path), "--resamples", "200"])
     assert res.exit_code == 0, res.output
     assert path.read_text().startswith("# kgeval report") and "(md, 1 run(s))" in res.output
     assert "replaced" not in res.output
-    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(path), "--resamples", "20", "--format", "csv"])
+    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(path), "--resamples", "200", "--format", "csv"])
     assert res.exit_code == 0, res.output
     assert "it replaced the existing file" in res.output and path.read_text().startswith("run,directory,")
-    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(tmp_path / "r.txt"), "--resamples", "20"])
+    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(tmp_path / "r.txt"), "--resamples", "200"])
     assert res.exit_code == 0 and (tmp_path / "r.txt").read_text().startswith("<!DOCTYPE html>")  # else html
 
 
@@ -128,7 +129,7 @@ def test_a_figure_metric_without_adjusted_index_or_z_score_is_named(runs, tmp_pa
     assert res.exit_code != 0 and f"{metric} has {missing}." in res.output, res.output
     assert "unknown metric" not in res.output and not (tmp_path / f"r.{fmt}").exists()
     if fmt == "html":
-        report = build_report(runs, metric="mrr", num_resamples=5)
+        report = build_report(runs, metric="mrr", num_resamples=200)
         with pytest.raises(InvalidInputError, match=f"{metric} has {missing}"):
             figures.figure_one(report.runs, metric)
         with pytest.raises(InvalidInputError, match=f"{metric} has {missing}"):
@@ -138,5 +139,50 @@ def test_a_figure_metric_without_adjusted_index_or_z_score_is_named(runs, tmp_pa
 def test_median_rank_keeps_its_markdown_report(runs, tmp_path):
     """The Markdown report has no figures: its per-relation table needs the adjusted index only."""
     res = CliRunner().invoke(main, ["report", *map(str, runs), "-o", str(tmp_path / "r.md"), "--metric",
-                                    "median_rank", "--resamples", "5"])
+                                    "median_rank", "--resamples", "200"])
     assert res.exit_code == 0, res.output
+
+
+def test_too_few_resamples_are_refused_by_name_before_any_work(runs, tmp_path):
+    """build_report(num_resamples=5) built a report whose per-relation intervals came from
+    max(1, 5 // 5) = 1 resample each: every one a point, the relation's own value."""
+    with pytest.raises(InvalidInputError, match=r"^num_resamples must be at least 200 for a BCa .* got 199$"):
+        build_report(runs, num_resamples=199)
+    with pytest.raises(InvalidInputError, match=r"^num_resamples must be at least 400 .* 0\.975"):
+        build_report([tmp_path / "not-a-run"], confidence=0.975, num_resamples=399)  # before loading anything
+    out = tmp_path / "r.md"
+    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(out), "--resamples", "5"])
+    assert res.exit_code == 2 and "--resamples must be at least 200" in res.output, res.output
+    assert "num_resamples" not in res.output and not out.exists()
+    res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(out), "--resamples", "20", "--confidence", "0.8"])
+    assert res.exit_code == 2 and "--resamples must be at least 50 " in res.output, res.output
+
+
+def test_every_interval_has_at_least_the_minimum_resamples_and_refusals_are_noted(runs, monkeypatch):
+    """The per-relation intervals took max(1, num_resamples // 5) resamples: 40 of a report of 200,
+    below what an interval at 95% needs (their bounds the extreme resamples), 1 at 5-9 (points)."""
+    from kgeval.report import stats
+
+    used, real = [], stats.confidence_interval
+
+    def spy(*args, num_resamples, **kwargs):
+        used.append(num_resamples)
+        return real(*args, num_resamples=num_resamples, **kwargs)
+
+    monkeypatch.setattr(stats, "confidence_interval", spy)
+    report = build_report(runs[:1], num_resamples=200)
+    assert len(used) > len(report.runs[0].headline)  # the per-relation intervals are among them
+    assert min(used) == 200  # 10 / (1 - 0.95), BCa's minimum at 95%
+    used.clear()
+    build_report(runs[:1], num_resamples=2000)
+    assert sorted(set(used)) == [400, 2000]  # a fifth of a large count for each relation
+    # a relation interval the bootstrap refuses (a BCa tail beyond its resamples) is empty and said so
+    from kgeval.report.model import _units
+
+    run = report.runs[0]
+    table = run.results.rank_table
+    empty = [r for r in run.relations
+             if r["ci_low"] is None and _units(table.subset(table.relation == r["relation"])) > 1]
+    notes = [n for n in report.notes if "per-relation interval(s) (200 resamples each) left empty" in n]
+    assert empty and notes == [n for n in notes if n.startswith(f"{run.name}: {len(empty)} per-relation")], notes
+    assert len(notes) == 1 and "BCa" in notes[0]

@@ -105,7 +105,7 @@ def test_html_states_the_confidence_level_unrounded(runs):
     from kgeval.report import build_report
     from kgeval.report.html import render_html
 
-    page = render_html(build_report(runs[:1], confidence=0.975, num_resamples=20))
+    page = render_html(build_report(runs[:1], confidence=0.975, num_resamples=400))
     assert "intervals: 97.5%." in page and "98%" not in page
 
 
@@ -131,7 +131,7 @@ def test_report_tables_say_what_their_numbers_are(runs):
     from kgeval.report.html import render_html
     from kgeval.report.text import render_latex, render_markdown
 
-    report = build_report(runs, confidence=0.9, num_resamples=50)
+    report = build_report(runs, confidence=0.9, num_resamples=100)
     md, tex, page = render_markdown(report), render_latex(report), render_html(report)
     assert "| value | 90% CI | adjusted index | z | p vs chance |" in md
     assert "| A - B | 90% CI | p (two-sided) | p corrected (Holm) |" in md

@@ -20,19 +20,21 @@ SUFFIX_FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md
 @click.option("--metric", default="mrr", show_default=True, help="The metric of the figures and per-relation tables.")
 @click.option("--confidence", default=0.95, show_default=True, type=float, help="Confidence of the intervals, in (0, 1).")
 @click.option("--resamples", default=1000, show_default=True, type=click.IntRange(min=1),
-              help="Bootstrap resamples per interval.")
+              help="Bootstrap (BCa) resamples per interval, at least 10 / (1 - confidence) (200 at 0.95).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the resampling, in [0, 2**32).")
 def command(runs, output, fmt, metric, confidence, resamples, seed):
     """Write a report on saved runs: protocol, headline metrics with CIs, adjusted values, z, p,
     per-side and per-relation tables, the pairwise comparison and figures (HTML: one file)."""
     from .._validation import check_probability, check_seed
     from ..report import build_report, write_report
+    from ..significance.bootstrap import check_num_resamples
     from ..workflow.runs import check_output_file
 
     # named as the user typed them, and before any work. build_report names its own arguments
     # ('confidence must be ...'), and a bad seed made every interval cell empty without a word
     check_seed("--seed", seed)
     confidence = check_probability("--confidence", confidence)
+    check_num_resamples("--resamples", resamples, confidence, "bca")
 
     # an HTML report was written into report.md (the format did not follow the name)
     fmt = fmt or SUFFIX_FORMATS.get(Path(output).suffix.lower(), "html")

@@ -113,7 +113,7 @@ def load_results(directory: str | os.PathLike):
     return run, Results.load_json(run.directory / "results.json", table)
 
 
-def _headline_rows(results, sides, *, confidence, num_resamples, seed) -> list[dict]:
+def _headline_rows(results, sides, *, confidence, num_resamples, seed, why=None) -> list[dict]:
     rows = []
     for side in sides:
         for name in HEADLINE_BASES:
@@ -124,7 +124,7 @@ def _headline_rows(results, sides, *, confidence, num_resamples, seed) -> list[d
             adj_key, z_key = derived_keys(metric)
             key = flat_key(side, RANK_TYPE, metric.key)
             ci = stats.confidence_interval(results, key, confidence=confidence, num_resamples=num_resamples,
-                                           seed=seed) if side == "both" else None
+                                           seed=seed, why=why) if side == "both" else None
             p = stats.p_value(results, key)
             rows.append({
                 "side": side, "metric": name, "key": key, "value": value,
@@ -139,7 +139,17 @@ def _headline_rows(results, sides, *, confidence, num_resamples, seed) -> list[d
     return rows
 
 
-def _relation_rows(results, metric, *, confidence, num_resamples, seed) -> list[dict]:
+def relation_resamples(num_resamples: int, confidence: float) -> int:
+    """Resamples of each per-relation interval: a fifth of ``num_resamples`` (there are many relations),
+    but never fewer than an interval at ``confidence`` needs (:func:`~kgeval.significance.bootstrap.
+    min_resamples`, BCa). ``max(1, num_resamples // 5)`` gave 1 resample for ``num_resamples`` 5-9:
+    intervals that were one point (the relation's value itself), 4 at 20: the extreme resamples."""
+    from ..significance.bootstrap import min_resamples
+
+    return max(num_resamples // 5, min_resamples(confidence, "bca"))
+
+
+def _relation_rows(results, metric, *, confidence, num_resamples, seed, why=None) -> list[dict]:
     from ..results import Results
 
     table = results.rank_table
@@ -154,7 +164,8 @@ def _relation_rows(results, metric, *, confidence, num_resamples, seed) -> list[
                       rank_types=[RANK_TYPE])
         # the bootstrap resamples evaluation triples: a relation with one triple has no interval
         ci = stats.confidence_interval(sub, flat_key("both", RANK_TYPE, metric.key), confidence=confidence,
-                                       num_resamples=num_resamples, seed=seed) if _units(sub_table) > 1 else None
+                                       num_resamples=num_resamples, seed=seed,
+                                       why=why) if _units(sub_table) > 1 else None
         rows.append({"relation": int(rel), "count": int(values["count"]), "value": values[metric.key],
                      "hits_at_10": values.get("hits_at_10"), "adjusted": sub.value("both", RANK_TYPE, adj_key),
                      "ci_low": None if ci is None else ci[0], "ci_high": None if ci is None else ci[1]})
@@ -185,34 +196,48 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
     """Gather every run of ``directories`` (at least one) into a :class:`Report`.
 
     ``metric`` drives the figures and the per-relation table; ``num_resamples`` the bootstrap
-    intervals (kept modest: a report builds in seconds). ``directories``: run directories, or one.
+    BCa intervals (kept modest: a report builds in seconds), at least ``10 / (1 − confidence)`` (200 at
+    0.95); each per-relation interval takes a fifth of it, but no fewer than that minimum. An interval
+    the bootstrap still refuses (a BCa tail beyond the resamples) is an empty cell and a note.
+    ``directories``: run directories, or one.
 
     Every argument is checked here, before any work: the statistics below leave a cell empty where
     the significance API refuses it, so a bad ``seed`` (-1) gave a report with every interval cell
     empty and no comparison, said only in a note.
     """
-    from .._validation import check_positive_int, check_probability, check_seed
+    from .._validation import check_probability, check_seed
+    from ..significance.bootstrap import check_num_resamples
 
     directories = _directories(directories)
     confidence = check_probability("confidence", confidence)
-    num_resamples = check_positive_int("num_resamples", num_resamples)
+    # the intervals below leave a cell empty where the bootstrap refuses it: too few resamples must be
+    # refused here, by name, not as a report without intervals
+    num_resamples = check_num_resamples("num_resamples", num_resamples, confidence, "bca")
     seed = check_seed("seed", seed, allow_none=True)  # None: unseeded, as compare and confidence_interval take it
     base = base_metric(metric)
     derived_keys(base, needs=("index",))  # before loading and resampling: the per-relation table's adjusted index
     loaded = [load_results(d) for d in directories]
     names = _names([run for run, _ in loaded])
-    reports = []
+    reports, refused = [], []
     for name, (run, results) in zip(names, loaded):
         rep = RunReport(name, run.directory, run.config.model.name, run.config.dataset,
                         results.protocol.get("num_entities"), results.evaluation_protocol.describe(), results)
         sides = sorted(results.sides, key=lambda s: s != "both")  # both sides first
+        why: list[str] = []
         rep.headline = _headline_rows(results, sides, confidence=confidence,
-                                      num_resamples=num_resamples, seed=seed)
-        rep.relations = _relation_rows(results, base, confidence=confidence,
-                                       num_resamples=max(1, num_resamples // 5), seed=seed)
+                                      num_resamples=num_resamples, seed=seed, why=why)
+        if why:
+            refused.append(f"{name}: {len(why)} headline interval(s) left empty ({why[0]})")
+        why, per_relation = [], relation_resamples(num_resamples, confidence)
+        rep.relations = _relation_rows(results, base, confidence=confidence, num_resamples=per_relation, seed=seed,
+                                       why=why)
+        if why:
+            refused.append(f"{name}: {len(why)} per-relation interval(s) ({per_relation} resamples each) left empty "
+                           f"({why[0]})")
         reports.append(rep)
     comparison, notes = stats.compare(reports, ("mrr", "hits@10", "mr", "gmr"), num_resamples=num_resamples,
                                       seed=seed, confidence=confidence)
+    notes += refused  # an empty interval cell says why (it was silent)
     notes += [text for what, text in stats.MISSING.items() if not _available(what, loaded)]
     return Report(reports, base.key, confidence, comparison, notes)
 

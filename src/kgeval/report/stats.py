@@ -17,14 +17,18 @@ MISSING = {
 }
 
 
-def confidence_interval(results, key: str, *, confidence: float, num_resamples: int, seed: int):
-    """``(low, high)`` of ``key`` by BCa bootstrap over evaluation triples, or None where unavailable."""
+def confidence_interval(results, key: str, *, confidence: float, num_resamples: int, seed: int,
+                        why: list | None = None):
+    """``(low, high)`` of ``key`` by BCa bootstrap over evaluation triples, or None where unavailable;
+    the reason of a refused interval is appended to ``why`` (for the report's notes)."""
     fn = getattr(results, "confidence_interval", None)
     if fn is None:
         return None
     try:
         low, high = fn(key, confidence=confidence, method="bca", num_resamples=num_resamples, seed=seed)
-    except KGEvalError:  # a metric without a resampling rule: the cell stays empty
+    except KGEvalError as exc:  # a metric without a resampling rule, a BCa level beyond the resamples: empty
+        if why is not None:
+            why.append(str(exc))
         return None
     return float(low), float(high)
 
