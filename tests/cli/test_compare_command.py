@@ -130,7 +130,7 @@ def test_replicate_set_of_runs_evaluated_otherwise_is_refused(replicated, tmp_pa
                                                       "seeds": [42, 43], "runs": ["seed42", "seed43"]}))
     for pair in ((mixed, replicated / "complex"), (replicated / "complex", mixed)):
         with pytest.raises(ProtocolMismatchError, match="replicate set .*mixed.*tie_tolerance is 0.0 vs 0.5"):
-            compare(*pair, metrics="mrr", num_resamples=20)
+            compare(*pair, metrics="mrr", num_resamples=40)
     res = run("compare", mixed, replicated / "complex")
     assert res.exit_code == 2 and "tie_tolerance" in res.output and "Traceback" not in res.output
 
@@ -146,7 +146,7 @@ def test_replicate_set_listing_a_run_twice_is_refused(replicated, tmp_path):
     shutil.copytree(replicated / "distmult", twice)
     (twice / "replicates.json").write_text(json.dumps({"runs": ["seed42", "./seed42", "seed43"]}))
     with pytest.raises(InvalidInputError, match="lists the run 'seed42' more than once"):
-        compare(twice, replicated / "complex", metrics="mrr", num_resamples=20)
+        compare(twice, replicated / "complex", metrics="mrr", num_resamples=40)
 
 
 def test_text_table_names_the_run_level_interval(replicated):
@@ -167,3 +167,18 @@ def test_compare_text_footer_names_the_side_compared(replicated, side):
     assert ("head and tail tasks together" in res.output) == (side == "both")
     if side != "both":
         assert f"({side} tasks only)" in res.output
+
+
+def test_too_few_resamples_are_refused_naming_the_flag(replicated):
+    """--num-resamples 1 printed a task-level CI of one point ([0.039, 0.039] for an MRR difference
+    of 0.0455): the paired bootstrap's only resample."""
+    a, b = replicated / "distmult" / "seed42", replicated / "complex" / "seed42"
+    res = run("compare", a, b, "--metric", "mrr", "--num-resamples", "1")
+    assert res.exit_code == 2 and "--num-resamples must be at least 40 " in res.output, res.output
+    assert "got 1" in res.output and "Traceback" not in res.output
+    res = run("compare", a, b, "--metric", "mrr", "--num-resamples", "100", "--confidence", "0.99")
+    assert res.exit_code == 2 and "--num-resamples must be at least 200 " in res.output, res.output
+    res = run("compare", a, b, "--metric", "mrr", "--num-resamples", "40", "--format", "json")
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.output)[0]
+    assert row["ci_low"] < row["ci_high"]

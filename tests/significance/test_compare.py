@@ -387,3 +387,29 @@ def test_a_metric_named_twice_is_refused(metrics):
         compare(a, b, metrics=metrics, num_resamples=50, seed=0)
     once = _records(compare(a, b, metrics=("mrr",), num_resamples=50, seed=0))
     assert once[0]["p_corrected"] == once[0]["p_value"]  # one test: nothing to correct
+
+
+# ---------------------------------------------------------------------------- too few resamples
+@pytest.mark.parametrize("test", ["permutation", "bootstrap", "wilcoxon"])
+def test_too_few_resamples_for_the_interval_are_refused(test):
+    """compare(num_resamples=1) gave ci_low == ci_high (0.039, beside a difference of 0.0455 on
+    Nations): the interval of one paired resample, whatever the test."""
+    rng = np.random.default_rng(7)
+    a, b = _table(rng, 60), _table(rng, 60, p=0.08)
+    for n in (1, 2, 39):
+        with pytest.raises(InvalidInputError, match=f"^num_resamples must be at least 40 .*got {n}$"):
+            compare(a, b, metrics=["mrr"], test=test, num_resamples=n, seed=0)
+    with pytest.raises(InvalidInputError, match="^num_resamples must be at least 200 .*0.99"):
+        compare(a, b, metrics=["mrr"], test=test, num_resamples=199, confidence=0.99, seed=0)
+    row = _records(compare(a, b, metrics=["mrr"], test=test, num_resamples=40, seed=0))[0]
+    assert row["ci_low"] < row["difference"] < row["ci_high"]
+
+
+def test_monte_carlo_p_values_never_go_below_one_over_draws_plus_one():
+    """(b + 1) / (R + 1): 5 random sign patterns cannot give a p below 1/6, however large the effect."""
+    d = np.full(40, 1.0)  # every unit favours A: no flipped pattern is as extreme (but the identity)
+    p, how = paired.sign_flip_p_values(d[:, None], num_resamples=5, rng=np.random.default_rng(0))
+    assert how == "monte carlo" and p[0] == 1 / 6
+    t = np.zeros(5)
+    assert paired.bootstrap_t_p_value(t, 10.0) == 1 / 6
+    assert paired.bootstrap_p_value(np.array([1.0, 1.1, 0.9, 1.05, 0.95]), 1.0) == 1 / 6

@@ -5,10 +5,13 @@ Every row of the table compares two models on one metric (side and rank type fix
 - ``value_a``, ``value_b``, ``difference`` = A − B; ``higher_is_better`` says which direction of
   the difference favours A (True for MRR and hits@k, False for MR and GMR);
 - ``ci_low``, ``ci_high``: the percentile interval of the difference from the paired
-  bootstrap (units resampled, the same units for both models), at ``confidence``;
+  bootstrap (units resampled, the same units for both models), at ``confidence``; it needs
+  ``num_resamples`` of at least ``2 / (1 − confidence)`` (:func:`.bootstrap.min_resamples`: 40 at
+  0.95), fewer are refused whatever the test;
 - ``p_value``: two-sided, of H₀ "the models are exchangeable" (no difference in either
   direction), by ``test``; ``p_method`` says how (``exact`` enumeration, ``monte carlo``,
-  ``bootstrap-t``, ``bootstrap``, ``wilcoxon``, ``welch t``); ``p_corrected``: by ``correction``
+  ``bootstrap-t``, ``bootstrap``, ``wilcoxon``, ``welch t``; a Monte Carlo p-value of ``R`` draws is
+  ``(b + 1) / (R + 1)``, never below ``1 / (R + 1)``); ``p_corrected``: by ``correction``
   over all rows of the same ``level`` (see :mod:`.corrections`). ``test="bootstrap"``: the
   bootstrap-t (studentized, on the additive scale like the permutation test) for metrics that
   decompose over units, the centred percentile test (``bootstrap``) for the others (median):
@@ -43,10 +46,11 @@ from itertools import combinations
 import numpy as np
 
 from .. import metrics as _metrics
-from .._validation import Side, check_positive_int, check_probability, check_seed
+from .._validation import Side, check_probability, check_seed
 from ..errors import InvalidInputError, UnknownNameError, unknown_name
 from . import paired
 from .align import Model, align, as_model, check_protocols
+from .bootstrap import check_num_resamples
 from .corrections import check_correction, correct
 
 __all__ = ["compare", "TESTS"]
@@ -72,8 +76,10 @@ def compare(results_a, results_b, *more, metrics=DEFAULT_METRICS, side: str = "b
     test = _choice("test", test, TESTS)
     rank_type = _choice("rank type", rank_type, ("optimistic", "pessimistic", "realistic"))
     side = "both" if str(side).strip().lower() == "both" else Side.parse(side).label
-    check_positive_int("num_resamples", num_resamples)
     confidence = check_probability("confidence", confidence)
+    # every table has the bootstrap interval of the difference (ci_low, ci_high), whatever the test:
+    # one resample gave a point ([0.039, 0.039] beside the difference 0.0455)
+    check_num_resamples("num_resamples", num_resamples, confidence, what="the interval of the difference")
     check_seed("seed", seed, allow_none=True)
     correction = check_correction(correction)
     chosen = _metric_list(metrics, test)
