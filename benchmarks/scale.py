@@ -39,42 +39,46 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Current numbers (2026-11-26 for one process at 1e4-1e6, ``--repeat`` 9 / 5 / 3; the rest 2026-11-23/24, 2 at
-1e7 with ``--floor-rows 1024``; ranges are separate runs: the same configuration measures up to ~10% apart
-from one process to the next, and the box's floor drifts between ~60 and ~100 ms at 1e4 from day to day --
-on 2026-11-26 it was ~60 ms, against ~81 ms on 11-24, which makes the fixed costs a larger fraction;
-``scale_history.md`` beside this file has every dated measurement and what changed between them):
+Current numbers (2026-11-27 for one process at 1e4-1e6, ``--repeat`` 9 / 5 / 3, both sides ranked at once
+(``kgeval.evaluation.side_threads``); the 2-process rows 2026-11-26, 1e7 2026-11-23/24 with ``--floor-rows
+1024``; ranges are separate runs: the same configuration measures up to ~10% apart from one process to the
+next, and the box's floor drifts between ~60 and ~100 ms at 1e4 from day to day; ``scale_history.md`` beside
+this file has every dated measurement and what changed between them):
 
     dim  entities  table procs mode      ratio        warm s  s/1e9 pairs  anon GiB
-     64     1e4    RAM     1   one       1.30x          0.1   0.74-0.76    0.26-0.28  (11-24: 1.20-1.40x)
-     64     1e4    RAM     1   one       1.36x          0.1   0.77         0.29       (10^6 filter triples)
+     64     1e4    RAM     1   one       1.23-1.26x     0.1   0.72-0.81    0.26       (11-26, sides in turn: 1.30x)
+     64     1e4    RAM     1   one       1.32x          0.1   0.77         0.29       (10^6 filter triples; 11-26: 1.36x)
      64     1e4    RAM     2   tasks     1.72x          0.1   1.29         0.30
      64     1e4    RAM     2   entities  3.30x          0.3   2.79         0.32
-     64     1e5    RAM     1   one       1.05x          0.7   0.68         0.28
+     64     1e5    RAM     1   one       1.06-1.07x     0.6   0.64-0.66    0.28
      64     1e5    RAM     2   tasks     1.31x          0.9   0.89         0.32
      64     1e5    RAM     2   entities  1.41x          1.1   1.05         0.31
-     64     1e6    RAM     1   one       1.03x          6.7   0.67         0.52
+     64     1e6    RAM     1   one       1.04x          6.1   0.61         0.50
      64     1e7    mmap    1   one       1.01x         83.9   0.84         0.37
-    128     1e4    RAM     1   one       1.17x          0.1   1.38         0.28
+    128     1e4    RAM     1   one       1.12x          0.1   1.3          0.28       (11-26: 1.17x)
     128     1e5    RAM     1   one       1.08x          1.6   1.56         0.36
     (2-process 1e6: tasks 1.23x, entities 1.21x; 1e7 mmap entities 1.19x; dim 128 1e6 1.07x: measured
     2026-11-23 17:42, before the later changes, not re-run since)
 
-Where the time goes at 1e4 (dim 64, one process, 10^5 filter triples, 2026-11-26: a floor of ~60 ms, an
-evaluation of 72-77 ms measured alone and ~78 ms right after a floor, as this script pairs them). Per
-walker (two one-thread walkers) the products take 60.7 ms, what the 2-thread floor takes (both run MKL's
-kernel at the core's peak, ~103 GFLOP/s at dim 64), and the counting kernel 3.6 ms (0.066 ns per score:
-two comparisons per score, from L3). The rest, ~12 ms, is dozens of 0.1-0.9 ms steps: ~6 ms serial while
-the other core idles (input checks, query grouping, known answers, prepared queries, rank tables, the
-protocol: ~2.6 ms before the first walk, ~2.6 at the side switch, ~1 at the end), ~1 ms per walk of batch
-setup on the calling thread (predicted true scores, known answers by chunk) and ~0.6-1.2 ms per walk
-waiting for the slowest walker. Since 2026-11-26 a side's 5,000 tasks are one walk of two row blocks
-(``full.plan_full``), not two walks: 78.7 -> 76.5 ms median (alternated processes). Tried and measured
-there: running the two sides concurrently on one walker each (the serial work of one side beside the
-other's products) gave 72.7 vs 74.9 ms in a prototype -- the per-side serial work stays on each thread;
-a counting kernel without the NaN sum 57 vs 64 us per 2,500 x 384 block (one comparison alone: 36).
-Below ~1.2x at 1e4 on 2 cores would need the serial bookkeeping under ~2-3 ms (a pipeline of both sides'
-batches through one pool of walkers); from 1e5 the fixed part is amortised.
+How the ratio at 1e4 depends on the way it is measured (2026-11-27, the same code and box): this script
+pairs each evaluation with a floor measured right after it and takes the median of the pairs' ratios:
+1.23-1.25x. Evaluations back to back (25 in a process, median, 6 processes) take 72.4 ms against a floor of
+61.6 ms measured the same way: 1.18x. With 0.1 s of idle before each evaluation and each floor the pairs
+give 1.31-1.32x (the evaluation's threads wake on cores that were idle). The CPU ratio is 1.17-1.25x.
+So ~1.2x at 1e4 is where the method decides, not the code; 1e5 and up are within 1.07x by any method.
+
+Where the time goes at 1e4 (dim 64, one process, 10^5 filter triples): the products take what the 2-thread
+floor takes (MKL's kernel at the core's peak, ~103 GFLOP/s at dim 64), the counting kernel ~7 ms of CPU
+(0.066 ns per score: two comparisons per score, from L3; no block shape does better: 2,500 x 384 per
+walker is the best of nine measured shapes for product + count), and ~13 ms of CPU is serial bookkeeping
+in dozens of 0.1-1 ms steps (input checks, query grouping, known answers, pass-1 true scores, reading each
+answer's in-batch score, rank tables, the protocol). Measured on one thread (``KGEVAL_CHUNK_WORKERS=1``,
+torch 1 thread): evaluation 140 ms = products 120 + counting 7 + the rest 13. With the sides in turn the
+serial steps left the other core idle (~7 ms of the ~76 ms: before the first walk, at the side switch, at
+the end); since 2026-11-27 both sides are ranked at once, one thread each, a finished side helping the
+other's walks: 76.1 -> 72.4 ms median (alternated processes), and the wall time is now the CPU time over
+two cores plus ~2 ms. Going further means less CPU work, not better scheduling. Tried and measured: a
+counting kernel without the NaN sum 57 vs 64 us per 2,500 x 384 block (one comparison alone: 36).
 
 The warm runs (``--repeat`` > 1) evaluate the same known triples again, so they use what the first kept in
 :mod:`kgeval.evaluation.known_cache`, as early stopping and hyper-parameter trials do;
