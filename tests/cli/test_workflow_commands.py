@@ -324,3 +324,45 @@ def test_hpo_result_save_refuses_another_studys_directory(tmp_path):
     with pytest.raises(OutputDirectoryError, match="holds the results of study 'nations-distmult'"):
         hpo_pipeline(dataset="nations", model="distmult", epochs=1, n_trials=1, output_dir=tmp_path / "a",
                      study_name="third")
+
+
+def test_hpo_relative_sqlite_storage_is_one_database_per_working_directory(tmp_path, monkeypatch):
+    """--storage sqlite:///h.db names a different database in each working directory, but it was saved as typed:
+    a search started from b/ with the same URL and -o DIR (a fresh study nations-distmult in b/h.db) was taken
+    for a/'s study and replaced DIR's files, exit 0 (trials.json went from a/'s 2 trials to b/'s 1). Now the
+    URL is made absolute when the search starts: the b/ search is refused, a/'s study resumes from b/ through
+    any URL of a/h.db, and the saved storage and resume hint name a/h.db."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    out = tmp_path / "out"
+    args = ["hpo", "-d", "nations", "-m", "distmult", "--epochs", "1", "-o", out, "--format", "json"]
+    monkeypatch.chdir(tmp_path / "a")
+    res = run(*args, "--trials", "2", "--storage", "sqlite:///h.db")
+    assert res.exit_code == 0, res.output
+    want = f"sqlite:///{tmp_path / 'a' / 'h.db'}"
+    assert json.loads(res.output)["storage"] == want
+    assert json.loads((out / "best_pipeline_config.json").read_text())["storage"] == want
+    kept = {name: (out / name).read_bytes() for name in ("best_pipeline_config.json", "trials.json")}
+    monkeypatch.chdir(tmp_path / "b")
+    res = run(*args, "--trials", "1", "--storage", "sqlite:///h.db")
+    assert res.exit_code == 2 and f"holds the results of study 'nations-distmult' in {want}" in res.output, res.output
+    assert f"in sqlite:///{tmp_path / 'b' / 'h.db'}" in res.output
+    assert {name: (out / name).read_bytes() for name in kept} == kept
+    res = run(*args, "--trials", "1", "--storage", "sqlite:///../a/h.db")  # a/'s study, from b/
+    assert res.exit_code == 0 and json.loads(res.output)["trials"] == {"complete": 3}, res.output
+    assert len(json.loads((out / "trials.json").read_text())) == 3
+
+
+@pytest.mark.parametrize("url, want", [
+    ("sqlite:///h.db", "sqlite:///{cwd}/h.db"),
+    ("sqlite+pysqlite:///x/../h.db?timeout=5", "sqlite+pysqlite:///{cwd}/h.db?timeout=5"),
+    ("sqlite:////abs/h.db", "sqlite:////abs/h.db"),
+    ("sqlite://", "sqlite://"),
+    ("sqlite:///:memory:", "sqlite:///:memory:"),
+    ("postgresql://u:p@host/db", "postgresql://u:p@host/db"),
+])
+def test_absolute_sqlite_url(tmp_path, monkeypatch, url, want):
+    from kgeval.workflow.study import absolute_sqlite_url
+
+    monkeypatch.chdir(tmp_path)
+    assert absolute_sqlite_url(url) == want.format(cwd=tmp_path)

@@ -252,7 +252,7 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     """
     optuna = _optuna()
     from ..data import get_dataset
-    from .study import display_url, make_pruner, open_study
+    from .study import absolute_sqlite_url, display_url, make_pruner, open_study
 
     n_trials = check_positive_int("n_trials", n_trials)
     frequency = check_positive_int("evaluation_frequency", evaluation_frequency, allow_none=True)
@@ -278,7 +278,9 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
 
     if output_dir is not None:
         output_dir = _make_output_dir(output_dir)
-    storage = storage if storage is not None else _default_storage(output_dir)
+    # a relative SQLite file is another database in another working directory: recorded absolute (the saved
+    # files and the resume hint name the one database, and another directory's study is not taken for it)
+    storage = absolute_sqlite_url(storage) if storage is not None else _default_storage(output_dir)
     study_name = study_name or f"{ds.name}-{base.model.name}".lower()
     if output_dir is not None:  # before any trial: another study's results there are never replaced
         check_output_study(output_dir, study_name, display_url(storage))

@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -128,6 +129,22 @@ class StorageError(InvalidInputError):
 def display_url(url: str) -> str:
     """``url`` with its password replaced by ``***`` (for messages, resume hints and saved files)."""
     return re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", url)
+
+
+def absolute_sqlite_url(url: str) -> str:
+    """``url`` with a relative SQLite file made absolute (against the working directory); any other URL as it is.
+
+    ``sqlite:///h.db`` names a different database in each working directory: recorded as it was typed (in
+    ``best_pipeline_config.json``, the resume hint), it could not tell the study of one directory from the
+    study of another. In-memory databases (``sqlite://``, ``sqlite:///:memory:``) and ``file:`` URIs are kept.
+    """
+    match = re.match(r"(sqlite(?:\+\w+)?:///)([^?]*)(.*)$", url, flags=re.IGNORECASE | re.DOTALL)
+    if match is None:
+        return url
+    prefix, path, query = match.groups()
+    if not path or path == ":memory:" or path.startswith("file:") or os.path.isabs(path):
+        return url
+    return f"{prefix}{os.path.abspath(path)}{query}"
 
 
 def _backend(url: str) -> str:
