@@ -162,6 +162,9 @@ def test_relation_ids_with_inverse_rows(nations, tmp_path):
     ("entity", lambda L: [f"{i}\t{x}" for i, x in enumerate(L)][:-1] + ["0\tusa"], "row 0 is listed twice"),
     ("entity", lambda L: [f"{i + 1}\t{x}" for i, x in enumerate(L)], "row(s) 0 are not listed, row(s) 14 are beyond"),
     ("entity", lambda L: [f"{i}\t{x}" for i, x in enumerate(L)][:-1] + [L[-1]], "line 14: expected 'row<TAB>label'"),
+    # '²'.isdigit() is True but int('²') a ValueError: a traceback instead of the named error
+    ("entity", lambda L: [f"{i}\t{x}" for i, x in enumerate(L)][:-1] + [f"\u00b2\t{L[-1]}"],
+     "line 14: expected 'row<TAB>label'"),
     ("relation", lambda L: L[:-1], "--relation-ids {f} lists 54 relation labels but --relation-embeddings has 55 "
                                    "rows (expected 54, or 108 with inverse relations)"),
     ("relation", lambda L: [], "--relation-ids {f}: the file lists no labels"),

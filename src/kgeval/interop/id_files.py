@@ -95,7 +95,8 @@ def _two_columns(numbered, where: str) -> dict[int, tuple[int, str]]:
         if not line.strip():
             continue
         fields = [f.strip() for f in line.split("\t")]
-        if len(fields) != 2 or not fields[1] or not fields[0].isdigit():
+        # ASCII digits only: str.isdigit() also takes '²' or '①', which int() refuses (a ValueError traceback)
+        if len(fields) != 2 or not fields[1] or not (fields[0].isascii() and fields[0].isdigit()):
             raise InvalidInputError(f"{where}, line {lineno}: expected 'row<TAB>label' (a row number, a tab, a "
                                     f"label) like every line with a tab in this file, got {line[:120]!r}")
         row = int(fields[0])
