@@ -100,6 +100,9 @@ def test_hpo_command(tmp_path):
         (["pipeline", "-d", "nations", *FAST, "--patience", "2"], "--early-stopping"),
         (["pipeline", "-d", "nations", *FAST, "--entity-whitelist", "burma"], "matches none"),
         (["pipeline", "-d", "nations", *FAST, "--relation-whitelist", "nosuchrelation"], "unknown relation"),
+        # '²'.isdigit() is True but int('²') a ValueError: a traceback, exit 1
+        (["pipeline", "-d", "nations", *FAST, "--relation-whitelist", "\u00b2"], "unknown relation"),
+        (["pipeline", "-d", "nations", *FAST, "--entity-whitelist", "usa,\u00b2"], "unknown entity"),
         (["evaluate", "--model-file", "{bad}", "--dataset", "nations"], "not a readable kgeval model file"),
         (["evaluate", "--model-file", "{bad}"], "--dataset is required"),
         (["evaluate", "--model-file", "{empty_dir}"], "no config.json"),

@@ -37,12 +37,12 @@ def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) 
             if v in mapping:
                 ids.add(int(mapping[v]))
                 continue
-            if not v.strip().isdigit():
+            if not _id_text(v):
                 raise unknown_name(kind, v, mapping)
             if _digit_labels(mapping):
                 # WN18RR's labels are digit strings ('00001740'): '1740' read as id 1740 selected
                 # another entity ('00311113') without a word
-                same = [k for k in mapping if k.strip().isdigit() and int(k) == int(v)]
+                same = [k for k in mapping if _id_text(k) and int(k) == int(v)]
                 hint = f" (did you mean the label {same[0]!r}?)" if same else ""
                 raise InvalidInputError(
                     f"{kind} whitelist: {v!r} is not a label{hint}, and this dataset's labels are digit strings, "
@@ -60,7 +60,13 @@ def resolve_whitelist(values, mapping: Mapping[str, int], size: int, kind: str) 
 
 def _digit_labels(mapping: Mapping[str, int]) -> bool:
     """Whether any label of ``mapping`` is a string of digits (then a digit string is ambiguous)."""
-    return any(isinstance(k, str) and k.strip().isdigit() for k in mapping)
+    return any(isinstance(k, str) and _id_text(k) for k in mapping)
+
+
+def _id_text(text: str) -> bool:
+    """Whether ``text`` reads as an id: ASCII digits (``str.isdigit`` also takes ``'²'``, which ``int`` refuses)."""
+    text = text.strip()
+    return text.isascii() and text.isdigit()
 
 
 def check_split_to_evaluate(dataset, split: str, relations, entities, *, purpose: str = "") -> None:
