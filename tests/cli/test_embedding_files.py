@@ -75,6 +75,27 @@ def test_npz_array_errors_name_the_arrays(nations, tmp_path, ent_spec, message):
     assert res.exit_code == 2 and res.output == f"error: {message.format(**names)}\n", res.output
 
 
+def test_colons_in_file_and_array_names(nations, tmp_path):
+    """A file whose name holds ':' loads (whole, or FILE:NAME); an array name holding ':' (a .pt dict's
+    'enc:ent') was cut at its own ':', and the existing m.pt was refused as 'k.pt:enc:ent: no such file'."""
+    ds, ent, rel = nations
+    want = _direct(ds, ent, rel)
+    np.save(tmp_path / "a:b.npy", ent)
+    np.savez(tmp_path / "c:d.npz", ent=ent, rel=rel)
+    torch.save({"enc:ent": torch.from_numpy(ent), "rel": torch.from_numpy(rel)}, tmp_path / "k.pt")
+    for i, (e, r) in enumerate([(tmp_path / "a:b.npy", f"{tmp_path / 'c:d.npz'}:rel"),
+                                (f"{tmp_path / 'c:d.npz'}:ent", f"{tmp_path / 'k.pt'}:rel"),
+                                (f"{tmp_path / 'k.pt'}:enc:ent", f"{tmp_path / 'c:d.npz'}:rel")]):
+        out = tmp_path / f"run{i}"
+        res = _evaluate(e, r, out=out)
+        assert res.exit_code == 0, res.output
+        np.testing.assert_array_equal(RankTable.load(out / "rank_table.npz").optimistic, want.optimistic)
+    source = json.loads((tmp_path / "run2" / "config.json").read_text())["source"]
+    assert source["entity"] == str((tmp_path / "k.pt").resolve()) and source["entity_array"] == "enc:ent"
+    res = _evaluate(f"{tmp_path / 'k.pt'}:enc:nope", tmp_path / "a:b.npy")
+    assert res.exit_code == 2 and "has no array 'enc:nope'; it holds ['enc:ent', 'rel']" in res.output, res.output
+
+
 def test_python_load_array_names_its_keyword(tmp_path):
     from kgeval.models.embeddings import ArrayChoiceError, load_array
 

@@ -116,15 +116,19 @@ NAMED_ARRAY_SUFFIXES = (".npz", ".pt", ".pth")
 def array_spec(value, flag: str) -> tuple[str, str | None]:
     """``(path, array name or None)`` of an embedding option: ``FILE`` or ``FILE:NAME``.
 
-    An existing file of that exact name is the file (a name may hold a ``:``); else the text after the last
-    ``:`` names the array of an ``.npz`` (or a tensor of a ``.pt`` dict). A missing file, a directory, an
-    empty name and a name given for a ``.npy`` file (one array) are named errors.
+    An existing file of that exact name is the file (a name may hold a ``:``); else the text after the
+    ``:`` ending the longest existing file name names the array of an ``.npz`` (or a tensor of a ``.pt``
+    dict; the name may hold a ``:`` too). A missing file, a directory, an empty name and a name given for
+    a ``.npy`` file (one array) are named errors.
     """
     value = os.fspath(value)
     if os.path.isfile(value):
         return value, None
-    path, sep, key = value.rpartition(":")
-    if sep and path and os.path.isfile(path):
+    # the longest FILE before a ':' that is a file: an array name may hold ':' too (a .pt dict's 'enc:ent')
+    colons = [i for i, c in enumerate(value) if c == ":"]
+    cut = next((i for i in reversed(colons) if i and os.path.isfile(value[:i])), None)
+    if cut is not None:
+        path, key = value[:cut], value[cut + 1:]
         if os.path.splitext(path)[1].lower() not in NAMED_ARRAY_SUFFIXES:
             raise InvalidInputError(f"{flag} {value}: {path} is not an .npz or .pt file; FILE:NAME names an array "
                                     "of an .npz file (or a tensor of a .pt dict), a .npy file holds one array")
