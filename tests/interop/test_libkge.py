@@ -228,3 +228,16 @@ def test_float64_checkpoint_keeps_its_precision(tmp_path):
            {"_entity_embedder._embeddings.weight": ent64, "_relation_embedder._embeddings.weight": rel64})
     model = load_libkge(path, DS)
     assert model.entity.weight.dtype == torch.float64
+
+
+def test_read_ids_refuses_non_ascii_digit_indices_by_name(tmp_path):
+    """'²'.isdigit() is True but int('²') raises: an entity_ids.del line '²<TAB>x' was a ValueError traceback."""
+    from kgeval.errors import InvalidInputError
+    from kgeval.interop.libkge import read_ids
+
+    path = tmp_path / "entity_ids.del"
+    path.write_text("0\ta\n²\tb\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="line 2: expected a new 'index<TAB>id'"):
+        read_ids(path, 2, "entity")
+    path.write_text("0\ta\n 1\tb\n", encoding="utf-8")
+    assert read_ids(path, 2, "entity") == ["a", "b"]

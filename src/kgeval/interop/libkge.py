@@ -157,7 +157,8 @@ def read_ids(path: Path, expected: int, kind: str) -> list[str]:
         if not line.strip():
             continue
         index, sep, label = line.partition("\t")
-        if not sep or not index.strip().isdigit() or int(index) in ids:
+        index = index.strip()  # ASCII digits only: '²'.isdigit() holds but int('²') raises
+        if not sep or not (index.isascii() and index.isdigit()) or int(index) in ids:
             raise InvalidInputError(f"{str(path)!r} line {n}: expected a new 'index<TAB>id', got {line[:80]!r}")
         ids[int(index)] = label
     if sorted(ids) != list(range(expected)):
