@@ -312,3 +312,34 @@ def test_prediction_turned_off_by_misses_does_not_replan_the_other_side(monkeypa
     _tables(one.rank_table, ref.rank_table)
     _tables(both.rank_table, ref.rank_table)
     assert both.protocol.to_dict() == one.protocol.to_dict() == ref.protocol.to_dict()
+
+
+@pytest.mark.parametrize("sides", ["0", "1"])
+def test_a_kernel_load_finishing_during_the_evaluation_does_not_replan_the_second_side(monkeypatch, sides):
+    """Under KGEVAL_COUNT_KERNEL=auto the kernel loads in the background; when the load finished after the
+    first side, the second was planned with two walkers (whole-row batches twice as tall: 9,000 queries of
+    4,096 entities in 1 batch instead of 2, 2 consistency checks instead of 4), so the protocol depended on
+    when a thread finished. Now every plan follows the kernel as it was when the evaluation started."""
+    ne = 4096
+    model = get_model("distmult", ne, 3, dim=4, seed=1).eval()
+    rng = np.random.default_rng(2)
+    test = np.stack([rng.permutation(ne * 3)[:9000] % ne, np.arange(9000) % 3, rng.permutation(ne * 3)[:9000] % ne], 1)
+    kw = dict(filtered=False, progress=False, check_consistency=True, memory_budget=1 << 32)
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", sides)
+    ready = threading.Event()  # not set: as while the background load runs
+    monkeypatch.setattr(count_kernel, "_READY", ready)
+    loading = evaluate_ranks(model, test, **kw)
+    real = evaluator._rank_side
+
+    def rank_side(*args, **kwargs):  # the load finishes as the first side to start begins
+        ready.set()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluator, "_rank_side", rank_side)
+    got = evaluate_ranks(model, test, **kw)
+    _tables(got.rank_table, loading.rank_table)
+    assert got.protocol.to_dict() == loading.protocol.to_dict()
+    monkeypatch.setattr(evaluator, "_rank_side", real)
+    loaded = evaluate_ranks(model, test, **kw)  # loaded from the start: planned with the walkers
+    _tables(loaded.rank_table, loading.rank_table)
+    assert loaded.protocol.consistency_checked < loading.protocol.consistency_checked

@@ -47,6 +47,9 @@ class RunContext:
     shard: tuple | None = None
     #: both sides ranked at once (:mod:`.side_threads`): their open walks, which a finished side helps
     share: object | None = None
+    #: the compiled kernels (:mod:`.count_kernel`) were loaded when the evaluation started: every plan (batch
+    #: sizes, chunking, walker counts for them) follows this, never a background load finishing between two sides
+    kernel: bool = False
 
     @property
     def predict_true(self) -> bool:

@@ -146,6 +146,8 @@ def _context(inp: Inputs, opts: EvaluationOptions) -> RunContext:
         allowed = torch.as_tensor(inp.entities, device=dev)
         pos_map = torch.full((inp.num_entities,), -1, dtype=torch.long, device=dev)
         pos_map[allowed] = torch.arange(allowed.shape[0], device=dev)
+    counter = Counter(opts.tie_tolerance, fused=use_kernel(
+        dev, int(np.count_nonzero(inp.keep)) * len(inp.side_codes) * int(inp.universe.shape[0])))
     return RunContext(
         options=opts,
         device=dev,
@@ -155,8 +157,8 @@ def _context(inp: Inputs, opts: EvaluationOptions) -> RunContext:
         allowed=allowed,
         pos_map=pos_map,
         budget=opts.memory_budget if opts.memory_budget is not None else default_memory_budget(dev),
-        counter=Counter(opts.tie_tolerance, fused=use_kernel(
-            dev, int(np.count_nonzero(inp.keep)) * len(inp.side_codes) * int(inp.universe.shape[0]))),
+        counter=counter,
+        kernel=kernel_ready(),  # loaded (after use_kernel, which may have loaded it), whether it counts or not
         consistency=ConsistencyCheck(inp.side_codes) if opts.check_consistency else None,
         want_query_metrics=bool(opts.query_metrics_k) and opts.num_negatives is None,
         # the scorer calls keep the caller's thread count; the bookkeeping around them may use fewer
@@ -237,7 +239,7 @@ def _side_threads(ctx: RunContext, inp: Inputs) -> tuple[int, int] | None:
     n = env_count("KGEVAL_CHUNK_WORKERS", minimum=1) or ctx.score_threads or 1
     if n < 2 or getattr(inp.scorer, "concurrent_scoring", False) is not True:
         return None
-    if not (ctx.counter.fused and kernel_ready()):
+    if not (ctx.counter.fused and ctx.kernel):
         return None
     split = -(-n // 2), n // 2
     share, n_tasks = WalkShare(2, walkers=n), int(np.count_nonzero(inp.keep))

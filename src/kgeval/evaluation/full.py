@@ -585,7 +585,9 @@ def _walkers(ctx, sc, nparts: int, block: int, evaluation: bool = False) -> int:
         return 1
     if getattr(sc.scorer, "concurrent_scoring", False) is not True:
         return 1
-    if not (ctx.counter.fused and kernel_ready()):
+    # plans follow the kernel as it was when the evaluation started (ctx.kernel), so a background load
+    # finishing between the sides never re-plans the second one; walks use it once it is there
+    if not (ctx.counter.fused and (ctx.kernel if evaluation else kernel_ready())):
         return 1
     return min(n, nparts)
 

@@ -119,8 +119,11 @@ def predictable(ctx, sc, planning: bool = False) -> bool:
     length). The batch planner chunks short rows only then (:func:`.full.plan_batches`), with
     ``planning``: whatever a batch of misses turned off meanwhile (``ctx.predict_true``), so that each
     side is planned as at the start of the evaluation, whether the sides run one after the other or at
-    once (:mod:`.side_threads`)."""
+    once (:mod:`.side_threads`), and with the counting kernel as it was at the evaluation's start
+    (``ctx.kernel``: the prediction needs it)."""
     if not ((ctx.predict_true or planning) and sc.predicts_true) or sc.device.type != "cpu" or sc.prepare is None:
+        return False
+    if planning and not ctx.kernel:  # as when the evaluation started, not a load finished since
         return False
     if not enabled():
         return False
