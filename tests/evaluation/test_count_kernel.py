@@ -832,3 +832,39 @@ def test_chunks_and_tiles_score_prepared_queries_with_the_same_ranks(name, kw, m
     ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
     assert 0 < once_per_batch < len(built)
     _assert_same_tables(got, ref, name)
+
+
+@pytest.mark.parametrize("layout", ["chunks", "row groups"])
+def test_a_failing_walker_stops_the_others_at_their_next_part(monkeypatch, layout):
+    """An error (or an interrupt) on one walker ends the batch: the other walkers stop at their next chunk or
+    row group instead of walking every part left (which an interrupt used to wait for, the whole batch)."""
+    import time
+
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 1300, 600)
+    taken, failed_at = [], []
+    kw = {"entity_chunk_size": 10} if layout == "chunks" else {}
+    if layout == "row groups":
+        monkeypatch.setattr(full, "CPU_BLOCK", 300 * 16)  # groups of 16 query rows: dozens per batch
+        target, name = full, "_rank_part"
+    else:
+        target, name = full.SideScorer, "chunk"
+    real = getattr(target, name)
+
+    def part(*args, **kwargs):
+        slot = kwargs.get("slot", args[12] if layout == "row groups" and len(args) > 12 else 0)
+        taken.append((slot, time.perf_counter()))
+        if slot == 0 and sum(1 for s, _ in taken if s == 0) == 3:
+            failed_at.append(time.perf_counter())
+            raise RuntimeError("walker 0 broke")
+        if slot != 0:
+            time.sleep(0.002)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, part)
+    with pytest.raises(RuntimeError, match="walker 0 broke"):
+        evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw)
+    after = [t for s, t in taken if s != 0 and t > failed_at[0]]
+    assert len(after) <= 1, f"{len(after)} parts walked after the failure"

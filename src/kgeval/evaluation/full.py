@@ -404,9 +404,17 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
     out = [None] * ngroups
     order = iter(range(ngroups))  # shared: next() is atomic under the GIL, each group is taken by one walker
 
+    failed = []  # a walker that fails (or is interrupted) makes the others stop at their next group
+
     def walk(slot: int) -> None:
-        for g in order:
-            out[g] = group(g, slot)
+        try:
+            for g in order:
+                if failed:
+                    return
+                out[g] = group(g, slot)
+        except BaseException:
+            failed.append(slot)
+            raise
 
     _walk_in_parallel(sc, walk, workers, ctx.share)
     return out
@@ -696,7 +704,16 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
             st["seen"] = _AnswerScores(rows, col[by_col], t.dtype)
 
     def walk(slot: int):
-        """The chunks this walker takes: their summed counts (and their answers' in-batch scores)."""
+        """The chunks this walker takes: their summed counts (and their answers' in-batch scores); a walker
+        that fails (or is interrupted) makes the others stop at their next chunk: its error is raised, and the
+        rest of the batch would be thrown away (an interrupt waited for every chunk left)."""
+        try:
+            return walk_chunks(slot)
+        except BaseException:
+            st["failed"] = True
+            raise
+
+    def walk_chunks(slot: int):
         better = torch.zeros(nt, dtype=torch.long, device=dev)
         tied = torch.zeros(nt, dtype=torch.long, device=dev)
         if slot == 0:
@@ -709,6 +726,8 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                 ready.set()
         fused, counting, rows = None, False, None
         for k in order:  # count chunk by chunk, excluding the known answers in it
+            if "failed" in st:  # another walker failed: its error ends the batch
+                return better, tied
             i, c = divmod(k, nchunks)
             c0, c1 = bounds[c], bounds[c + 1]
             b_ent, b_rel, b_prep = blocks[i]
