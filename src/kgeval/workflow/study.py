@@ -147,6 +147,19 @@ def absolute_sqlite_url(url: str) -> str:
     return f"{prefix}{os.path.abspath(path)}{query}"
 
 
+def in_memory_sqlite(url: str) -> bool:
+    """Whether ``url`` is an in-memory SQLite database (``sqlite://``, ``sqlite:///:memory:``, a ``file:`` URI with
+    ``mode=memory`` or ``:memory:``): a new, empty database every time it is opened."""
+    match = re.match(r"sqlite(?:\+\w+)?://(/?)([^?]*)(\?.*)?$", url, flags=re.IGNORECASE | re.DOTALL)
+    if match is None:
+        return False
+    path, query = match.group(2), match.group(3) or ""
+    if not match.group(1) or path in ("", ":memory:"):
+        return True
+    return path.startswith("file:") and (path.startswith("file::memory:")
+                                         or re.search(r"[?&]mode=memory(&|$)", query) is not None)
+
+
 def _backend(url: str) -> str:
     return url.split(":", 1)[0].split("+", 1)[0].lower()
 
@@ -203,6 +216,10 @@ def check_storage(url: str) -> None:
 
 def _storage(url: str):
     kwargs = _engine_kwargs(url)
+    if in_memory_sqlite(url):
+        # one process, no other worker: nothing to detect; and the heartbeat thread's own connection is another
+        # in-memory database ("no such table: trial_heartbeats" tracebacks from that thread on every trial)
+        return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
     with warnings.catch_warnings():  # the heartbeat is "experimental" in Optuna: not the user's concern
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_INTERVAL,
