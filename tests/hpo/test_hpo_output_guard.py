@@ -24,3 +24,69 @@ def test_in_memory_storage_runs_without_heartbeat_errors():
     with 'no such table: trial_heartbeats' (a StorageInternalError traceback per trial on stderr)."""
     res = hpo_pipeline(**FAST, n_trials=2, storage="sqlite://")
     assert [t.state.name for t in res.study.trials] == ["COMPLETE", "COMPLETE"]
+
+
+@pytest.mark.parametrize("memory", ["sqlite://", "sqlite:///:memory:"])
+def test_in_memory_study_does_not_replace_another_runs_results(tmp_path, memory):
+    """An in-memory storage is a new database on every run, but two such runs into one output directory with one
+    study name looked alike to the guard: the second (1 trial) silently replaced the first's files (2 trials,
+    its best configuration lost). Now the second is refused before any trial, unless overwrite=True."""
+    out = tmp_path / "out"
+    first = hpo_pipeline(**FAST, n_trials=2, storage=memory, output_dir=out)
+    kept = _files(out)
+    assert len(json.loads(kept["trials.json"])) == 2
+    with pytest.raises(OutputDirectoryError, match="in-memory database") as info:
+        hpo_pipeline(**FAST, n_trials=1, storage=memory, output_dir=out)
+    assert "overwrite" in str(info.value)
+    assert _files(out) == kept
+    first.save(out)  # the run that wrote them may write them again
+    assert _files(out) == kept
+    other = hpo_pipeline(**FAST, n_trials=1, storage=memory)  # no output_dir: its save is the one refused
+    with pytest.raises(OutputDirectoryError, match="in-memory database"):
+        other.save(out)
+    assert _files(out) == kept
+    other.save(out, overwrite=True)
+    assert len(json.loads((out / "trials.json").read_text())) == 1
+    hpo_pipeline(**FAST, n_trials=1, storage=memory, output_dir=out, overwrite=True)
+
+
+def test_study_made_anew_in_a_deleted_database_does_not_replace_the_old_results(tmp_path):
+    """The sibling with a file database: kgeval-hpo.db deleted (or replaced by a copy of another), the next search
+    of the same name made a new study there and replaced the old study's files. The saved study_id tells them
+    apart; refused before any trial."""
+    out = tmp_path / "out"
+    first = hpo_pipeline(**FAST, n_trials=2, output_dir=out)
+    kept = _files(out)
+    (out / "kgeval-hpo.db").unlink()
+    with pytest.raises(OutputDirectoryError, match="another study of the same name") as info:
+        hpo_pipeline(**FAST, n_trials=1, output_dir=out)
+    assert "overwrite" in str(info.value)
+    assert _files(out) == kept
+    saved = json.loads(kept["best_pipeline_config.json"])
+    assert saved["study_id"] == first.study_id and len(first.study_id) == 32
+    hpo_pipeline(**FAST, n_trials=1, output_dir=tmp_path / "fresh")
+    resumed = hpo_pipeline(**FAST, n_trials=1, output_dir=tmp_path / "fresh")  # the same study resumes
+    assert len(json.loads((tmp_path / "fresh" / "trials.json").read_text())) == 2
+    assert json.loads((tmp_path / "fresh" / "best_pipeline_config.json").read_text())["study_id"] == resumed.study_id
+
+
+def test_cli_in_memory_refused_and_overwrite(tmp_path):
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    def run(*args):
+        return CliRunner().invoke(main, [str(a) for a in args])
+
+    out = tmp_path / "out"
+    args = ["hpo", "-d", "nations", "-m", "distmult", "--epochs", "1", "--trials", "1", "--storage", "sqlite://",
+            "-o", out]
+    assert run(*args).exit_code == 0
+    kept = _files(out)
+    res = run(*args)
+    assert res.exit_code == 2 and "in-memory database" in res.output and "--overwrite" in res.output, res.output
+    assert _files(out) == kept
+    res = run(*args, "--overwrite")
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "best_pipeline_config.json").read_text())["study_id"] != json.loads(kept[FILES[0]])[
+        "study_id"]

@@ -33,14 +33,19 @@ from .pipeline import OPTION_PATHS
 @click.option("--output", "-o", type=click.Path(file_okay=False), callback=nonempty_path,
               help="Write best_pipeline_config.json and trials.json here (and the default storage). One "
                    "directory per study: a directory holding another study's files (another --study-name or "
-                   "--storage) is refused before any trial; resuming the same study rewrites them.")
+                   "--storage, another run's in-memory study such as --storage sqlite://, a study made anew in a "
+                   "deleted database) is refused before any trial, unless --overwrite; resuming the same study "
+                   "rewrites them.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the best_pipeline_config.json and trials.json of another search in --output (they are "
+                   "refused otherwise); no study's trials are touched.")
 @click.option("--seed", type=int, help="Pipeline seed of every trial, in [0, 2**32) [default: 42]; "
                                        "trial n's sampler is seeded from (seed, n).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop starting trials after this many seconds.")
 @data_dir_option
 @format_option
 def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name, metric, search_space, config_file,
-            settings, output, seed, timeout, data_dir, fmt):
+            settings, output, overwrite, seed, timeout, data_dir, fmt):
     """Search hyper-parameters on the validation split (the test split is never read)."""
     from ..results.render import format_value
     from ..workflow.hpo import HPOInterrupted, hpo_pipeline
@@ -57,7 +62,7 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     try:
         res = hpo_pipeline(base, dataset=dataset, n_trials=trials, sampler=sampler,
                            pruner=pruner, storage=storage, study_name=study_name, search_space=space,
-                           output_dir=output, timeout=timeout, data_dir=data_dir,
+                           output_dir=output, overwrite=overwrite, timeout=timeout, data_dir=data_dir,
                            **{k: v for k, v in given.items() if v is not None})
     except HPOInterrupted as stop:  # Ctrl-C: the study is kept; say how to go on
         click.echo(str(stop), err=True)

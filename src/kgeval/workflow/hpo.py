@@ -120,9 +120,17 @@ class HPOResult:
         """The search and its best trial, every field read from that one trial (what :meth:`save` writes)."""
         best = self.best_trial
         return {"metric": self.metric, "direction": self.direction, "storage": self.shown_storage,
-                "study_name": self.study_name, "best_trial": best.number, "best_value": float(best.value),
+                "study_name": self.study_name, "study_id": self.study_id, "best_trial": best.number, "best_value": float(best.value),
                 "best_params": dict(best.params), "pipeline": _test_kwargs(best),
                 "config": _test_config(best).to_dict()}
+
+    @property
+    def study_id(self) -> str | None:
+        """The random id kgeval gave the study when it first opened it (:data:`STUDY_ID_ATTR`); ``None`` for a
+        study it never opened. Two studies of one name and storage (an in-memory one per run, one made anew in a
+        deleted database) have different ids."""
+        value = self.study.user_attrs.get(STUDY_ID_ATTR)
+        return value if isinstance(value, str) else None
 
     @property
     def shown_storage(self) -> str:
@@ -134,15 +142,16 @@ class HPOResult:
     def resume_hint(self) -> str:
         return f"resume: run again with --storage {self.shown_storage} --study-name {self.study_name}"
 
-    def save(self, directory: str | os.PathLike) -> Path:
+    def save(self, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write ``best_pipeline_config.json`` and ``trials.json`` into ``directory`` (atomically; NaN as null).
 
-        A directory holding another study's files (another study name or storage) is refused with an
-        :class:`~kgeval.workflow.runs.OutputDirectoryError` (:func:`check_output_study`): they are never replaced.
+        A directory holding another study's files (another study name or storage, another in-memory run, a study
+        of the same name made anew) is refused with an :class:`~kgeval.workflow.runs.OutputDirectoryError`
+        (:func:`check_output_study`): they are never replaced, unless ``overwrite=True``.
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        check_output_study(directory, self.study_name, self.shown_storage)
+        check_output_study(directory, self.study_name, self.shown_storage, study=self.study, overwrite=overwrite)
         write_json(directory / "best_pipeline_config.json", finite_or_none(self.summary()))
         trials = [
             {"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
@@ -157,23 +166,48 @@ class HPOResult:
 OUTPUT_FILES = ("best_pipeline_config.json", "trials.json")
 
 
-def check_output_study(directory: str | os.PathLike, study_name: str, shown_storage: str) -> None:
-    """Refuse an output directory that holds the files of another search.
+#: the study's user attribute holding a random id (32 hex digits) drawn when kgeval first opens the study; saved
+#: as ``study_id`` in ``best_pipeline_config.json``, it tells apart studies of one name and storage URL
+STUDY_ID_ATTR = "kgeval_study_id"
 
-    ``best_pipeline_config.json`` names its study and storage; a directory whose file names another
+
+def ensure_study_id(study) -> str:
+    """The study's :data:`STUDY_ID_ATTR`, drawn (OS randomness, never the search's seed) if it has none yet."""
+    import uuid
+
+    value = study.user_attrs.get(STUDY_ID_ATTR)
+    if not isinstance(value, str):
+        value = uuid.uuid4().hex
+        study.set_user_attr(STUDY_ID_ATTR, value)
+    return value
+
+
+def check_output_study(directory: str | os.PathLike, study_name: str, shown_storage: str, *, study=None,
+                       overwrite: bool = False) -> None:
+    """Refuse an output directory that holds the files of another search (``overwrite=True``: replace them).
+
+    ``best_pipeline_config.json`` names its study, storage and study id; a directory whose file names another
     study (or the same name in another storage) was overwritten without a word by the next search
     given that directory (``-o DIR --study-name other``, or another ``--model`` with the default study
     name): that study's best configuration was lost. The same study (resumed, or another worker of it)
     writes its files again. A ``trials.json`` without ``best_pipeline_config.json``, or one that cannot be
     read, belongs to no known study and is refused too.
+
+    One name and storage URL can also name different studies: an in-memory storage is a new database on every
+    run (files of an in-memory study are refused before ``study`` is known, and then unless they carry its
+    id), and a study made anew in a deleted or replaced database has another id (checked once ``study``, the
+    opened study, is given).
     """
     from .._json import read_json
     from .runs import OutputDirectoryError
+    from .study import in_memory_sqlite
 
+    if overwrite:
+        return
     directory = Path(directory)
     best, trials = (directory / name for name in OUTPUT_FILES)
-    remedy = (f"give this search another output directory, or move {best.name} and {trials.name} out of "
-              f"{directory} first")
+    remedy = (f"give this search another output directory, move {best.name} and {trials.name} out of "
+              f"{directory} first, or pass --overwrite (overwrite=True) to replace them")
     if not best.exists():
         if trials.exists():
             raise OutputDirectoryError(f"output directory {directory} holds a {trials.name} without "
@@ -183,12 +217,32 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
         saved = read_json(best, "a kgeval search's best configuration")
     except InvalidInputError as exc:
         raise OutputDirectoryError(f"output directory {directory}: {exc}; it would be replaced: {remedy}") from None
-    owner = (saved.get("study_name"), saved.get("storage")) if isinstance(saved, dict) else (None, None)
-    if owner[0] != study_name or not _same_storage(owner[1], shown_storage):
-        held = "an unknown search" if owner == (None, None) else f"study {owner[0]!r} in {owner[1]}"
-        raise OutputDirectoryError(
-            f"output directory {directory} holds the results of {held}, not of this search (study "
-            f"{study_name!r} in {shown_storage}); they would be replaced: {remedy}")
+    if not isinstance(saved, dict):
+        saved = {}
+    name, storage = saved.get("study_name"), saved.get("storage")
+    held = "an unknown search" if (name, storage) == (None, None) else f"study {name!r} in {storage}"
+    this = f"this search (study {study_name!r} in {shown_storage})"
+    if name != study_name or not _same_storage(storage, shown_storage):
+        raise OutputDirectoryError(f"output directory {directory} holds the results of {held}, not of {this}; "
+                                   f"they would be replaced: {remedy}")
+    saved_id = saved.get("study_id")
+    current = None if study is None else study.user_attrs.get(STUDY_ID_ATTR)
+    if in_memory_sqlite(shown_storage):
+        if current is None or saved_id != current:
+            raise OutputDirectoryError(
+                f"output directory {directory} holds the results of {held}, an in-memory database: that study "
+                f"ended with the search that wrote them, and {this} is a new one in a new in-memory database; they "
+                f"would be replaced: {remedy}")
+        return
+    if study is None:
+        return
+    if isinstance(saved_id, str) and isinstance(current, str):
+        if saved_id != current:
+            raise OutputDirectoryError(
+                f"output directory {directory} holds the results of another study of the same name: {held} with "
+                f"study id {saved_id}, while the study there now has id {current} (made anew since: its database "
+                f"deleted or replaced); they would be replaced: {remedy}")
+        return
 
 
 def _same_storage(saved, current: str) -> bool:
@@ -217,7 +271,7 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
                  search_space: Mapping[str, Any] | None = None, sampler: str = "tpe", pruner: str = "median",
                  storage: str | None = None, study_name: str | None = None, load_if_exists: bool = True,
                  metric: str = DEFAULT_METRIC, direction: str | None = None, evaluation_frequency: int | None = None,
-                 output_dir: str | os.PathLike | None = None, timeout: float | None = None, data_dir=None,
+                 output_dir: str | os.PathLike | None = None, overwrite: bool = False, timeout: float | None = None, data_dir=None,
                  progress: bool = False, **pipeline_kwargs) -> HPOResult:
     """Search hyper-parameters on ``dataset``, optimising a validation metric.
 
@@ -244,8 +298,9 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
       metric is reported to Optuna for pruning;
     - ``output_dir``: where ``best_pipeline_config.json`` and ``trials.json`` are written (and the default
       storage made). One directory holds one study's files: a directory holding another study's (another
-      study name or storage) is refused before the first trial (:func:`check_output_study`); the same
-      study, resumed, rewrites them.
+      study name or storage, the study of another run with an in-memory storage such as ``sqlite://``, a
+      study made anew in a deleted database) is refused before the first trial (:func:`check_output_study`),
+      unless ``overwrite=True``; the same study, resumed, rewrites them.
 
     A failing trial stops the search with a :class:`TrialError`, Ctrl-C with
     :class:`HPOInterrupted` (after saving what exists); the study can be resumed either way.
@@ -283,17 +338,20 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     storage = absolute_sqlite_url(storage) if storage is not None else _default_storage(output_dir)
     study_name = study_name or f"{ds.name}-{base.model.name}".lower()
     if output_dir is not None:  # before any trial: another study's results there are never replaced
-        check_output_study(output_dir, study_name, display_url(storage))
+        check_output_study(output_dir, study_name, display_url(storage), overwrite=overwrite)
     # a failing trial is reported once, by TrialError; Optuna would also log its traceback as a warning
     optuna.logging.set_verbosity(optuna.logging.INFO if progress else optuna.logging.ERROR)
     study = open_study(storage, study_name, direction=direction, sampler=sampler_obj, pruner=pruner_obj,
                        load_if_exists=load_if_exists)
     check_resumed_study(study, study_identity(metric, base, ds), display_url(storage))
+    ensure_study_id(study)
+    if output_dir is not None:  # the opened study: one made anew under the same name is refused too
+        check_output_study(output_dir, study_name, display_url(storage), study=study, overwrite=overwrite)
     result = HPOResult(study=study, metric=metric, direction=direction, storage=storage, study_name=study_name)
     _optimize(result, _Objective(ds, base, space, metric, frequency), n_trials=n_trials, timeout=timeout,
-              output_dir=output_dir)
+              output_dir=output_dir, overwrite=overwrite)
     if output_dir is not None:
-        result.save(output_dir)
+        result.save(output_dir, overwrite=overwrite)
     return result
 
 
@@ -595,7 +653,8 @@ class _Objective:
         return value
 
 
-def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeout, output_dir) -> None:
+def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeout, output_dir,
+              overwrite: bool = False) -> None:
     """Run the trials; turn a failing trial into one clear :class:`TrialError` and Ctrl-C into
     :class:`HPOInterrupted`, saving what exists first."""
     try:
@@ -604,7 +663,7 @@ def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeou
         done = sum(t.state.name == "COMPLETE" for t in result.study.trials)
         saved = ""
         if done and output_dir is not None:
-            result.save(output_dir)
+            result.save(output_dir, overwrite=overwrite)
             saved = f"; best configuration saved in {output_dir}"
         raise HPOInterrupted(f"interrupted: {done} trial(s) of study {result.study_name!r} complete, kept in "
                              f"{result.shown_storage}{saved}; {result.resume_hint()}", result if done else None) from None
