@@ -90,3 +90,22 @@ def test_cli_in_memory_refused_and_overwrite(tmp_path):
     assert res.exit_code == 0, res.output
     assert json.loads((out / "best_pipeline_config.json").read_text())["study_id"] != json.loads(kept[FILES[0]])[
         "study_id"]
+
+
+def _legacy(out, **fields):
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "best_pipeline_config.json").write_text(json.dumps(fields))
+
+
+def test_saved_file_without_storage_reads_sensibly(tmp_path):
+    """A best_pipeline_config.json without 'storage' was described as "study 'nations-distmult' in None"."""
+    _legacy(tmp_path, study_name="nations-distmult")
+    with pytest.raises(OutputDirectoryError) as info:
+        check_output_study(tmp_path, "nations-distmult", "sqlite:////x/kgeval-hpo.db")
+    assert "in None" not in str(info.value)
+    assert "study 'nations-distmult' (its storage not recorded)" in str(info.value)
+    _legacy(tmp_path, storage="sqlite:////x/kgeval-hpo.db")
+    with pytest.raises(OutputDirectoryError) as info:
+        check_output_study(tmp_path, "nations-distmult", "sqlite:////x/kgeval-hpo.db")
+    assert "None" not in str(info.value) and "a study of unrecorded name in sqlite:////x/kgeval-hpo.db" in str(
+        info.value)

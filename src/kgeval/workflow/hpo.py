@@ -220,7 +220,7 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
     if not isinstance(saved, dict):
         saved = {}
     name, storage = saved.get("study_name"), saved.get("storage")
-    held = "an unknown search" if (name, storage) == (None, None) else f"study {name!r} in {storage}"
+    held = _describe_saved(name, storage)
     this = f"this search (study {study_name!r} in {shown_storage})"
     if name != study_name or not _same_storage(storage, shown_storage):
         raise OutputDirectoryError(f"output directory {directory} holds the results of {held}, not of {this}; "
@@ -243,6 +243,15 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
                 f"study id {saved_id}, while the study there now has id {current} (made anew since: its database "
                 f"deleted or replaced); they would be replaced: {remedy}")
         return
+
+
+def _describe_saved(name, storage) -> str:
+    """How a message names the study of a saved ``best_pipeline_config.json`` (fields possibly missing)."""
+    if not isinstance(name, str) and not isinstance(storage, str):
+        return "an unknown search"
+    if not isinstance(storage, str):
+        return f"study {name!r} (its storage not recorded)"
+    return f"a study of unrecorded name in {storage}" if not isinstance(name, str) else f"study {name!r} in {storage}"
 
 
 def _same_storage(saved, current: str) -> bool:
