@@ -109,3 +109,33 @@ def test_saved_file_without_storage_reads_sensibly(tmp_path):
         check_output_study(tmp_path, "nations-distmult", "sqlite:////x/kgeval-hpo.db")
     assert "None" not in str(info.value) and "a study of unrecorded name in sqlite:////x/kgeval-hpo.db" in str(
         info.value)
+
+
+def test_saved_relative_sqlite_url_is_read_against_the_working_directory(tmp_path, monkeypatch):
+    """A best_pipeline_config.json written before kgeval saved SQLite URLs absolute may hold sqlite:///h.db, whose
+    file depends on the working directory of that search (not recorded). It is read against the current working
+    directory, and the message says so; where that names this search's database, the study there must hold the
+    saved best trial (a fresh study of the same name in another directory's h.db replaced the files, exit 0)."""
+    out = tmp_path / "out"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    hpo_pipeline(**FAST, n_trials=2, storage="sqlite:///h.db", output_dir=out)
+    saved = json.loads((out / "best_pipeline_config.json").read_text())
+    saved.pop("study_id", None)
+    saved["storage"] = "sqlite:///h.db"  # as an older kgeval wrote it
+    (out / "best_pipeline_config.json").write_text(json.dumps(saved))
+    kept = _files(out)
+    # from another directory, with another URL: refused, and the message says how the relative URL was read
+    monkeypatch.chdir(tmp_path / "b")
+    with pytest.raises(OutputDirectoryError) as info:
+        hpo_pipeline(**FAST, n_trials=1, storage="sqlite:///other.db", output_dir=out)
+    assert f"read against the current working directory: sqlite:///{tmp_path / 'b' / 'h.db'})" in str(info.value)
+    # from another directory, the same relative URL: a fresh study in b/h.db, not the one of the files
+    with pytest.raises(OutputDirectoryError, match="does not hold its best trial") as info:
+        hpo_pipeline(**FAST, n_trials=1, storage="sqlite:///h.db", output_dir=out)
+    assert "relative SQLite URL" in str(info.value)
+    assert _files(out) == kept
+    monkeypatch.chdir(tmp_path / "a")  # where it was made: the same study resumes
+    res = hpo_pipeline(**FAST, n_trials=1, storage="sqlite:///h.db", output_dir=out)
+    assert len(res.study.trials) == 3 and len(json.loads((out / "trials.json").read_text())) == 3

@@ -196,7 +196,9 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
     One name and storage URL can also name different studies: an in-memory storage is a new database on every
     run (files of an in-memory study are refused before ``study`` is known, and then unless they carry its
     id), and a study made anew in a deleted or replaced database has another id (checked once ``study``, the
-    opened study, is given).
+    opened study, is given). A file of an older kgeval, without a study id, must name a trial of ``study`` as
+    its best (with its value). A relative SQLite URL in such a file is read against the current working
+    directory: the directory of the search that wrote it was not recorded.
     """
     from .._json import read_json
     from .runs import OutputDirectoryError
@@ -243,15 +245,36 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
                 f"study id {saved_id}, while the study there now has id {current} (made anew since: its database "
                 f"deleted or replaced); they would be replaced: {remedy}")
         return
+    if not isinstance(saved_id, str) and not _holds_saved_best(study, saved):
+        raise OutputDirectoryError(
+            f"output directory {directory} holds the results of {held}, but the study of that name in "
+            f"{shown_storage} does not hold its best trial {saved.get('best_trial')!r} (value "
+            f"{saved.get('best_value')!r}): another study of the same name; they would be replaced: {remedy}")
 
 
 def _describe_saved(name, storage) -> str:
     """How a message names the study of a saved ``best_pipeline_config.json`` (fields possibly missing)."""
+    from .study import absolute_sqlite_url
+
     if not isinstance(name, str) and not isinstance(storage, str):
         return "an unknown search"
     if not isinstance(storage, str):
         return f"study {name!r} (its storage not recorded)"
-    return f"a study of unrecorded name in {storage}" if not isinstance(name, str) else f"study {name!r} in {storage}"
+    where = storage
+    if absolute_sqlite_url(storage) != storage:
+        where = (f"{storage} (a relative SQLite URL saved by an older kgeval: its file depends on the working "
+                 f"directory of that search, which was not recorded; read against the current working directory: "
+                 f"{absolute_sqlite_url(storage)})")
+    return f"a study of unrecorded name in {where}" if not isinstance(name, str) else f"study {name!r} in {where}"
+
+
+def _holds_saved_best(study, saved: dict) -> bool:
+    """Whether ``study`` holds the saved best trial: a complete trial of that number and value."""
+    number, value = saved.get("best_trial"), saved.get("best_value")
+    if not isinstance(number, int) or isinstance(number, bool) or not isinstance(value, (int, float)):
+        return False
+    return any(t.number == number and t.state.name == "COMPLETE" and t.value == value
+               for t in study.get_trials(deepcopy=False))
 
 
 def _same_storage(saved, current: str) -> bool:
