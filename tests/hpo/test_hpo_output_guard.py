@@ -81,7 +81,10 @@ def test_cli_in_memory_refused_and_overwrite(tmp_path):
     out = tmp_path / "out"
     args = ["hpo", "-d", "nations", "-m", "distmult", "--epochs", "1", "--trials", "1", "--storage", "sqlite://",
             "-o", out]
-    assert run(*args).exit_code == 0
+    res = run(*args)
+    # the hint said 'resume: run again with --storage sqlite://', which starts a new, empty study
+    assert res.exit_code == 0 and "run again with --storage sqlite://" not in res.output, res.output
+    assert "in-memory database (sqlite://), gone when this process ends: it cannot be resumed" in res.output
     kept = _files(out)
     res = run(*args)
     assert res.exit_code == 2 and "in-memory database" in res.output and "--overwrite" in res.output, res.output

@@ -140,6 +140,11 @@ class HPOResult:
         return display_url(self.storage)
 
     def resume_hint(self) -> str:
+        from .study import in_memory_sqlite
+
+        if in_memory_sqlite(self.storage):  # the next run's sqlite:// is a new, empty database
+            return (f"the study is in an in-memory database ({self.shown_storage}), gone when this process ends: it "
+                    "cannot be resumed; give --storage sqlite:///FILE to keep a study")
         return f"resume: run again with --storage {self.shown_storage} --study-name {self.study_name}"
 
     def save(self, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
