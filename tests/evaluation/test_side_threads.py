@@ -48,6 +48,27 @@ def _model_and_triples(seed=3, ne=300, nr=6, n=900, ntrain=600):
     return model, allt[:ntrain], allt[ntrain:]
 
 
+def _in_turn_and_at_once(monkeypatch, model, test, **kw):
+    """The evaluation with the sides one after the other, then at once (checked to run at once, one walker each)."""
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
+    in_turn = evaluate_ranks(model, test, **kw)
+    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "1")
+    seen = _spy_side_threads(monkeypatch)
+    at_once = evaluate_ranks(model, test, **kw)
+    assert seen == [(1, 1)]
+    return in_turn, at_once
+
+
+def _whole_rows_of_4096():
+    """DistMult over 4,096 entities (whole rows, no prediction) and 9,000 distinct test queries per side: with
+    two walkers one whole-row batch per side, with one walker two (the consistency check picks 4 vs 8 tasks)."""
+    ne = 4096
+    model = get_model("distmult", ne, 3, dim=4, seed=1).eval()
+    rng = np.random.default_rng(2)
+    test = np.stack([rng.permutation(ne * 3)[:9000] % ne, np.arange(9000) % 3, rng.permutation(ne * 3)[:9000] % ne], 1)
+    return model, test
+
+
 @pytest.mark.parametrize("kw", [{}, {"filtered": False}, {"restrict_entities": range(0, 300, 3)},
                                 {"entity_chunk_size": 23, "batch_size": 37}, {"tie_tolerance": 0.25},
                                 {"sides": ("tail", "head")}])
@@ -270,17 +291,9 @@ def test_whole_row_batches_are_those_of_one_side_after_the_other(monkeypatch):
     (one walker each) still those of one side after the other (two walkers). Before, each side's batches
     held half as many rows: 9,000 queries of 4,096 entities in 2 batches instead of 1, 8 consistency
     checks instead of 4."""
-    ne = 4096
-    model = get_model("distmult", ne, 3, dim=4, seed=1).eval()
-    rng = np.random.default_rng(2)
-    test = np.stack([rng.permutation(ne * 3)[:9000] % ne, np.arange(9000) % 3, rng.permutation(ne * 3)[:9000] % ne], 1)
+    model, test = _whole_rows_of_4096()
     kw = dict(filtered=False, progress=False, check_consistency=True, memory_budget=1 << 32)
-    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
-    ref = evaluate_ranks(model, test, **kw)
-    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "1")
-    seen = _spy_side_threads(monkeypatch)
-    got = evaluate_ranks(model, test, **kw)
-    assert seen == [(1, 1)]
+    ref, got = _in_turn_and_at_once(monkeypatch, model, test, **kw)
     _tables(got.rank_table, ref.rank_table)
     assert got.protocol.to_dict() == ref.protocol.to_dict()
     assert ref.protocol.consistency_checked == 4
@@ -303,12 +316,7 @@ def test_prediction_turned_off_by_misses_does_not_replan_the_other_side(monkeypa
         pytest.skip("true scores are not predicted on this machine")
     real = count_kernel.chain_dots
     monkeypatch.setattr(predicted, "chain_dots", lambda *a: np.nextafter(real(*a), np.float32(np.inf)))
-    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "0")
-    one = evaluate_ranks(model, test, **kw)
-    monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", "1")
-    seen = _spy_side_threads(monkeypatch)
-    both = evaluate_ranks(model, test, **kw)
-    assert seen == [(1, 1)]
+    one, both = _in_turn_and_at_once(monkeypatch, model, test, **kw)
     _tables(one.rank_table, ref.rank_table)
     _tables(both.rank_table, ref.rank_table)
     assert both.protocol.to_dict() == one.protocol.to_dict() == ref.protocol.to_dict()
@@ -320,10 +328,7 @@ def test_a_kernel_load_finishing_during_the_evaluation_does_not_replan_the_secon
     first side, the second was planned with two walkers (whole-row batches twice as tall: 9,000 queries of
     4,096 entities in 1 batch instead of 2, 2 consistency checks instead of 4), so the protocol depended on
     when a thread finished. Now every plan follows the kernel as it was when the evaluation started."""
-    ne = 4096
-    model = get_model("distmult", ne, 3, dim=4, seed=1).eval()
-    rng = np.random.default_rng(2)
-    test = np.stack([rng.permutation(ne * 3)[:9000] % ne, np.arange(9000) % 3, rng.permutation(ne * 3)[:9000] % ne], 1)
+    model, test = _whole_rows_of_4096()
     kw = dict(filtered=False, progress=False, check_consistency=True, memory_budget=1 << 32)
     monkeypatch.setenv("KGEVAL_PARALLEL_SIDES", sides)
     ready = threading.Event()  # not set: as while the background load runs
