@@ -594,7 +594,9 @@ def test_chunk_walkers_work_in_a_forked_child(monkeypatch):
     q = ctx.Queue()
     _evaluate_in_child(q)  # the parent's pool exists now
     expected = q.get(timeout=10)
-    assert full._WORKERS is not None
+    from kgeval import _threads
+
+    assert "kgeval-chunks" in _threads._POOLS  # the walkers' pool, made in the parent
     child = ctx.Process(target=_evaluate_in_child, args=(q,))
     child.start()
     child.join(60)

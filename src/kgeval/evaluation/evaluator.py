@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .._threads import bookkeeping_threads, env_count, torch_threads
+from .._threads import bookkeeping_threads, env_count, thread_pool, torch_threads
 from ..protocol import EvaluationProtocol, FilterSet, Sampling, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable
 from . import distributed, known_cache, side_threads
@@ -272,19 +272,10 @@ class _LockedBar:
         return getattr(self._bar, name)
 
 
-_SIDES = None  # (pid, thread pool) of the second side's thread (see _rank_sides)
-
-
 def _side_pool():
-    """The pool running the second side (made again in a forked child); one thread per core, so that
-    evaluations run at once from several threads never queue one's side behind another's."""
-    global _SIDES
-    from concurrent.futures import ThreadPoolExecutor
-
-    if _SIDES is None or _SIDES[0] != os.getpid():
-        _SIDES = (os.getpid(), ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
-                                                  thread_name_prefix="kgeval-side"))
-    return _SIDES[1]
+    """The pool running the second side; one thread per core, so that evaluations run at once from
+    several threads never queue one's side behind another's."""
+    return thread_pool("kgeval-side", max(2, os.cpu_count() or 1))
 
 
 def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, bar, qacc, index_future=None):
@@ -355,20 +346,11 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
     return table, negs, capped
 
 
-_BESIDE = None  # (pid, one-thread pool) for _count_known_beside and _index_beside
-
-
 def _beside():
-    """The one-thread pool of the work done beside the ranking (made again in a forked child, which
-    has none of its parent's threads)."""
-    global _BESIDE
-    from concurrent.futures import ThreadPoolExecutor
-
-    if _BESIDE is None or _BESIDE[0] != os.getpid():
-        # normal priority: at nice 19 (tried) it would gain 1-2 ms alone on the box, but starve behind
-        # other processes' threads (parallel HPO workers) while the ranking waits for its result
-        _BESIDE = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgeval-protocol"))
-    return _BESIDE[1]
+    """The one-thread pool of the work done beside the ranking (:func:`_count_known_beside`,
+    :func:`_index_beside`). Normal priority: at nice 19 (tried) it would gain 1-2 ms alone on the box, but
+    starve behind other processes' threads (parallel HPO workers) while the ranking waits for its result."""
+    return thread_pool("kgeval-protocol", 1)
 
 
 def _index_beside(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, digest) -> dict:

@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 import torch
 
-from .._threads import env_count, torch_threads
+from .._threads import env_count, thread_pool, torch_threads
 from ..errors import InvalidInputError
 from .batching import auto_batch, run_batches
 from .context import RunContext, SideResult
@@ -563,9 +563,6 @@ def nondeterministic(sc, n: int) -> InvalidInputError:
     )
 
 
-_WORKERS = None  # (pid, size, thread pool) walking chunks beside the caller (see _walkers)
-
-
 def _walkers(ctx, sc, nparts: int, block: int, evaluation: bool = False) -> int:
     """How many threads walk a batch's ``nparts`` parts (column chunks, or groups of whole rows) at
     once, each scoring on one torch thread.
@@ -606,15 +603,8 @@ def _walk_in_parallel(sc, walk, workers: int, share=None) -> list:
     ``share`` (:class:`.side_threads.WalkShare`, sides ranked at once): the walk is open to the
     other side's thread once that has finished its own side (its results follow, slots from
     ``workers``)."""
-    global _WORKERS
-    from concurrent.futures import ThreadPoolExecutor
-
-    # a new pool in a forked child: the parent's threads do not exist there (submit would wait forever);
     # at least one thread per core: side threads (.side_threads) submit walkers at once
-    size = max(workers - 1, os.cpu_count() or 1)
-    if workers > 1 and (_WORKERS is None or _WORKERS[0] != os.getpid() or _WORKERS[1] < size):
-        _WORKERS = (os.getpid(), size, ThreadPoolExecutor(max_workers=size, thread_name_prefix="kgeval-chunks"))
-    pool = _WORKERS[2] if workers > 1 else None
+    pool = thread_pool("kgeval-chunks", max(workers - 1, os.cpu_count() or 1)) if workers > 1 else None
     threads = sc.threads
     sc.threads = 1  # scorer calls must not change the process-wide thread count under each other
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
