@@ -15,6 +15,7 @@ and halves on out-of-memory errors, resuming at the failed batch (:mod:`.batchin
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .._threads import bookkeeping_threads, env_count, thread_pool, torch_threads
+from .._threads import bookkeeping_threads, thread_pool, torch_threads
 from ..protocol import EvaluationProtocol, FilterSet, Sampling, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable
 from . import distributed, known_cache, side_threads
@@ -33,7 +34,7 @@ from .context import RunContext
 from .count_kernel import kernel_ready, use_kernel
 from .counting import ConsistencyCheck, Counter
 from .filter_index import FilterIndex, answer_column, count_distinct_triples, query_keys
-from .full import plan_full, rank_full
+from .full import _walkers, plan_full, rank_full
 from .inputs import Inputs, prepare_inputs
 from .options import EvaluationOptions, as_options
 from .query_metrics import QueryMetricAccumulator
@@ -236,18 +237,16 @@ def _side_threads(ctx: RunContext, inp: Inputs) -> tuple[int, int] | None:
     if (not side_threads.enabled() or ctx.dist is not None or ctx.device.type != "cpu" or len(inp.side_codes) != 2
             or opts.num_negatives is not None or ctx.want_query_metrics):
         return None
-    n = env_count("KGEVAL_CHUNK_WORKERS", minimum=1) or ctx.score_threads or 1
-    if n < 2 or getattr(inp.scorer, "concurrent_scoring", False) is not True:
-        return None
-    if not (ctx.counter.fused and ctx.kernel):
+    probes = [SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=ctx.allowed,
+                         threads=1) for side in inp.side_codes]
+    # the evaluation's walkers by the rule every walk follows (1 where none may walk: no out=, no concurrent
+    # scoring, no kernel at the start, KGEVAL_CHUNK_WORKERS=1)
+    n = min(_walkers(ctx, probe, sys.maxsize, 0, evaluation=True) for probe in probes)
+    if n < 2:
         return None
     split = -(-n // 2), n // 2
     share, n_tasks = WalkShare(2, walkers=n), int(np.count_nonzero(inp.keep))
-    for side, t in zip(inp.side_codes, split):
-        probe = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device,
-                           allowed=ctx.allowed, threads=1)
-        if not probe.accepts_out:  # walkers need reused score blocks (full._walkers)
-            return None
+    for probe, t in zip(probes, split):
         # each side's batches and chunks as one side after the other plans them (they decide the consistency
         # check's picks and the protocol's chunk width), else one after the other: a memory budget that binds
         # at half (each side's share) plans smaller batches or chunks
