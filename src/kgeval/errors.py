@@ -33,7 +33,7 @@ class NoClosedFormError(KGEvalError):
     """A metric has no closed-form expectation/variance and no approximation was requested."""
 
 
-def _plural(kind: str) -> str:
+def plural(kind: str) -> str:
     """English plural of the last word of ``kind`` ("entity" -> "entities", "metric" -> "metrics")."""
     if kind.endswith("y") and kind[-2:-1] not in ("a", "e", "i", "o", "u", ""):
         return kind[:-1] + "ies"
@@ -46,6 +46,6 @@ def unknown_name(kind: str, name: str, choices: Iterable[str]) -> UnknownNameErr
     close = difflib.get_close_matches(str(name).lower(), choices, n=5, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     return UnknownNameError(
-        f"unknown {kind} {name!r}.{hint} Known {_plural(kind)}: {', '.join(choices[:40])}"
+        f"unknown {kind} {name!r}.{hint} Known {plural(kind)}: {', '.join(choices[:40])}"
         + (" ..." if len(choices) > 40 else "")
     )

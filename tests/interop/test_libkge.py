@@ -241,3 +241,14 @@ def test_read_ids_refuses_non_ascii_digit_indices_by_name(tmp_path):
         read_ids(path, 2, "entity")
     path.write_text("0\ta\n 1\tb\n", encoding="utf-8")
     assert read_ids(path, 2, "entity") == ["a", "b"]
+
+
+def test_checkpoint_and_dataset_counts_are_named_in_english():
+    """'the checkpoint has 2 entitys' read as a typo (the twin of the unknown-name plurals)."""
+    from kgeval.errors import InvalidInputError
+    from kgeval.interop.libkge import _rows
+
+    with pytest.raises(InvalidInputError, match="the checkpoint has 2 entities but the dataset has 3"):
+        _rows(["a", "b"], ["a", "b", "c"], "entity")
+    with pytest.raises(InvalidInputError, match="the checkpoint has 2 relations but the dataset has 1"):
+        _rows(["r", "s"], ["r"], "relation")

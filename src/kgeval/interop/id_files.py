@@ -29,7 +29,7 @@ import zlib
 import numpy as np
 
 from .._textio import text_lines
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, plural
 
 #: a first line naming the columns of the two-column layout (PyKEEN's entity_to_id.tsv.gz)
 HEADER = ("id", "label")
@@ -121,15 +121,15 @@ def dataset_rows(row_labels: list[str], labels: list[str], table_rows: int, *, f
     if len(row_labels) != table_rows:
         raise InvalidInputError(f"{where} lists {len(row_labels)} {kind} labels but {table_flag} has {table_rows} "
                                 "rows: the id file must name every row of the table, once")
-    plural = "entities" if kind == "entity" else f"{kind}s"
+    kinds = plural(kind)
     ids = {label: i for i, label in enumerate(labels)}
     unknown = [label for label in row_labels if label not in ids]
     if unknown:
-        raise InvalidInputError(f"{where}: {len(unknown)} of its labels are not {plural} of dataset {dataset}: "
+        raise InvalidInputError(f"{where}: {len(unknown)} of its labels are not {kinds} of dataset {dataset}: "
                                 f"{_shown(unknown)}")
     where_row = {label: row for row, label in enumerate(row_labels)}
     missing = [label for label in labels if label not in where_row]
     if missing:
-        raise InvalidInputError(f"{where}: {len(missing)} of dataset {dataset}'s {plural} have no row: "
+        raise InvalidInputError(f"{where}: {len(missing)} of dataset {dataset}'s {kinds} have no row: "
                                 f"{_shown(missing)}")
     return np.fromiter((where_row[label] for label in labels), dtype=np.int64, count=len(labels))

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from .._textio import text_lines
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, plural
 
 SUPPORTED = ("complex", "distmult", "rotate", "transe")
 _DEFAULT_L_NORM = {"transe": 1.0, "rotate": 1.0}
@@ -169,7 +169,7 @@ def read_ids(path: Path, expected: int, kind: str) -> list[str]:
 
 def _rows(ids: list[str], labels: list[str], kind: str) -> list[int]:
     if len(ids) != len(labels):
-        raise InvalidInputError(f"the checkpoint has {len(ids)} {kind}s but the dataset has {len(labels)}")
+        raise InvalidInputError(f"the checkpoint has {len(ids)} {plural(kind)} but the dataset has {len(labels)}")
     where = {label: i for i, label in enumerate(ids)}
     missing = [x for x in labels if x not in where]
     if missing:
