@@ -12,7 +12,7 @@ import torch
 
 from .errors import InvalidInputError
 
-__all__ = ["torch_threads", "bookkeeping_threads", "env_count", "thread_pool"]
+__all__ = ["torch_threads", "bookkeeping_threads", "env_count", "env_switch", "thread_pool"]
 
 _POOLS: dict[str, tuple[int, int, ThreadPoolExecutor]] = {}  # name -> (pid, size, pool)
 _POOLS_LOCK = threading.Lock()
@@ -80,3 +80,12 @@ def env_count(name: str, *, minimum: int) -> int | None:
         kind = "non-negative" if minimum == 0 else "positive"
         raise InvalidInputError(f"{name} must be a {kind} integer, got {raw!r}")
     return n
+
+
+def env_switch(name: str) -> bool:
+    """Environment variable ``name`` as an on/off switch (read now): ``1`` or unset/empty is on, ``0``
+    off, anything else a named error."""
+    raw = os.environ.get(name, "").strip() or "1"
+    if raw not in ("0", "1"):
+        raise InvalidInputError(f"{name} must be 0 or 1, got {raw!r}")
+    return raw == "1"

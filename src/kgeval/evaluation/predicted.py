@@ -39,8 +39,7 @@ import threading
 import numpy as np
 import torch
 
-from .._threads import torch_threads
-from ..errors import InvalidInputError
+from .._threads import env_switch, torch_threads
 from .count_kernel import chain_dots, kernel_ready
 
 __all__ = ["chain_length", "predicted_scores", "predictable", "enabled", "MISS_RATE"]
@@ -64,10 +63,7 @@ _SAMPLE = (256, 1024, 4096)  # calibration: query rows, candidate rows, checked 
 
 def enabled() -> bool:
     """``KGEVAL_PREDICT_TRUE`` (read at each call): ``1`` (default) or ``0``."""
-    raw = os.environ.get("KGEVAL_PREDICT_TRUE", "1").strip() or "1"
-    if raw not in ("0", "1"):
-        raise InvalidInputError(f"KGEVAL_PREDICT_TRUE must be 0 or 1, got {raw!r}")
-    return raw == "1"
+    return env_switch("KGEVAL_PREDICT_TRUE")
 
 
 def _candidates(d: int) -> list[int]:

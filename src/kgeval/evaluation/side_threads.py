@@ -25,8 +25,9 @@ run one after the other, so that the consistency check and the protocol never de
 
 from __future__ import annotations
 
-import os
 import threading
+
+from .._threads import env_switch
 
 __all__ = ["WalkShare", "Cancelled", "enabled"]
 
@@ -37,12 +38,7 @@ class Cancelled(Exception):
 
 def enabled() -> bool:
     """``KGEVAL_PARALLEL_SIDES`` (read at each call): ``0`` turns side threads off; default on."""
-    raw = os.environ.get("KGEVAL_PARALLEL_SIDES", "").strip()
-    if raw not in ("", "0", "1"):
-        from ..errors import InvalidInputError
-
-        raise InvalidInputError(f"KGEVAL_PARALLEL_SIDES must be 0 or 1, got {raw!r}")
-    return raw != "0"
+    return env_switch("KGEVAL_PARALLEL_SIDES")
 
 
 class _Walk:
