@@ -4,6 +4,8 @@ the chains reproduce torch's products here, every prediction is verified against
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -97,10 +99,12 @@ def _spy(monkeypatch):
     """Counts of pass-1 calls that predicted (and that did not)."""
     calls = {"predicted": 0, "scored": 0}
     real = full.predicted_scores
+    lock = threading.Lock()  # the two sides may count at once (side threads): += on a dict item is not atomic
 
     def spy(*a, **k):
         out = real(*a, **k)
-        calls["scored" if out is None else "predicted"] += 1
+        with lock:
+            calls["scored" if out is None else "predicted"] += 1
         return out
 
     monkeypatch.setattr(full, "predicted_scores", spy)
@@ -180,16 +184,19 @@ def test_a_rare_miss_is_reranked_and_prediction_stays_on(monkeypatch):
     assert predicted.chain_length(16) is not None
     real = count_kernel.chain_dots
 
-    def one_off(*a):
+    def one_off(*a):  # one miss in each batch of ~400 tasks; none in the 2-task remainder batch a side may have,
+        # where one miss is over 1 in MISS_RATE and turns prediction off: last of its side when the sides ran in
+        # turn, but with the sides at once it could come before the other side's batches (predicted 3, not >= 4)
         out = real(*a)
-        out[len(out) // 2] = np.nextafter(out[len(out) // 2], np.float32(np.inf))
+        if len(out) > predicted.MISS_RATE:
+            out[len(out) // 2] = np.nextafter(out[len(out) // 2], np.float32(np.inf))
         return out
 
     monkeypatch.setattr(predicted, "chain_dots", one_off)
     calls = _spy(monkeypatch)
     got = evaluate_ranks(model, test, filter_triples=[train], progress=False, entity_chunk_size=50, batch_size=400)
     assert _rows(got.rank_table) == _rows(ref)
-    assert calls["predicted"] >= 4 and calls["scored"] == 0  # >= 2 batches x 2 sides, all predicted
+    assert calls["predicted"] >= 4 and calls["scored"] == 0, calls  # >= 2 batches x 2 sides, all predicted
 
 
 def test_only_plain_float32_products_are_predicted():
