@@ -281,14 +281,16 @@ class FusedCounts:
             rows: tuple | None = None) -> int | None:
         """Add the counts against ``scores`` (the rows of ``task_q``, or with ``rows`` (:meth:`rows`)
         the rows of those tasks only; ``known``: its ``(row, column)`` pairs, unique, rows relative to
-        ``scores``); returns how many rows may hold NaN (check them), or None when the kernel does not
-        take this block (other device or dtype: count it another way)."""
+        ``scores``; tensors or int64 numpy arrays); returns how many rows may hold NaN (check them), or
+        None when the kernel does not take this block (other device or dtype: count it another way)."""
         if scores.device.type != "cpu" or scores.dtype not in (torch.float32, torch.float64):
             return None
         if known is None:
             krow = kcol = _NONE
+        elif isinstance(known[0], np.ndarray):  # int64 already (full.known_by_column(as_numpy=True))
+            krow, kcol = known
         else:
-            krow, kcol = (k.detach().to(torch.int64).numpy() for k in known)
+            krow, kcol = known[0].detach().to(torch.int64).numpy(), known[1].detach().to(torch.int64).numpy()
         S = scores.detach().contiguous()  # the compiled loop is specialised for C-contiguous rows
         if rows is None:
             return int(_KERNEL(S.numpy(), self.task_q, self.lo, self.hi, krow, kcol, self.better, self.tied))
