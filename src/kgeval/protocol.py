@@ -104,6 +104,12 @@ class EvaluationProtocol(Mapping):
     consistency_checked: int | None = None
     consistency_mismatches: int | None = None
     entity_chunk_size: int | None = None
+    #: query rows ranked a second time, exactly, because the scorer's score of a true answer among the answer
+    #: columns (pass 1 of chunked ranking) was not bitwise its score in the answer's column chunk (a scorer that
+    #: rounds gathered and sliced columns differently): the ranks are exact either way, this is extra work.
+    #: Re-ranks after a missed prediction of true scores (built-in models on the CPU, :mod:`.evaluation.predicted`)
+    #: are not counted. ``distributed="tasks"``: the sum over ranks. None: not recorded (an older file)
+    chunk_redone_queries: int | None = None
     device: str | None = None
     #: SHA-256 of what defines the ranking tasks (:func:`tasks_digest`): the evaluation triples in their
     #: order (a task's ``triple_index`` is a row of them) and any given negatives; paired comparisons
@@ -153,6 +159,7 @@ class EvaluationProtocol(Mapping):
             "consistency_check": None if self.consistency_checked is None else {
                 "checked": self.consistency_checked, "mismatches": self.consistency_mismatches},
             "entity_chunk_size": self.entity_chunk_size,
+            **({} if self.chunk_redone_queries is None else {"chunk_redone_queries": self.chunk_redone_queries}),
             "device": self.device,
         }
         for name in ("tasks_sha256", "weighted", "approximate_null_moments"):
@@ -271,6 +278,9 @@ class EvaluationProtocol(Mapping):
         if self.consistency_checked is not None:
             lines.append(f"consistency check: {n(self.consistency_checked)} tasks re-scored alone, "
                          f"{n(self.consistency_mismatches)} differed")
+        if self.chunk_redone_queries:
+            lines.append(f"entity chunks: {n(self.chunk_redone_queries)} query rows ranked again exactly (a pass-1 "
+                         "true score was not bitwise its chunk's score)")
         return "\n".join(lines)
 
 

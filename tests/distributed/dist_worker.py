@@ -66,6 +66,30 @@ class Shifted(DistMultScorer):
     score_tail_candidates = score_head_candidates = None
 
 
+class GatherShifted(DistMultScorer):
+    """DistMult, 0.5 higher where entities are asked for as a tensor of ids (pass 1's answer columns), not as
+    slices (chunks): every chunked task's pass-1 true score differs, so its query is ranked again."""
+
+    def score_tails(self, h, r, entities=None, out=None):
+        s = super().score_tails(h, r, entities)
+        return s + 0.5 if isinstance(entities, torch.Tensor) else s
+
+    def score_heads(self, r, t, entities=None, out=None):
+        s = super().score_heads(r, t, entities)
+        return s + 0.5 if isinstance(entities, torch.Tensor) else s
+
+    score_tail_candidates = score_head_candidates = None
+
+
+def distinct_queries(tri, world, num_relations=4):
+    """Distinct (entity, relation) queries of each side, counted in each rank's contiguous share of the tasks."""
+    n, total = len(tri), 0
+    for col in (0, 2):
+        keys = tri[:, col].astype(np.int64) * num_relations + tri[:, 1]
+        total += sum(np.unique(keys[n * r // world:n * (r + 1) // world]).size for r in range(world))
+    return total
+
+
 def main(rank, world, port, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=30))
@@ -99,6 +123,14 @@ def main(rank, world, port, out):
         one = kgeval.evaluate(scorer, test, filter_triples=train, progress=False)
         many = kgeval.evaluate(close, test, filter_triples=train, progress=False, distributed=mode)
         report[f"{mode}/rounding"] = {"single": table(one), "distributed": table(many)}
+        # chunks whose pass-1 true scores differ: each rank re-ranks the queries of its share, the protocol sums them
+        gs = GatherShifted(scorer.entity, scorer.relation)
+        kw = dict(filter_triples=train, progress=False, entity_chunk_size=4, batch_size=5)
+        one, many = kgeval.evaluate(gs, test, **kw), kgeval.evaluate(gs, test, distributed=mode, **kw)
+        report[f"{mode}/redone"] = {"single": table(one), "distributed": table(many),
+                                    "redone": [one.protocol.get("chunk_redone_queries"),
+                                               many.protocol.get("chunk_redone_queries")],
+                                    "expected": [distinct_queries(test, 1), distinct_queries(test, world)]}
         # the scorer raises on rank 1 only: both ranks end with an error, none waits
         bad = FailingScorer(scorer.entity, scorer.relation) if rank == 1 else scorer
         report[f"{mode}/exception"] = _error(lambda: kgeval.evaluate(bad, test, filter_triples=train,
@@ -445,7 +477,10 @@ def wide(rank, world):
                                     "widest": getattr(shard, "widest", None), "local": shard.local.num_entities,
                                     "slice_columns": getattr(shard, "slice_columns", None),
                                     "passes": getattr(shard, "passes", None),
-                                    "chunk": many.protocol.get("entity_chunk_size"), "redone": len(redone)}
+                                    "chunk": many.protocol.get("entity_chunk_size"), "redone": len(redone),
+                                    "redone_queries": [one.protocol.get("chunk_redone_queries"),
+                                                       many.protocol.get("chunk_redone_queries")],
+                                    "queries": distinct_queries(test, 1, full.num_relations)}
         redone.clear()
 
     # 400 entities (200 per rank), 6 negatives per task in batches of 8: a batch's local candidates are

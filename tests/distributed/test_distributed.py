@@ -268,7 +268,20 @@ def test_entity_shards_rerank_chunked_batches_whose_pass_one_scores_differ(repor
     for rank, rep in enumerate(reports):
         r = rep[f"entities/wide/{scenario}"]
         assert r["redone"] > 0, rank
-        assert r["distributed"] == r["single"] and r["protocol_diff"] == [], f"rank {rank}"
+        # one process holds the plain model (nothing redone); each rank counts every query of both sides once
+        assert r["distributed"] == r["single"] and r["protocol_diff"] == ["chunk_redone_queries"], f"rank {rank}"
+        assert r["redone_queries"] == [0, r["queries"]], f"rank {rank}"
+
+
+def test_tasks_mode_protocol_sums_the_redone_queries_of_every_rank(reports):
+    """distributed="tasks": each rank re-ranks the queries of its own share whose pass-1 true scores differ
+    (here all); the protocol's chunk_redone_queries is their sum over ranks, the same on every rank (it was
+    not reported at all). One process counts each query once; a query whose tasks straddle the ranks'
+    shares is re-ranked on both."""
+    for rank, rep in enumerate(reports):
+        r = rep["tasks/redone"]
+        assert r["distributed"] == r["single"], f"rank {rank}"
+        assert r["redone"] == r["expected"] and r["expected"][0] > 0, f"rank {rank}"
 
 
 @pytest.mark.parametrize("scenario", ["chunked", "chunked_restricted"])
@@ -278,6 +291,7 @@ def test_entity_shards_chunked_in_one_pass(reports, scenario):
     for rank, rep in enumerate(reports):
         r = rep[f"entities/wide/{scenario}"]
         assert r["redone"] == 0 and r["distributed"] == r["single"] and r["protocol_diff"] == [], f"rank {rank}"
+        assert r["redone_queries"] == [0, 0], f"rank {rank}"
         assert r["chunk"] == (48 if scenario == "chunked" else 30)
         if scenario == "chunked":  # chunks are slices (restricted chunks are id tensors, like pass 1)
             assert r["passes"] > 0 and r["slice_columns"] == r["passes"] * r["local"], r

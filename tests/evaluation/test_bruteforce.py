@@ -515,6 +515,10 @@ def test_chunked_true_scores_that_differ_in_batch_are_reranked_exactly(chunk, fi
     expected = brute(table, test, np.concatenate([train, test]), filtered=filtered)
     assert scorer.shifted_calls and calls  # the re-ranking path did run
     assert table_rows(out.rank_table) == {k: v[:3] for k, v in expected.items()}
+    # every answer's pass-1 score differs, so every query is ranked again, once: the protocol says how many
+    # (the count was kept but never reported)
+    queries = sum(np.unique(query_keys(test, side, R)).size for side in (SIDE_HEAD, SIDE_TAIL))
+    assert out.protocol["chunk_redone_queries"] == out.protocol.chunk_redone_queries == queries
 
 
 class _ThreadShifted:

@@ -119,6 +119,27 @@ def test_protocol_round_trips_and_reads_the_old_layout():
     assert EvaluationProtocol.from_dict(None).describe()  # an empty record still prints
 
 
+def test_protocol_reports_chunk_redone_queries_and_reads_files_without_it():
+    """The count of query rows re-ranked after a pass-1 true score differed (RunContext.chunk_redone_queries)
+    was computed but missing from the protocol. Now recorded (0 when none), next to entity_chunk_size, kept
+    through to_dict / from_dict and JSON, printed when not 0; an older file without it loads as None and is
+    written back without the key."""
+    scorer, train, test = small_graph(3)
+    p = evaluate_ranks(scorer, test, filter_triples={"train": train}, entity_chunk_size=4, progress=False).protocol
+    assert p.chunk_redone_queries == 0 and p.to_dict()["chunk_redone_queries"] == 0
+    keys = list(p.to_dict())
+    assert keys.index("chunk_redone_queries") == keys.index("entity_chunk_size") + 1
+    assert EvaluationProtocol.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    assert "ranked again" not in p.describe()
+    seven = p.replace(chunk_redone_queries=7)
+    assert EvaluationProtocol.from_dict(json.loads(json.dumps(seven.to_dict()))).chunk_redone_queries == 7
+    assert "entity chunks: 7 query rows ranked again exactly" in seven.describe()
+    old = p.to_dict()
+    del old["chunk_redone_queries"]
+    q = EvaluationProtocol.from_dict(old)
+    assert q.chunk_redone_queries is None and q.extra == {} and q.to_dict() == old
+
+
 def test_describe_names_filter_sets_restriction_and_sampling():
     scorer, train, test = small_graph(4)
     out = evaluate_ranks(scorer, test, filter_triples={"training": train}, num_negatives=3, seed=5,

@@ -35,7 +35,8 @@ class RunContext:
     score_threads: int | None = None
     #: the widest entity chunk used (None = whole rows)
     chunk_used: int | None = None
-    #: query rows re-ranked because a pass-1 true score differed from the in-batch one (see full.py)
+    #: query rows re-ranked because a scored pass-1 true score differed from the in-batch one (see full.py; not
+    #: counted after a missed prediction); the protocol's ``chunk_redone_queries``
     chunk_redone_queries: int = 0
     #: ``[predict_true]`` (see the property), one list shared by the side contexts of sides ranked at once
     prediction: list = field(default_factory=lambda: [True])

@@ -128,6 +128,8 @@ def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) ->
         )
     if plan is not None:
         plan.merge_consistency(ctx.consistency)
+        if plan.mode == "tasks":  # each rank re-ranked queries of its own share ("entities": the same on all)
+            ctx.chunk_redone_queries = sum(plan.exchange(lambda: ctx.chunk_redone_queries))
         if plan.mode == "entities":  # local chunk widths differ: the protocol reports the widest
             widths = [w for w in plan.exchange(lambda: ctx.chunk_used) if w is not None]
             ctx.chunk_used = max(widths) if widths else None
@@ -443,6 +445,7 @@ def _protocol(inp: Inputs, opts: EvaluationOptions, ctx: RunContext, table: Rank
         consistency_checked=None if cc is None else cc.checked,
         consistency_mismatches=None if cc is None else cc.mismatches,
         entity_chunk_size=ctx.chunk_used,
+        chunk_redone_queries=ctx.chunk_redone_queries,
         device=str(ctx.device),
         tasks_sha256=tasks_digest(tri),
     )

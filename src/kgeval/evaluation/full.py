@@ -533,7 +533,8 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         if predicted and differ.numel() * MISS_RATE > task_q.shape[0]:
             ctx.predict_true = False  # this BLAS rounds another way: score the answers from here on
         redo = redo_batch(ent.shape[0], task_q, differ, known)
-        ctx.chunk_redone_queries += int(redo.queries.numel())
+        if not predicted:  # the scorer's own pass-1 scores differed (a missed prediction is this library's shortcut,
+            ctx.chunk_redone_queries += int(redo.queries.numel())  # and when it is off may depend on the other side)
         t = redo.tasks
         b, tt, tr = _rank_chunks_exact(ctx, sc, ent[redo.queries], rel[redo.queries], redo.task_q, col[t],
                                        redo.first, redo.rest, redo.known, triples[t.cpu().numpy()], width, row_block)
