@@ -139,6 +139,7 @@ def main(rank, world, port, out):
     report.update(entities(rank, world, train, test))
     report.update(wide(rank, world))
     report.update(nan_on_one_rank(rank, world, train, test))
+    report.update(user_shards(rank, world, train, test))
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(report, f)
     dist.destroy_process_group()
@@ -451,6 +452,86 @@ class Widest(EntityShard):
 
     def score_heads_from(self, relations, tail_rows, entities=None):
         return self._note(super().score_heads_from(relations, tail_rows, entities), entities)
+
+
+class PlainShard:
+    """A user's own DistMult entity shard (no kgeval class, no replicated_digest()): the local entity rows, the
+    relation rows every rank must share, an integer offset; ``module=True`` holds them in an nn.Module."""
+
+    def __init__(self, entity, relation, rank, world, module=False):
+        from torch import nn
+
+        n = entity.shape[0]
+        self.num_entities, self.num_relations = n, relation.shape[0]
+        lo, hi = n * rank // world, n * (rank + 1) // world
+        self.entity_range = (lo, hi)
+        if module:
+            self.params = nn.Module()
+            self.params.entity = nn.Parameter(entity[lo:hi].clone())
+            self.params.relation = nn.Parameter(relation.clone())
+            self.params.register_buffer("offset", torch.tensor(lo))  # differs between ranks: not compared
+        else:
+            self.entity, self.relation, self.offset = entity[lo:hi].clone(), relation.clone(), torch.tensor(lo)
+
+    def _tables(self):
+        p = getattr(self, "params", self)
+        return p.entity.detach(), p.relation.detach()
+
+    def entity_rows(self, ids):
+        return self._tables()[0][torch.as_tensor(ids) - self.entity_range[0]]
+
+    def _local(self, entities):
+        ent, lo = self._tables()[0], self.entity_range[0]
+        if entities is None:
+            return ent
+        if isinstance(entities, slice):
+            return ent[entities.start - lo:entities.stop - lo]
+        return ent[torch.as_tensor(entities) - lo]
+
+    def score_tails_from(self, head_rows, relations, entities=None):
+        return (head_rows * self._tables()[1][relations]) @ self._local(entities).T
+
+    def score_heads_from(self, relations, tail_rows, entities=None):
+        return (tail_rows * self._tables()[1][relations]) @ self._local(entities).T
+
+
+class ClosureShard(PlainShard):
+    """A user's shard whose parameters live in a closure: nothing the ranks can compare."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        ent, rel = self.entity, self.relation
+        del self.entity, self.relation
+        self._tables = lambda: (ent, rel)
+
+
+def user_shards(rank, world, train, test):
+    """Entity shards of a user's own class, without replicated_digest(): rank 1 holding other relation rows was
+    not noticed (the rank table silently mixed the two); the same relations still evaluate as one process."""
+    import warnings
+
+    report = {}
+    scorer, _, _ = graph()
+    rel = scorer.relation.clone()
+    rel[int(test[0, 1])] += 1
+    base = dict(filter_triples=train, progress=False)
+    one = kgeval.evaluate(scorer, test, **base)
+    for kind, module in (("plain", False), ("module", True)):
+        same = PlainShard(scorer.entity, scorer.relation, rank, world, module=module)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            many = kgeval.evaluate(same, test, distributed="entities", **base)
+        report[f"user_shard/{kind}/same"] = {"single": table(one), "distributed": table(many),
+                                             "warnings": [str(w.message) for w in caught]}
+        other = PlainShard(scorer.entity, rel if rank == 1 else scorer.relation, rank, world, module=module)
+        report[f"user_shard/{kind}/other_relation"] = _error(
+            lambda: kgeval.evaluate(other, test, distributed="entities", **base))
+    closure = ClosureShard(scorer.entity, rel if rank == 1 else scorer.relation, rank, world)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kgeval.evaluate(closure, test, distributed="entities", **base)
+    report["user_shard/closure/warnings"] = [str(w.message) for w in caught]
+    return report
 
 
 def _graph(ne, nr, n_train, n_test, seed):

@@ -223,6 +223,49 @@ def test_entity_shards_that_disagree_fail_on_every_rank(reports, case, message):
         assert message in r["message"]
 
 
+@pytest.mark.parametrize("kind", ["plain", "module"])
+def test_user_shards_without_a_digest_compare_their_relation_tensors(reports, kind):
+    """A user's own shard (no replicated_digest()) on rank 1 with another relation row: each rank scored its
+    entities with its own relations and the rank table mixed them, silently (no check at all). Now the ranks
+    compare the shard's float tensors that are not entity rows (attributes, or an nn.Module's state) and fail
+    with DistributedMismatchError naming the tensor; the same relations (entity rows and an integer offset
+    differing between ranks) evaluate as one process, without a warning."""
+    for rank, rep in enumerate(reports):
+        same = rep[f"user_shard/{kind}/same"]
+        assert same["distributed"] == same["single"] and same["warnings"] == [], f"rank {rank}"
+        r = rep[f"user_shard/{kind}/other_relation"]
+        assert r["error"] == "DistributedMismatchError", r
+        name = "relation" if kind == "plain" else "params.relation"
+        assert f"rank 1's shard holds other values in {name!r} than rank 0's" in r["message"]
+        assert "replicated_digest()" in r["message"]
+
+
+def test_user_shards_with_nothing_to_compare_warn(reports):
+    """A user's shard whose parameters the ranks cannot see (a closure) cannot be checked: rank 0 warns, once."""
+    warned = reports[0]["user_shard/closure/warnings"]
+    assert len(warned) == 1 and "ClosureShard" in warned[0] and "replicated_digest()" in warned[0], warned
+    assert reports[1]["user_shard/closure/warnings"] == []
+
+
+def test_replicated_tensors_skip_entity_rows_and_integers():
+    """What a digest-less shard's ranks compare: float tensors without a dimension of the local entity count."""
+    import numpy as np
+
+    from kgeval.evaluation.distributed import replicated_tensors
+
+    class Shard:
+        pass
+
+    s = Shard()
+    s.entity, s.entity_t = torch.ones(15, 4), torch.ones(4, 15)  # entity rows, either way round
+    s.relation, s.bias = torch.ones(4, 4), np.zeros(3, dtype=np.float32)
+    s.offset, s.ids = torch.tensor(15), np.arange(3)  # integers: offsets, ids
+    got = replicated_tensors(s, 15)
+    assert sorted(got) == ["bias", "relation"] and got["relation"][:2] == ((4, 4), "torch.float32")
+    s.relation = s.relation + 1
+    assert replicated_tensors(s, 15)["relation"] != got["relation"]
+
+
 def test_entity_shards_more_ranks_than_entities(reports):
     for rep in reports:
         r = rep["entities/too_many_ranks"]

@@ -61,11 +61,16 @@ The scorer is an *entity shard* (``model.shard(rank, world)`` of a built-in mode
   order, a slice or 1-d tensor of global ids inside ``entity_range``;
 - ``score_heads_from(relations, tail_rows, entities=None) -> (b, m)``: likewise for ``(e, r_i, t_i)``;
 - optionally ``num_relations``, ``device`` and ``replicated_digest() -> str`` (a hash of the
-  parameters every rank holds, e.g. relations; compared at the start).
+  parameters every rank holds, e.g. relations; compared at the start). Without it the ranks compare
+  the float tensors of the shard that are not entity rows (:func:`replicated_tensors`: its
+  ``state_dict()``, or its tensor, array and module attributes; a tensor with a dimension of the local
+  entity count is taken for entity rows). A shard holding none (its parameters in closures or
+  containers, say) is not checked, with a warning: define ``replicated_digest()``.
 
 A rank's shard range that differs from ``shard_range(n, rank, world)``, rows of another width or
-dtype, another ``replicated_digest()`` or another ``num_entities`` fail at the start with :class:`DistributedMismatchError` on
-every rank; more ranks than entities with :class:`TooManyRanksError`.
+dtype, another ``replicated_digest()`` (or other replicated tensors) or another ``num_entities`` fail at
+the start with :class:`DistributedMismatchError` on every rank; more ranks than entities with
+:class:`TooManyRanksError`.
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ from .context import SideResult
 __all__ = ["MODES", "Plan", "start", "check_mode", "fingerprint", "DistributedError", "RankFailedError",
            "CollectiveError",
            "DistributedMismatchError", "TooManyRanksError", "init_from_env", "shard_range", "check_shard_scorer",
-           "check_shards", "check_replicas"]
+           "check_shards", "check_replicas", "replicated_tensors"]
 
 MODES = ("tasks", "entities")
 
@@ -166,7 +171,10 @@ def check_shards(plan: Plan, scorer, num_entities: int) -> tuple[int, int, int, 
                 raise InvalidInputError(f"scorer.entity_rows must return a 2-d float tensor (one row per id), "
                                         f"got {type(row).__name__} {tuple(getattr(row, 'shape', ()))}")
             width, dtype = int(row.shape[1]), str(row.dtype)
-        digest = scorer.replicated_digest() if callable(getattr(scorer, "replicated_digest", None)) else None
+        if callable(getattr(scorer, "replicated_digest", None)):
+            digest = ("own", scorer.replicated_digest())
+        else:
+            digest = ("tensors", replicated_tensors(scorer, hi - lo))
         return lo, hi, width, dtype, digest
 
     infos = plan.exchange(info)
@@ -179,12 +187,79 @@ def check_shards(plan: Plan, scorer, num_entities: int) -> tuple[int, int, int, 
         if (width, dtype) != infos[0][2:4]:
             raise DistributedMismatchError(
                 f"rank {r}'s entity rows are {width} x {dtype} but rank 0's are {infos[0][2]} x {infos[0][3]}")
-        if digest != infos[0][4]:
+    _check_replicated(plan, [info[4] for info in infos], type(scorer).__name__)
+    lo, hi, width, dtype, _ = infos[plan.rank]
+    return lo, hi, width, getattr(torch, dtype.split(".")[-1])
+
+
+def replicated_tensors(scorer, num_local: int) -> dict[str, tuple]:
+    """``{name: (shape, dtype, SHA-256)}`` of the float tensors an entity shard without ``replicated_digest()``
+    holds besides its entity rows: its ``state_dict()`` (an ``nn.Module``), else its tensor and array
+    attributes and the state of its ``nn.Module`` attributes. A tensor with a dimension of ``num_local`` (the
+    entities held here) is taken for entity rows and skipped, as are integer tensors (offsets, ids); only
+    what is hashed is read (a memory-mapped entity table is not)."""
+    from torch import nn
+
+    from ..models.base import state_digest
+
+    if isinstance(scorer, nn.Module):
+        items = list(scorer.state_dict().items())
+    else:
+        items = []
+        for key, value in sorted(getattr(scorer, "__dict__", {}).items()):
+            if isinstance(value, nn.Module):
+                items += [(f"{key}.{k}", v) for k, v in value.state_dict().items()]
+            elif isinstance(value, (torch.Tensor, np.ndarray)):
+                items.append((key, value))
+    out = {}
+    for name, t in items:
+        if num_local in tuple(t.shape):
+            continue
+        if isinstance(t, np.ndarray):
+            if t.dtype.kind not in "fc":
+                continue
+            t = torch.from_numpy(np.ascontiguousarray(t))
+        if t.is_floating_point() or t.is_complex():
+            out[name] = (tuple(t.shape), str(t.dtype), state_digest({name: t}))
+    return out
+
+
+def _check_replicated(plan: Plan, digests: list, kind: str) -> None:
+    """Every rank's shard holds rank 0's replicated parameters: the shards' own ``replicated_digest()``
+    (built-in shards: relations, cores, batch norms and configuration), else the float tensors
+    :func:`replicated_tensors` finds on every rank (a user's shard: without it, shards of different relation
+    parameters silently ranked with a mix of them)."""
+    import warnings
+
+    kinds = [d[0] for d in digests]
+    for r, d in enumerate(digests):
+        if d[0] != kinds[0]:
+            has = r if d[0] == "own" else 0
+            raise DistributedMismatchError(
+                f"rank {has}'s shard defines replicated_digest() but rank {r if has == 0 else 0}'s does not: "
+                "every rank must hold a shard of the same kind")
+        if d[0] == "own" and d[1] != digests[0][1]:
             raise DistributedMismatchError(
                 f"rank {r}'s shard has other parameters than rank 0's (relations or configuration differ: "
                 "shards of different models?)")
-    lo, hi, width, dtype, _ = infos[plan.rank]
-    return lo, hi, width, getattr(torch, dtype.split(".")[-1])
+    if kinds[0] == "own":
+        return
+    common = set.intersection(*(set(d[1]) for d in digests))
+    for name in sorted(common):
+        for r, d in enumerate(digests):
+            if d[1][name] != digests[0][1][name]:
+                (s0, t0, _), (s, t, _) = digests[0][1][name], d[1][name]
+                what = "other values" if (s, t) == (s0, t0) else f"{s} {t} (rank 0: {s0} {t0})"
+                raise DistributedMismatchError(
+                    f"rank {r}'s shard holds {what} in {name!r} than rank 0's: every rank must hold the same "
+                    "parameters besides its entity rows (relations, configuration; shards of different models?). "
+                    f"If {name!r} may differ between ranks, define replicated_digest() on the shard: a hash of "
+                    "what every rank must share (see kgeval.evaluation.distributed)")
+    if not common and plan.rank == 0:
+        warnings.warn(
+            f"distributed='entities': the shard ({kind}) has no replicated_digest() and no "
+            "float tensor besides its entity rows that every rank holds, so the ranks cannot check that they "
+            "score with the same relation parameters: define replicated_digest() (a hash of them)", stacklevel=4)
 
 
 class _Abort(Exception):
