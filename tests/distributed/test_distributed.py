@@ -193,13 +193,18 @@ def test_entity_shards_nan_raise_is_a_named_error_on_every_rank(reports):
 
 @pytest.mark.parametrize("case", ["entities/nan_one_rank/whole_rows", "entities/nan_one_rank/chunked",
                                   "entities/nan_one_rank/sampled", "entities/nan_one_rank/head_only",
-                                  "entities/nan_one_rank/candidate_only",
+                                  "entities/nan_one_rank/candidate_only", "entities/nan_one_rank/tiles",
+                                  "entities/nan_one_rank/rerank",
                                   "tasks/nan_one_rank/tasks", "tasks/nan_one_rank/tasks_sampled"])
 def test_a_nan_seen_by_one_rank_is_the_same_named_error_on_every_rank(reports, case):
     """nan_policy='raise' with a NaN score only one rank computes (a candidate in rank 1's entity slice;
     the true score of a task in rank 1's share): every rank ends (the workers' 120 s limit catches a
     hang) with the same NaNScoresError and message, not rank 1's error and a RankFailedError elsewhere."""
     assert [rep["nan_one_rank/sees_nan"] for rep in reports] == [False, True]
+    assert reports[0]["nan_one_rank/paths"] == ["rerank", "tiles"]  # those paths ran
+    # promptly: a rank left waiting for a peer that already raised would end at the process group's 30 s timeout
+    slowest = [rep["nan_one_rank/slowest_s"] for rep in reports]
+    assert max(slowest) < 10, slowest
     if case.startswith("tasks/"):  # alone, only rank 1's share of the tasks holds the NaN
         assert [rep["nan_one_rank/own_share"]["error"] for rep in reports] == [None, "NaNScoresError"]
     got = [rep[case] for rep in reports]
