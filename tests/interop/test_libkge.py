@@ -237,7 +237,7 @@ def test_read_ids_refuses_non_ascii_digit_indices_by_name(tmp_path):
 
     path = tmp_path / "entity_ids.del"
     path.write_text("0\ta\n²\tb\n", encoding="utf-8")
-    with pytest.raises(InvalidInputError, match="line 2: expected a new 'index<TAB>id'"):
+    with pytest.raises(InvalidInputError, match="line 2: expected 'index<TAB>id'"):
         read_ids(path, 2, "entity")
     path.write_text("0\ta\n 1\tb\n", encoding="utf-8")
     assert read_ids(path, 2, "entity") == ["a", "b"]
@@ -252,3 +252,35 @@ def test_checkpoint_and_dataset_counts_are_named_in_english():
         _rows(["a", "b"], ["a", "b", "c"], "entity")
     with pytest.raises(InvalidInputError, match="the checkpoint has 2 relations but the dataset has 1"):
         _rows(["r", "s"], ["r"], "relation")
+
+
+def test_read_ids_parses_as_kgeval_id_files_do(tmp_path):
+    """entity_ids.del is parsed by the id files' one parser (id_files.row_label_lines). Before, its own parser:
+    indices 1..3 for 3 embeddings said 'holds 3 entity ids but the checkpoint has 3' (now names index 0 missing,
+    3 beyond); an id listed twice was returned (['a', 'a']: the load then blamed a dataset label 'not in the
+    checkpoint's entity_ids.del'); an index listed twice said only 'expected a new index<TAB>id'; ids kept their
+    surrounding spaces ('b ' never matched the dataset's 'b', whose labels are stripped as read) and tabs."""
+    from kgeval.errors import InvalidInputError
+    from kgeval.interop.libkge import read_ids
+
+    path = tmp_path / "entity_ids.del"
+    path.write_text("1\ta\n2\tb\n3\tc\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=r"holds 3 entity ids but the checkpoint has 3 entity embeddings "
+                                                r"\(indices must be 0..2, each once: index\(es\) 0 are not listed, "
+                                                r"index\(es\) 3 are beyond\)"):
+        read_ids(path, 3, "entity")
+    path.write_text("0\ta\n1\tb\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=r"holds 2 entity ids but the checkpoint has 3 .*index\(es\) 2 are "
+                                                r"not listed\)"):
+        read_ids(path, 3, "entity")
+    path.write_text("0\ta\n1\ta\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="label 'a' is listed twice \\(lines 1 and 2\\)"):
+        read_ids(path, 2, "entity")
+    path.write_text("0\ta\n0\tb\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="line 2: index 0 is listed twice \\(lines 1 and 2\\)"):
+        read_ids(path, 2, "entity")
+    path.write_text("0\ta\tx\n1\tb\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="line 1: expected 'index<TAB>id' \\(an index number, a tab, an id\\)"):
+        read_ids(path, 2, "entity")
+    path.write_text("1\t b \n\n0\ta\n\n", encoding="utf-8")  # any order, blank lines skipped
+    assert read_ids(path, 2, "entity") == ["a", "b"]

@@ -68,12 +68,7 @@ def read_row_labels(path, flag: str) -> list[str]:
         rows = _two_columns(numbered, where)
     else:
         rows = _one_label_per_line(numbered, where)
-    seen: dict[str, int] = {}
-    for lineno, label in rows.values():
-        if label in seen:
-            raise InvalidInputError(f"{where}: label {label!r} is listed twice (lines {seen[label]} and {lineno}); "
-                                    "each label names one row")
-        seen[label] = lineno
+    unique_labels(rows, where)
     return [rows[i][1] for i in range(len(rows))]
 
 
@@ -90,6 +85,21 @@ def _one_label_per_line(numbered, where: str) -> dict[int, tuple[int, str]]:
 
 
 def _two_columns(numbered, where: str) -> dict[int, tuple[int, str]]:
+    rows = row_label_lines(numbered, where, hint=" like every line with a tab in this file")
+    gaps = numbering_gaps(rows, len(rows))
+    if gaps:
+        raise InvalidInputError(f"{where}: {len(rows)} lines must number the rows 0..{len(rows) - 1}, each once; "
+                                f"{gaps}")
+    return rows
+
+
+def row_label_lines(numbered, where: str, *, form: str = "row<TAB>label", hint: str = "") -> dict[int, tuple[int, str]]:
+    """``{row: (line number, label)}`` of ``row<TAB>label`` lines, given as ``(line number, text)``: blank lines
+    are skipped; every other line is a row number (ASCII digits), a tab and a label, both stripped of surrounding
+    spaces; a row listed twice is refused. Which rows there must be is the caller's check (:func:`numbering_gaps`).
+    The one parser of id files: ``--entity-ids`` / ``--relation-ids`` (two-column layout) and LibKGE's
+    ``entity_ids.del`` / ``relation_ids.del`` (``form="index<TAB>id"``, the word used in errors)."""
+    word, _, name = form.partition("<TAB>")
     rows: dict[int, tuple[int, str]] = {}
     for lineno, line in numbered:
         if not line.strip():
@@ -97,19 +107,36 @@ def _two_columns(numbered, where: str) -> dict[int, tuple[int, str]]:
         fields = [f.strip() for f in line.split("\t")]
         # ASCII digits only: str.isdigit() also takes '²' or '①', which int() refuses (a ValueError traceback)
         if len(fields) != 2 or not fields[1] or not (fields[0].isascii() and fields[0].isdigit()):
-            raise InvalidInputError(f"{where}, line {lineno}: expected 'row<TAB>label' (a row number, a tab, a "
-                                    f"label) like every line with a tab in this file, got {line[:120]!r}")
+            raise InvalidInputError(f"{where}, line {lineno}: expected '{form}' ({_a(word)} number, a tab, "
+                                    f"{_a(name)}){hint}, got {line[:120]!r}")
         row = int(fields[0])
         if row in rows:
-            raise InvalidInputError(f"{where}, line {lineno}: row {row} is listed twice (lines {rows[row][0]} "
+            raise InvalidInputError(f"{where}, line {lineno}: {word} {row} is listed twice (lines {rows[row][0]} "
                                     f"and {lineno})")
         rows[row] = (lineno, fields[1])
-    missing = sorted(set(range(len(rows))) - set(rows))
-    if missing:
-        beyond = sorted(set(rows) - set(range(len(rows))))
-        raise InvalidInputError(f"{where}: {len(rows)} lines must number the rows 0..{len(rows) - 1}, each once; "
-                                f"row(s) {_shown(missing)} are not listed, row(s) {_shown(beyond)} are beyond")
     return rows
+
+
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
+def numbering_gaps(rows, n: int, words: str = "row(s)") -> str:
+    """Why the numbers ``rows`` are not ``0 .. n-1`` ("row(s) 3 are not listed, row(s) 7 are beyond"), or ''."""
+    missing = sorted(set(range(n)) - set(rows))
+    beyond = sorted(set(rows) - set(range(n)))
+    return ", ".join(f"{words} {_shown(xs)} are {what}" for xs, what in ((missing, "not listed"), (beyond, "beyond"))
+                     if xs)
+
+
+def unique_labels(rows: dict[int, tuple[int, str]], where: str) -> None:
+    """A label named by two lines of ``rows`` (``{row: (line number, label)}``) is a named error."""
+    seen: dict[str, int] = {}
+    for lineno, label in sorted(rows.values()):
+        if label in seen:
+            raise InvalidInputError(f"{where}: label {label!r} is listed twice (lines {seen[label]} and {lineno}); "
+                                    "each label names one row")
+        seen[label] = lineno
 
 
 def dataset_rows(row_labels: list[str], labels: list[str], table_rows: int, *, flag: str, table_flag: str,

@@ -147,24 +147,22 @@ def _ids_of(packaged: list[str] | None, path: Path, expected: int, kind: str, da
 
 
 def read_ids(path: Path, expected: int, kind: str) -> list[str]:
-    """The ids of ``entity_ids.del`` / ``relation_ids.del`` in index order (``index<TAB>id`` lines)."""
+    """The ids of ``entity_ids.del`` / ``relation_ids.del`` in index order (``index<TAB>id`` lines, parsed as
+    kgeval's id files are: :func:`.id_files.row_label_lines`), indices ``0 .. expected-1`` each once, each id once."""
+    from .id_files import numbering_gaps, row_label_lines, unique_labels
+
     if not path.is_file():
         raise InvalidInputError(f"LibKGE {kind} id file {str(path)!r} does not exist (pass the dataset folder)")
-    ids: dict[int, str] = {}
+    where = repr(str(path))
     # decoded like kgeval's triple files: a non-UTF-8 file is a named error (not a UnicodeDecodeError),
     # a byte-order mark is dropped (it would otherwise join the first index), any line ending is accepted
-    for n, line in enumerate(text_lines(path.read_bytes(), str(path)), 1):
-        if not line.strip():
-            continue
-        index, sep, label = line.partition("\t")
-        index = index.strip()  # ASCII digits only: '²'.isdigit() holds but int('²') raises
-        if not sep or not (index.isascii() and index.isdigit()) or int(index) in ids:
-            raise InvalidInputError(f"{str(path)!r} line {n}: expected a new 'index<TAB>id', got {line[:80]!r}")
-        ids[int(index)] = label
-    if sorted(ids) != list(range(expected)):
-        raise InvalidInputError(f"{str(path)!r} holds {len(ids)} {kind} ids but the checkpoint has {expected} "
-                                f"{kind} embeddings (indices must be 0..{expected - 1})")
-    return [ids[i] for i in range(expected)]
+    ids = row_label_lines(enumerate(text_lines(path.read_bytes(), str(path)), 1), where, form="index<TAB>id")
+    gaps = numbering_gaps(ids, expected, "index(es)")
+    if gaps:
+        raise InvalidInputError(f"{where} holds {len(ids)} {kind} ids but the checkpoint has {expected} {kind} "
+                                f"embeddings (indices must be 0..{expected - 1}, each once: {gaps})")
+    unique_labels(ids, where)
+    return [ids[i][1] for i in range(expected)]
 
 
 def _rows(ids: list[str], labels: list[str], kind: str) -> list[int]:
