@@ -131,6 +131,13 @@ def main(rank, world, port, out):
                                     "redone": [one.protocol.get("chunk_redone_queries"),
                                                many.protocol.get("chunk_redone_queries")],
                                     "expected": [distinct_queries(test, 1), distinct_queries(test, world)]}
+        # an automatic chunk width planned from each rank's share of the tasks (29 triples: 15 and 14 per
+        # side): the ranks plan 3 and 4 columns, the protocol reports the widest on both
+        kw = dict(filter_triples=train, progress=False, memory_budget=4500)
+        many = kgeval.evaluate(scorer, test[:29], distributed=mode, **kw)
+        report[f"{mode}/auto_chunk"] = {"protocol": {k: v for k, v in many.protocol.items() if k != "elapsed"},
+                                        "share": [kgeval.evaluate(scorer, half, **kw).protocol.get("entity_chunk_size")
+                                                  for half in (test[:29][:15], test[:29][15:])]}
         # the scorer raises on rank 1 only: both ranks end with an error, none waits
         bad = FailingScorer(scorer.entity, scorer.relation) if rank == 1 else scorer
         report[f"{mode}/exception"] = _error(lambda: kgeval.evaluate(bad, test, filter_triples=train,

@@ -321,6 +321,17 @@ def test_entity_shards_rerank_chunked_batches_whose_pass_one_scores_differ(repor
         assert r["redone_queries"] == [0, r["queries"]], f"rank {rank}"
 
 
+def test_tasks_mode_protocol_is_the_same_on_every_rank(reports):
+    """distributed="tasks": each rank plans its automatic chunk width from its own share of the tasks (here 3
+    and 4 columns); the protocol reports the widest on every rank (it reported each rank's own, so the ranks'
+    Results differed)."""
+    shares = [rep["tasks/auto_chunk"]["share"] for rep in reports]
+    assert len(set(shares[0])) == 2, shares  # the shares' widths differ
+    protocols = [rep["tasks/auto_chunk"]["protocol"] for rep in reports]
+    assert protocols[0] == protocols[1], protocols
+    assert protocols[0]["entity_chunk_size"] == max(shares[0])
+
+
 def test_tasks_mode_protocol_sums_the_redone_queries_of_every_rank(reports):
     """distributed="tasks": each rank re-ranks the queries of its own share whose pass-1 true scores differ
     (here all); the protocol's chunk_redone_queries is their sum over ranks, the same on every rank (it was

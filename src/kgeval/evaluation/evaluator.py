@@ -128,11 +128,15 @@ def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions) ->
         )
     if plan is not None:
         plan.merge_consistency(ctx.consistency)
+        # chunk widths differ between ranks (local slices; "tasks": each rank plans its own share of the
+        # tasks): the protocol reports the widest, the same on every rank
         if plan.mode == "tasks":  # each rank re-ranked queries of its own share ("entities": the same on all)
-            ctx.chunk_redone_queries = sum(plan.exchange(lambda: ctx.chunk_redone_queries))
-        if plan.mode == "entities":  # local chunk widths differ: the protocol reports the widest
+            got = plan.exchange(lambda: (ctx.chunk_redone_queries, ctx.chunk_used))
+            ctx.chunk_redone_queries = sum(g[0] for g in got)
+            widths = [g[1] for g in got if g[1] is not None]
+        else:
             widths = [w for w in plan.exchange(lambda: ctx.chunk_used) if w is not None]
-            ctx.chunk_used = max(widths) if widths else None
+        ctx.chunk_used = max(widths) if widths else None
     if ctx.consistency is not None and ctx.consistency.mismatches:
         c = ctx.consistency
         warnings.warn(c.first_mismatch + f" ({c.mismatches} of {c.checked} checked tasks differ)", stacklevel=3)
