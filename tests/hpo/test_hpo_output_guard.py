@@ -142,3 +142,28 @@ def test_saved_relative_sqlite_url_is_read_against_the_working_directory(tmp_pat
     monkeypatch.chdir(tmp_path / "a")  # where it was made: the same study resumes
     res = hpo_pipeline(**FAST, n_trials=1, storage="sqlite:///h.db", output_dir=out)
     assert len(res.study.trials) == 3 and len(json.loads((out / "trials.json").read_text())) == 3
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_a_refused_search_leaves_no_study_behind(tmp_path, legacy):
+    """The guard refused a search only after it had made its study: an empty study stayed in the database, with
+    this search's settings recorded, and a later search of that name with another metric was refused as "run with
+    other settings" although the study had no trial. Now the guard runs before the study is made.
+    ``legacy``: a file of an older kgeval without a study id (refused as not holding its best trial)."""
+    import optuna
+
+    out = tmp_path / "out"
+    hpo_pipeline(**FAST, n_trials=1, output_dir=out)
+    if legacy:
+        saved = json.loads((out / "best_pipeline_config.json").read_text())
+        del saved["study_id"]
+        (out / "best_pipeline_config.json").write_text(json.dumps(saved))
+    (out / "kgeval-hpo.db").unlink()
+    storage = f"sqlite:///{out / 'kgeval-hpo.db'}"
+    match = "does not hold its best trial" if legacy else "another study of the same name"
+    with pytest.raises(OutputDirectoryError, match=match):
+        hpo_pipeline(**FAST, n_trials=1, output_dir=out)
+    assert optuna.get_all_study_names(storage) == []
+    res = hpo_pipeline(**FAST, n_trials=1, storage=storage, metric="hits@10")  # a new search of that name
+    assert [t.state.name for t in res.study.trials] == ["COMPLETE"]
+    assert res.study.trials[0].value == res.best_value and res.metric == "hits@10"

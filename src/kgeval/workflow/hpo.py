@@ -188,7 +188,7 @@ def ensure_study_id(study) -> str:
 
 
 def check_output_study(directory: str | os.PathLike, study_name: str, shown_storage: str, *, study=None,
-                       overwrite: bool = False) -> None:
+                       new_study: bool = False, overwrite: bool = False) -> None:
     """Refuse an output directory that holds the files of another search (``overwrite=True``: replace them).
 
     ``best_pipeline_config.json`` names its study, storage and study id; a directory whose file names another
@@ -204,6 +204,10 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
     opened study, is given). A file of an older kgeval, without a study id, must name a trial of ``study`` as
     its best (with its value). A relative SQLite URL in such a file is read against the current working
     directory: the directory of the search that wrote it was not recorded.
+
+    ``new_study=True``: the storage holds no study of that name, and this search is about to create one. It
+    would get a new id and hold no trial, so files naming this study and storage are refused now, before the
+    study is made (refused after, they left an empty study in the storage).
     """
     from .._json import read_json
     from .runs import OutputDirectoryError
@@ -241,6 +245,13 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
                 f"ended with the search that wrote them, and {this} is a new one in a new in-memory database; they "
                 f"would be replaced: {remedy}")
         return
+    if new_study:
+        raise OutputDirectoryError(
+            f"output directory {directory} holds the results of another study of the same name: {held}"
+            + (f" with study id {saved_id}" if isinstance(saved_id, str) else "")
+            + f", but {shown_storage} holds no study of that name now (its database deleted or replaced, or the "
+            f"study deleted), so this search would make a new one; it does not hold its best trial "
+            f"{saved.get('best_trial')!r}, and the results would be replaced: {remedy}")
     if study is None:
         return
     if isinstance(saved_id, str) and isinstance(current, str):
@@ -378,8 +389,13 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
         check_output_study(output_dir, study_name, display_url(storage), overwrite=overwrite)
     # a failing trial is reported once, by TrialError; Optuna would also log its traceback as a warning
     optuna.logging.set_verbosity(optuna.logging.INFO if progress else optuna.logging.ERROR)
+
+    def before_create() -> None:  # every refusal of a new study comes before it exists: none is left behind
+        if output_dir is not None:
+            check_output_study(output_dir, study_name, display_url(storage), new_study=True, overwrite=overwrite)
+
     study = open_study(storage, study_name, direction=direction, sampler=sampler_obj, pruner=pruner_obj,
-                       load_if_exists=load_if_exists)
+                       load_if_exists=load_if_exists, before_create=before_create)
     check_resumed_study(study, study_identity(metric, base, ds), display_url(storage))
     ensure_study_id(study)
     if output_dir is not None:  # the opened study: one made anew under the same name is refused too

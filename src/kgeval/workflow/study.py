@@ -3,7 +3,8 @@
 - **Opening** (:func:`open_study`): relational storages are opened with a heartbeat and, for
   SQLite, a lock timeout; two workers creating the same new database at the same moment race
   on its tables (``table ... already exists``, ``UNIQUE constraint failed``), so opening is
-  retried with a short random back-off instead of failing with a raw SQL error.
+  retried with a short random back-off instead of failing with a raw SQL error. A study that does not exist
+  yet is made only after the caller's last check (``before_create``), so a refused search leaves none behind.
 - **Killed workers** (:data:`HEARTBEAT_INTERVAL`, :data:`GRACE_PERIOD`): every running trial
   records a heartbeat; a RUNNING trial whose heartbeat is older than the grace period belongs
   to a dead worker and is marked FAILED when a worker opens or resumes the study (and before
@@ -226,38 +227,36 @@ def _storage(url: str):
                                           grace_period=GRACE_PERIOD)
 
 
-def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner, load_if_exists: bool):
+def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner, load_if_exists: bool,
+               before_create: Callable[[], None] | None = None):
     """Create or load ``study_name`` in ``storage`` (a database URL); safe when workers start together.
 
-    Stale RUNNING trials of dead workers are marked FAILED (see the module docstring).
+    ``before_create`` is called when the study does not exist yet, just before this call creates it: whatever
+    it refuses leaves no study behind (an empty study left by a refused search was later adopted, or refused
+    as "run with other settings" although it had no trial). A worker that loses the race to create the study
+    loads the winner's. Stale RUNNING trials of dead workers are marked FAILED (see the module docstring).
     """
-    import sqlalchemy.exc
-
     check_storage(storage)
     shown = display_url(storage)
-    for attempt in range(OPEN_ATTEMPTS):
+    rdb = _retrying(lambda: _storage(storage), study_name, shown)
+    created = False
+    if not _retrying(lambda: _study_exists(rdb, study_name), study_name, shown):
+        if before_create is not None:
+            before_create()
+        directions = [optuna.study.StudyDirection.MAXIMIZE if direction == "maximize"
+                      else optuna.study.StudyDirection.MINIMIZE]
         try:
-            study = optuna.create_study(storage=_storage(storage), study_name=study_name, direction=direction,
-                                        sampler=sampler, pruner=pruner, load_if_exists=load_if_exists)
-            break
-        except optuna.exceptions.DuplicatedStudyError:
-            raise InvalidInputError(
-                f"study {study_name!r} already exists in {shown}; pass load_if_exists=True to resume it "
-                f"or another study_name"
-            ) from None
-        except sqlalchemy.exc.DBAPIError as exc:
-            # another worker is creating the same database right now (SQLite: "table ... already
-            # exists" / UNIQUE failed; PostgreSQL: DuplicateTable "relation ... already exists",
-            # UniqueViolation on pg_type, or an InternalError of the transaction that lost: seen in
-            # the PostgreSQL tests under load): wait a little and retry. Unreachable servers and bad
-            # credentials were refused by check_storage before this loop.
-            if attempt == OPEN_ATTEMPTS - 1:
-                raise KGEvalError(f"cannot open the Optuna study {study_name!r} in {shown}: "
-                                  f"{_first_line(exc)}") from None
-            time.sleep(random.uniform(0.05, 0.2) * 2**attempt)  # OS-seeded: never the search's seed
-        except Exception as exc:  # bad storage URL, missing database driver, unreadable file, ...
-            raise InvalidInputError(f"cannot open the Optuna study {study_name!r} in {shown!r}: "
-                                    f"{_first_line(exc)}") from None
+            _retrying(lambda: rdb.create_new_study(directions, study_name), study_name, shown)
+            created = True
+        except optuna.exceptions.DuplicatedStudyError:  # another worker created it since: loaded below
+            pass
+    if not created and not load_if_exists:
+        raise InvalidInputError(
+            f"study {study_name!r} already exists in {shown}; pass load_if_exists=True to resume it "
+            f"or another study_name"
+        )
+    study = _retrying(lambda: optuna.load_study(study_name=study_name, storage=rdb, sampler=sampler, pruner=pruner),
+                      study_name, shown)
     if study.direction.name.lower() != direction:
         raise InvalidInputError(
             f"study {study_name!r} in {shown} optimises in direction {study.direction.name.lower()}, "
@@ -265,6 +264,39 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
         )
     fail_stale_trials(study)
     return study
+
+
+def _study_exists(rdb, study_name: str) -> bool:
+    try:
+        rdb.get_study_id_from_name(study_name)
+    except KeyError:
+        return False
+    return True
+
+
+def _retrying(step: Callable, study_name: str, shown: str):
+    """``step()``, retried with a short random back-off while another worker creates the same database.
+
+    Two workers creating one new database race on its tables (SQLite: "table ... already exists" / UNIQUE
+    failed; PostgreSQL: DuplicateTable "relation ... already exists", UniqueViolation on pg_type, or an
+    InternalError of the transaction that lost: seen in the PostgreSQL tests under load). Unreachable servers
+    and bad credentials were refused by :func:`check_storage` before.
+    """
+    import sqlalchemy.exc
+
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            return step()
+        except (optuna.exceptions.DuplicatedStudyError, KeyError, KGEvalError):
+            raise
+        except sqlalchemy.exc.DBAPIError as exc:
+            if attempt == OPEN_ATTEMPTS - 1:
+                raise KGEvalError(f"cannot open the Optuna study {study_name!r} in {shown}: "
+                                  f"{_first_line(exc)}") from None
+            time.sleep(random.uniform(0.05, 0.2) * 2**attempt)  # OS-seeded: never the search's seed
+        except Exception as exc:  # bad storage URL, missing database driver, unreadable file, ...
+            raise InvalidInputError(f"cannot open the Optuna study {study_name!r} in {shown!r}: "
+                                    f"{_first_line(exc)}") from None
 
 
 def fail_stale_trials(study) -> list[int]:
