@@ -1,6 +1,6 @@
 """Several workers on one study in a real PostgreSQL server (a throw-away cluster per test session).
 
-Skipped when PostgreSQL's server binaries or psycopg2 are missing, unless KGEVAL_REQUIRE_POSTGRES
+The cluster is conftest.py's postgres_url: skipped when PostgreSQL's server binaries or psycopg are missing, unless KGEVAL_REQUIRE_POSTGRES
 is set (``.ci/run`` sets it, so CI cannot pass by skipping).
 """
 
@@ -18,30 +18,12 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
-from postgres_server import postgres_cluster, server_binaries  # noqa: E402
-
 from kgeval.workflow import study as study_mod  # noqa: E402
 from kgeval.workflow.hpo import IDENTITY_ATTR, hpo_pipeline  # noqa: E402
 from kgeval.workflow.study import StorageError, display_url  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 WORKER = ["--dataset", "nations", "--model", "distmult", "--sampler", "random", "--pruner", "none", "--seed", "7"]
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    bindir = server_binaries()
-    missing = "PostgreSQL server binaries (initdb)" if bindir is None else None
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        missing = missing or "psycopg (pip install 'kgeval[postgres]')"
-    if missing:
-        if os.environ.get("KGEVAL_REQUIRE_POSTGRES"):
-            pytest.fail(f"KGEVAL_REQUIRE_POSTGRES is set but {missing} is missing")
-        pytest.skip(f"needs {missing}")
-    with postgres_cluster(bindir) as url:
-        yield url
 
 
 @pytest.fixture(autouse=True)

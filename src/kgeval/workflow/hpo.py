@@ -394,9 +394,15 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
         if output_dir is not None:
             check_output_study(output_dir, study_name, display_url(storage), new_study=True, overwrite=overwrite)
 
+    identity = study_identity(metric, base, ds)
+
+    def on_create(study) -> None:  # the creator records the settings; other workers compare theirs with them
+        ensure_study_id(study)
+        study.set_user_attr(IDENTITY_ATTR, identity)  # last: what a worker that loaded the new study waits for
+
     study = open_study(storage, study_name, direction=direction, sampler=sampler_obj, pruner=pruner_obj,
-                       load_if_exists=load_if_exists, before_create=before_create)
-    check_resumed_study(study, study_identity(metric, base, ds), display_url(storage))
+                       load_if_exists=load_if_exists, before_create=before_create, on_create=on_create)
+    check_resumed_study(study, identity, display_url(storage))
     ensure_study_id(study)
     if output_dir is not None:  # the opened study: one made anew under the same name is refused too
         check_output_study(output_dir, study_name, display_url(storage), study=study, overwrite=overwrite)
@@ -453,6 +459,24 @@ def _differences(saved, current, path: str = "") -> list[str]:
     return [] if saved == current else [f"{path}: {saved!r} -> {current!r}"]
 
 
+#: seconds a worker waits for the settings of a new, empty study that another worker has just made
+IDENTITY_WAIT = 10.0
+
+
+def _wait_for_identity(study):
+    """The study's recorded settings once they appear, or ``None`` after :data:`IDENTITY_WAIT` seconds (a study
+    made by Optuna directly, or by a worker that died before recording them) or once a trial starts."""
+    import time
+
+    deadline = time.monotonic() + IDENTITY_WAIT
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        saved = study.user_attrs.get(IDENTITY_ATTR)
+        if saved is not None or study.get_trials(deepcopy=False):
+            return saved
+    return None
+
+
 def check_resumed_study(study, identity: dict[str, Any], shown_storage: str) -> None:
     """Record ``identity`` in a new study; refuse to resume one recorded with another identity.
 
@@ -460,8 +484,15 @@ def check_resumed_study(study, identity: dict[str, Any], shown_storage: str) -> 
     a study of validation MRR with ``metric="hits@10"`` (or with other epochs) would rank the
     new trials' hits@10 against the old trials' MRR and report the larger number as the best.
     A study made before kgeval recorded this (or by Optuna directly) is adopted as it is.
+
+    A study without recorded settings and without any trial may have just been made by another worker, which
+    records its settings right after: it is waited for up to :data:`IDENTITY_WAIT` seconds. (Adopted at once,
+    two workers started together with other metrics each recorded theirs in turn, and both ran: MRR and
+    hits@10 values ranked in one study.)
     """
     saved = study.user_attrs.get(IDENTITY_ATTR)
+    if saved is None and not study.get_trials(deepcopy=False):
+        saved = _wait_for_identity(study)
     if saved is None:
         study.set_user_attr(IDENTITY_ATTR, identity)
         return

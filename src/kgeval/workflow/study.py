@@ -228,13 +228,14 @@ def _storage(url: str):
 
 
 def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner, load_if_exists: bool,
-               before_create: Callable[[], None] | None = None):
+               before_create: Callable[[], None] | None = None, on_create: Callable[[object], None] | None = None):
     """Create or load ``study_name`` in ``storage`` (a database URL); safe when workers start together.
 
     ``before_create`` is called when the study does not exist yet, just before this call creates it: whatever
     it refuses leaves no study behind (an empty study left by a refused search was later adopted, or refused
     as "run with other settings" although it had no trial). A worker that loses the race to create the study
-    loads the winner's. Stale RUNNING trials of dead workers are marked FAILED (see the module docstring).
+    loads the winner's. ``on_create(study)`` is called by the worker that made the study, and by no other, before
+    it runs anything (it records what the other workers must agree with). Stale RUNNING trials of dead workers are marked FAILED (see the module docstring).
     """
     check_storage(storage)
     shown = display_url(storage)
@@ -262,6 +263,8 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
             f"study {study_name!r} in {shown} optimises in direction {study.direction.name.lower()}, "
             f"but the metric asks to {direction}"
         )
+    if created and on_create is not None:
+        on_create(study)
     fail_stale_trials(study)
     return study
 
