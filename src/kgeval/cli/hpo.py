@@ -123,8 +123,14 @@ _PARAM_OPTIONS = {path: "--" + name.replace("_", "-") for name, path in OPTION_P
 
 def _pipeline_command_for(cfg: dict, params: dict) -> str | None:
     """The ``kgeval pipeline`` command line re-running a searched configuration, if options can express it."""
+    from ..training.stopping import DEFAULT_METRIC
+    from ..workflow.hpo import _canonical_metric
+
     if any(name not in _PARAM_OPTIONS for name in params):
         return None
+    stopping = cfg.get("stopper_kwargs") or {}
+    if stopping.get("metric") is not None and _canonical_metric(stopping["metric"]) != _canonical_metric(DEFAULT_METRIC):
+        return None  # --early-stopping stops on MRR; the trials stopped on the search's metric
     parts = ["kgeval pipeline", "--dataset", str(cfg["dataset"]), "--model", cfg["model"], "--epochs", str(cfg["epochs"]),
              "--seed", str(cfg["random_seed"])]
     if any(name.startswith("early_stopping.") for name in params):  # the space made the trials stop early

@@ -344,6 +344,10 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
       metric's own; the other one is refused);
     - ``evaluation_frequency``: every so many epochs (default ``epochs // 5``) the validation
       metric is reported to Optuna for pruning;
+    - early stopping (``stopper="early"``, or a space over ``early_stopping.*``): a trial is scored on
+      the checkpoint its stopper restores, so the stopper stops on ``metric`` unless
+      ``early_stopping.metric`` is set (then kept, with a :class:`StoppingMetricWarning` where it differs);
+      each trial records the stopper's metric, best epoch and value in its ``early_stopping`` user attribute;
     - ``output_dir``: where ``best_pipeline_config.json`` and ``trials.json`` are written (and the default
       storage made). One directory holds one study's files: a directory holding another study's (another
       study name or storage, the study of another run with an in-memory storage such as ``sqlite://``, a
@@ -372,6 +376,7 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
         search_space = {k: v for k, v in default_search_space(base.resolve().training.loop).items() if k not in fixed}
     space = normalize_space(search_space)
     refuse_fixed_and_searched(space, fixed)
+    base = _stop_on_the_metric(base, space, metric)
     _check_space_values(space, base)
     sampler_obj = _sampler(sampler, base.seed, space)
     pruner_obj = make_pruner(pruner)
@@ -534,6 +539,57 @@ def refuse_fixed_and_searched(space: Mapping[str, Any], fixed: Mapping[str, str]
     if both:
         raise InvalidInputError(f"{both[0]!r} is both {fixed[both[0]]} and in the search space, whose values "
                                 "would replace it in every trial: remove it from one of them")
+
+
+class StoppingMetricWarning(UserWarning):
+    """Trials stop early on another metric than the one the search optimises (set so explicitly)."""
+
+
+def _stop_on_the_metric(base: PipelineConfig, space: Mapping[str, Any], metric: str) -> PipelineConfig:
+    """``base`` with early stopping on the search's ``metric`` where trials stop early and the stopper's metric
+    was left unset; a stopper metric set explicitly (base or space) is kept, with a :class:`StoppingMetricWarning`
+    where it differs.
+
+    A trial that stops early is scored on the checkpoint its stopper restores: the best by the stopper's metric.
+    Left to the stopper's default (MRR), a search optimising hits@1 scored each trial by the hits@1 of its
+    best-MRR checkpoint, not by its best hits@1, and said nothing. The search's metric is what the user asked to
+    optimise, so it also selects each trial's checkpoint (and the best configuration re-run on test stops on it).
+    Each trial records the stopper's metric, best epoch and value in its ``early_stopping`` user attribute.
+    """
+    import warnings
+
+    from ..training.stopping import DEFAULT_METRIC as STOPPING_DEFAULT
+
+    searched = {name for name in space if name.split(".")[0] == "early_stopping"}
+    if base.early_stopping is None and not searched:
+        return base  # no trial stops early
+    given = dict(base.early_stopping.options) if base.early_stopping is not None else {}
+    if "early_stopping.metric" in searched or given.get("metric") is not None:
+        chosen = given.get("metric")
+        if "early_stopping.metric" in searched or _canonical_metric(chosen) != _canonical_metric(metric):
+            what = "the search space's early_stopping.metric" if chosen is None or "early_stopping.metric" in \
+                searched else f"early_stopping.metric {chosen!r}"
+            warnings.warn(f"trials stop early on {what}, not on the optimised metric {metric!r}: each trial's value "
+                          f"is the {metric!r} of the checkpoint that is best by the stopping metric (recorded in the "
+                          "trial's 'early_stopping' user attribute); leave early_stopping.metric unset to stop on "
+                          f"{metric!r}", StoppingMetricWarning, stacklevel=3)
+        return base
+    if _canonical_metric(metric) == _canonical_metric(STOPPING_DEFAULT):
+        return base  # the stopper's default is the search's metric already
+    larger = given.get("larger_is_better")
+    try:
+        own = _direction(metric, None) == "maximize"
+    except KGEvalError:
+        return base  # refused by the metric's own check, with its message
+    if larger is not None and larger != own:
+        # a direction given without a metric is the default metric's: it stays on it, and the user is told
+        warnings.warn(f"trials stop early on the stopper's default metric {STOPPING_DEFAULT!r} "
+                      f"(early_stopping.larger_is_better={larger} is its direction, not that of the optimised metric "
+                      f"{metric!r}): each trial's value is the {metric!r} of the checkpoint that is best by that metric "
+                      "(recorded in the trial's 'early_stopping' user attribute); leave larger_is_better unset to "
+                      f"stop on {metric!r}", StoppingMetricWarning, stacklevel=3)
+        return base
+    return base.with_paths({"early_stopping.metric": metric})
 
 
 def _sampler(name: str, seed: int, space):
@@ -732,6 +788,12 @@ class _Objective:
         trial.set_user_attr("configuration", result.configuration)
         trial.set_user_attr("config", result.config.to_dict())
         trial.set_user_attr("epochs_run", result.training.epochs_run)
+        stopping = result.config.early_stopping
+        if stopping is not None:  # whose checkpoint was scored: the stopper's best, by the stopper's metric
+            trial.set_user_attr("early_stopping", {
+                "metric": _canonical_metric(stopping.options["metric"]), "best_epoch": result.training.best_epoch,
+                "best_value": finite_or_none(result.training.best_metric),
+                "stopped_early": result.training.stopped_early})
         trial.set_user_attr("seconds", result.timings["total"])
         self.current = None
         return value

@@ -1,0 +1,88 @@
+"""Early stopping inside HPO trials: each trial is scored on the checkpoint that is best by the optimised metric."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+from kgeval.data import get_dataset  # noqa: E402
+from kgeval.workflow import PipelineConfig  # noqa: E402
+from kgeval.workflow.hpo import StoppingMetricWarning, _validation_results, hpo_pipeline  # noqa: E402
+from kgeval.workflow.pipeline import pipeline  # noqa: E402
+
+#: distmult at lr 0.1 on Nations: validation MRR peaks at epoch 12, hits@3 at epoch 10 (0.8744 there, 0.8367 at 12)
+RUN = dict(dataset="nations", model="distmult", epochs=15, random_seed=42)
+SPACE = {"optimizer.lr": [0.1]}  # one configuration: the search's trial is the reference run
+STOP = {"frequency": 1, "patience": 20}  # evaluates after every epoch, never stops: the restored best decides
+
+
+def _metric_per_epoch(*metrics):
+    """``metrics`` on validation after every epoch of RUN trained without a stopper: {metric: {epoch: value}}."""
+    cfg, ds, values = PipelineConfig.from_kwargs(None, **RUN, optimizer_kwargs={"lr": 0.1}, evaluation_split="valid"), get_dataset("nations"), {}
+
+    def record(epoch, loss, kge):
+        was = kge.training
+        res = _validation_results(kge, ds, cfg)
+        for m in metrics:
+            values.setdefault(m, {})[epoch] = float(res.get_metric(m))
+        kge.train(was)
+
+    pipeline(cfg, dataset=ds, progress=False, callback=record)
+    return values
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_a_trial_is_scored_on_its_best_checkpoint_by_the_optimised_metric():
+    """A search of validation hits@3 with early stopping left at its defaults stopped on MRR: the trial's value was
+    the hits@3 of the best-MRR checkpoint (epoch 12: 0.8367), not the best hits@3 the trial reached (epoch 10:
+    0.8744), without a word. The stopper now stops on the search's metric, and the trial records it."""
+    values = _metric_per_epoch("hits@3", "mrr")
+    per_epoch, mrr = values["hits@3"], values["mrr"]
+    best_epoch = max(per_epoch, key=lambda e: (per_epoch[e], -e))
+    assert per_epoch[max(mrr, key=lambda e: (mrr[e], -e))] < per_epoch[best_epoch]  # the case that was wrong
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StoppingMetricWarning)
+        res = hpo_pipeline(**RUN, stopper="early", stopper_kwargs=STOP, metric="hits@3", n_trials=1,
+                           search_space=SPACE, sampler="random", pruner="none", storage="sqlite://")
+    trial = res.study.trials[0]
+    assert trial.value == per_epoch[best_epoch]
+    assert trial.user_attrs["early_stopping"] == {"metric": "both.realistic.hits_at_3", "best_epoch": best_epoch,
+                                                  "best_value": per_epoch[best_epoch], "stopped_early": False}
+    assert res.best_config.to_dict()["early_stopping"]["metric"] == "hits@3"  # the test run stops on it too
+
+
+def test_an_explicit_other_stopping_metric_is_kept_recorded_and_warned():
+    per_epoch = _metric_per_epoch("hits@3")["hits@3"]
+    with pytest.warns(StoppingMetricWarning, match="stop early on early_stopping.metric 'mrr'.*'hits@3'"):
+        res = hpo_pipeline(**RUN, stopper="early", stopper_kwargs={**STOP, "metric": "mrr"}, metric="hits@3",
+                           n_trials=1, search_space=SPACE, sampler="random", pruner="none",
+                           storage="sqlite://")
+    trial = res.study.trials[0]
+    stopping = trial.user_attrs["early_stopping"]
+    assert stopping["metric"] == "both.realistic.inverse_harmonic_mean_rank"
+    assert trial.value == per_epoch[stopping["best_epoch"]]  # the hits@3 of the best-MRR checkpoint, as recorded
+
+
+def test_a_search_space_that_turns_early_stopping_on_stops_on_the_metric():
+    res = hpo_pipeline(**RUN, metric="hits@3", n_trials=1, search_space={**SPACE, "early_stopping.frequency": [1],
+                                                                        "early_stopping.patience": [20]},
+                       sampler="random", pruner="none", storage="sqlite://")
+    assert res.study.trials[0].user_attrs["early_stopping"]["metric"] == "both.realistic.hits_at_3"
+
+
+def test_the_printed_pipeline_command_does_not_stop_on_another_metric():
+    from kgeval.cli.hpo import _pipeline_command_for
+
+    cfg = {"dataset": "nations", "model": "distmult", "epochs": 15, "random_seed": 42}
+    params = {"early_stopping.patience": 3}
+    line = _pipeline_command_for({**cfg, "stopper_kwargs": {"metric": "both.realistic.inverse_harmonic_mean_rank"}},
+                                 params)
+    assert line is not None and "--early-stopping --patience 3" in line
+    assert _pipeline_command_for({**cfg, "stopper_kwargs": {"metric": "hits@3"}}, params) is None
