@@ -104,3 +104,24 @@ def test_workers_with_other_settings_on_one_new_study_are_refused(tmp_path, requ
     (_, study_id, metric), = (o for o in outcomes if o[0] == "ok")
     assert study.user_attrs[STUDY_ID_ATTR] == study_id
     assert study.user_attrs[IDENTITY_ATTR]["metric"] == _canonical_metric(metric)  # the one that ran its trials
+
+
+@pytest.mark.parametrize("with_trial", [False, True])
+def test_a_study_made_by_optuna_is_adopted(tmp_path, monkeypatch, with_trial):
+    """A study without kgeval's settings (made by Optuna directly) is adopted: at once when it has a trial, after
+    IDENTITY_WAIT when it is empty (it might be a new study whose maker is about to record its settings)."""
+    from kgeval.workflow import hpo as hpo_mod
+
+    monkeypatch.setattr(hpo_mod, "IDENTITY_WAIT", 0.5)
+    waits = []
+    real = hpo_mod._wait_for_identity
+    monkeypatch.setattr(hpo_mod, "_wait_for_identity", lambda study: waits.append(1) or real(study))
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    made = optuna.create_study(storage=storage, study_name="by-optuna", direction="maximize")
+    if with_trial:
+        made.enqueue_trial({})
+        made.optimize(lambda t: 0.25, n_trials=1)
+    res = hpo_mod.hpo_pipeline(n_trials=1, storage=storage, study_name="by-optuna", **TINY)
+    assert len(waits) == (0 if with_trial else 1)
+    assert [t.state.name for t in res.study.trials] == ["COMPLETE"] * (1 + with_trial)
+    assert res.study.user_attrs[IDENTITY_ATTR]["metric"] == "both.realistic.inverse_harmonic_mean_rank"
