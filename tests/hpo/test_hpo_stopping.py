@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -70,11 +71,13 @@ def test_an_explicit_other_stopping_metric_is_kept_recorded_and_warned():
     assert trial.value == per_epoch[stopping["best_epoch"]]  # the hits@3 of the best-MRR checkpoint, as recorded
 
 
-def test_a_search_space_that_turns_early_stopping_on_stops_on_the_metric():
+def test_a_search_space_that_turns_early_stopping_on_stops_on_the_metric(tmp_path):
     res = hpo_pipeline(**RUN, metric="hits@3", n_trials=1, search_space={**SPACE, "early_stopping.frequency": [1],
                                                                         "early_stopping.patience": [20]},
-                       sampler="random", pruner="none", storage="sqlite://")
-    assert res.study.trials[0].user_attrs["early_stopping"]["metric"] == "both.realistic.hits_at_3"
+                       sampler="random", pruner="none", storage="sqlite://", output_dir=tmp_path)
+    stopping = res.study.trials[0].user_attrs["early_stopping"]
+    assert stopping["metric"] == "both.realistic.hits_at_3"
+    assert json.loads((tmp_path / "trials.json").read_text())[0]["early_stopping"] == stopping  # saved with the trial
 
 
 def test_the_printed_pipeline_command_does_not_stop_on_another_metric():

@@ -160,7 +160,8 @@ class HPOResult:
         write_json(directory / "best_pipeline_config.json", finite_or_none(self.summary()))
         trials = [
             {"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
-             "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()}}
+             "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()},
+             **({"early_stopping": t.user_attrs["early_stopping"]} if "early_stopping" in t.user_attrs else {})}
             for t in self.study.trials
         ]
         write_json(directory / "trials.json", finite_or_none(trials))
