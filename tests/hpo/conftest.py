@@ -16,7 +16,7 @@ def postgres_url():
     bindir = server_binaries()
     missing = "PostgreSQL server binaries (initdb)" if bindir is None else None
     try:
-        import psycopg  # noqa: F401
+        import psycopg  # noqa: F401 -- the driver the storage URL names
     except ImportError:
         missing = missing or "psycopg (pip install 'kgeval[postgres]')"
     if missing:

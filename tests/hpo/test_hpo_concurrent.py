@@ -54,7 +54,8 @@ def _run_together(storage, name, settings, slow_attrs):
     """Run one worker per entry of ``settings`` (extra hpo_pipeline keywords) together; their outcomes."""
     ctx = multiprocessing.get_context("spawn")  # fork after torch has started its threads may hang
     barrier, queue = ctx.Barrier(len(settings)), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(storage, name, barrier, queue, kwargs, slow_attrs)) for kwargs in settings]
+    procs = [ctx.Process(target=_worker, args=(storage, name, barrier, queue, kwargs, slow_attrs))
+             for kwargs in settings]
     for p in procs:
         p.start()
     outcomes = [queue.get(timeout=240) for _ in procs]

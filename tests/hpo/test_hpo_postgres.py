@@ -1,7 +1,7 @@
 """Several workers on one study in a real PostgreSQL server (a throw-away cluster per test session).
 
-The cluster is conftest.py's postgres_url: skipped when PostgreSQL's server binaries or psycopg are missing, unless KGEVAL_REQUIRE_POSTGRES
-is set (``.ci/run`` sets it, so CI cannot pass by skipping).
+The cluster is conftest.py's postgres_url: skipped when PostgreSQL's server binaries or psycopg are missing,
+unless KGEVAL_REQUIRE_POSTGRES is set (``.ci/run`` sets it, so CI cannot pass by skipping).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ STOP = {"frequency": 1, "patience": 20}  # evaluates after every epoch, never st
 
 def _metric_per_epoch(*metrics):
     """``metrics`` on validation after every epoch of RUN trained without a stopper: {metric: {epoch: value}}."""
-    cfg, ds, values = PipelineConfig.from_kwargs(None, **RUN, optimizer_kwargs={"lr": 0.1}, evaluation_split="valid"), get_dataset("nations"), {}
+    cfg = PipelineConfig.from_kwargs(None, **RUN, optimizer_kwargs={"lr": 0.1}, evaluation_split="valid")
+    ds, values = get_dataset("nations"), {}
 
     def record(epoch, loss, kge):
         was = kge.training

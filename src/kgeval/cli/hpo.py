@@ -128,8 +128,8 @@ def _pipeline_command_for(cfg: dict, params: dict) -> str | None:
 
     if any(name not in _PARAM_OPTIONS for name in params):
         return None
-    stopping = cfg.get("stopper_kwargs") or {}
-    if stopping.get("metric") is not None and _canonical_metric(stopping["metric"]) != _canonical_metric(DEFAULT_METRIC):
+    stop_metric = (cfg.get("stopper_kwargs") or {}).get("metric")
+    if stop_metric is not None and _canonical_metric(stop_metric) != _canonical_metric(DEFAULT_METRIC):
         return None  # --early-stopping stops on MRR; the trials stopped on the search's metric
     parts = ["kgeval pipeline", "--dataset", str(cfg["dataset"]), "--model", cfg["model"], "--epochs", str(cfg["epochs"]),
              "--seed", str(cfg["random_seed"])]

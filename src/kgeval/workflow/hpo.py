@@ -586,9 +586,9 @@ def _stop_on_the_metric(base: PipelineConfig, space: Mapping[str, Any], metric: 
         # a direction given without a metric is the default metric's: it stays on it, and the user is told
         warnings.warn(f"trials stop early on the stopper's default metric {STOPPING_DEFAULT!r} "
                       f"(early_stopping.larger_is_better={larger} is its direction, not that of the optimised metric "
-                      f"{metric!r}): each trial's value is the {metric!r} of the checkpoint that is best by that metric "
-                      "(recorded in the trial's 'early_stopping' user attribute); leave larger_is_better unset to "
-                      f"stop on {metric!r}", StoppingMetricWarning, stacklevel=3)
+                      f"{metric!r}): each trial's value is the {metric!r} of the checkpoint that is best by that "
+                      "metric (recorded in the trial's 'early_stopping' user attribute); leave larger_is_better "
+                      f"unset to stop on {metric!r}", StoppingMetricWarning, stacklevel=3)
         return base
     return base.with_paths({"early_stopping.metric": metric})
 

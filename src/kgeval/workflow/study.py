@@ -235,7 +235,8 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
     it refuses leaves no study behind (an empty study left by a refused search was later adopted, or refused
     as "run with other settings" although it had no trial). A worker that loses the race to create the study
     loads the winner's. ``on_create(study)`` is called by the worker that made the study, and by no other, before
-    it runs anything (it records what the other workers must agree with). Stale RUNNING trials of dead workers are marked FAILED (see the module docstring).
+    it runs anything (it records what the other workers must agree with). Stale RUNNING trials of dead workers
+    are marked FAILED (see the module docstring).
     """
     check_storage(storage)
     shown = display_url(storage)
