@@ -90,3 +90,19 @@ def test_the_printed_pipeline_command_does_not_stop_on_another_metric():
                                  params)
     assert line is not None and "--early-stopping --patience 3" in line
     assert _pipeline_command_for({**cfg, "stopper_kwargs": {"metric": "hits@3"}}, params) is None
+
+
+@pytest.mark.parametrize("larger, stops_on", [(False, "both.realistic.arithmetic_mean_rank"),
+                                              (True, "both.realistic.inverse_harmonic_mean_rank")])
+def test_a_stopping_direction_without_a_metric(larger, stops_on):
+    """larger_is_better without a metric: the search's metric where the direction is its own; else the direction
+    is the stopper's default metric's, which is kept (a direction against mean rank would keep its worst
+    checkpoint), and the user is warned."""
+    kwargs = dict(RUN, epochs=3, stopper="early", stopper_kwargs={**STOP, "larger_is_better": larger}, metric="mr",
+                  n_trials=1, search_space=SPACE, sampler="random", pruner="none", storage="sqlite://")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        res = hpo_pipeline(**kwargs)
+    warned = [w for w in seen if issubclass(w.category, StoppingMetricWarning)]
+    assert len(warned) == (1 if larger else 0)
+    assert res.study.trials[0].user_attrs["early_stopping"]["metric"] == stops_on
