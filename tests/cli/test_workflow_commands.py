@@ -98,6 +98,8 @@ def test_hpo_command(tmp_path):
         (["pipeline", "-d", "natons", *FAST], "Did you mean: nations"),
         (["pipeline", "-d", "nations", "-m", "complx"], "Did you mean: complex"),
         (["pipeline", "-d", "nations", *FAST, "--patience", "2"], "--early-stopping"),
+        (["pipeline", "-d", "nations", *FAST, "--stopping-metric", "mr"], "--stopping-metric needs --early-stopping"),
+        (["pipeline", "-d", "nations", *FAST, "--early-stopping", "--stopping-metric", "mrrr"], "mrrr"),
         (["pipeline", "-d", "nations", *FAST, "--entity-whitelist", "burma"], "matches none"),
         (["pipeline", "-d", "nations", *FAST, "--relation-whitelist", "nosuchrelation"], "unknown relation"),
         # '²'.isdigit() is True but int('²') a ValueError: a traceback, exit 1
@@ -212,17 +214,40 @@ def test_hpo_default_space_leaves_out_what_set_fixes(tmp_path):
     assert "model.dim" not in out["best_params"] and out["pipeline"]["model_kwargs"]["dim"] == 4
 
 
-def test_hpo_printed_command_runs_an_early_stopping_search(tmp_path):
+@pytest.mark.parametrize("metric, stops_on", [(None, "both.realistic.inverse_harmonic_mean_rank"),
+                                              ("hits@3", "both.realistic.hits_at_3")])
+def test_hpo_printed_command_runs_an_early_stopping_search(tmp_path, metric, stops_on):
     """A space over early_stopping.* made every trial stop early, but the printed command lacked
-    --early-stopping, so it failed: 'error: --patience and --frequency need --early-stopping'."""
+    --early-stopping, so it failed: 'error: --patience and --frequency need --early-stopping'. A search of
+    hits@3 stops its trials on hits@3: the command says so with --stopping-metric (it printed no command, as
+    --early-stopping alone stops on MRR)."""
     (tmp_path / "s.json").write_text(json.dumps({"early_stopping.patience": [1], "early_stopping.frequency": [1]}))
     res = run("hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--epochs", "2", "--pruner", "none",
-              "--storage", f"sqlite:///{tmp_path / 'e.db'}", "--search-space", tmp_path / "s.json")
+              "--storage", f"sqlite:///{tmp_path / 'e.db'}", "--search-space", tmp_path / "s.json",
+              *(["--metric", metric] if metric else []))
     assert res.exit_code == 0, res.output
     line = [x for x in res.output.splitlines() if x.startswith("test the best configuration: kgeval pipeline")][0]
+    assert ("--stopping-metric" in line) == (metric is not None), line
     again = run(*line.split("kgeval ", 1)[1].split(), "-o", tmp_path / "run", "--format", "json")
     assert again.exit_code == 0, again.output
-    assert json.loads(again.output)["configuration"]["early_stopping"]["frequency"] == 1
+    stopping = json.loads(again.output)["configuration"]["early_stopping"]
+    from kgeval.workflow.hpo import _canonical_metric
+
+    assert stopping["frequency"] == 1 and _canonical_metric(stopping["metric"]) == stops_on
+
+
+def test_pipeline_stops_on_the_given_metric(tmp_path):
+    """--stopping-metric mr: the stopper keeps the checkpoint of the smallest validation mean rank."""
+    res = run("pipeline", "-d", "nations", "--model", "distmult", "--epochs", "4", "--dim", "8", "--early-stopping",
+              "--frequency", "1", "--patience", "9", "--stopping-metric", "mr", "-o", tmp_path / "a")
+    assert res.exit_code == 0, res.output
+    training = json.loads((tmp_path / "a" / "losses.json").read_text())["training"]
+    config = json.loads((tmp_path / "a" / "config.json").read_text())["configuration"]
+    assert config["early_stopping"]["metric"] == "mr"
+    history = dict(map(tuple, training["metric_history"]))  # epoch -> validation mean rank
+    assert len(history) == 4 and all(v >= 1 for v in history.values())
+    assert training["best_epoch"] == min(history, key=history.get)
+    assert training["best_metric"] == min(history.values())
 
 
 @pytest.mark.parametrize("command, args, message", [

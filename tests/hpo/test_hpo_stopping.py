@@ -81,7 +81,7 @@ def test_a_search_space_that_turns_early_stopping_on_stops_on_the_metric(tmp_pat
     assert json.loads((tmp_path / "trials.json").read_text())[0]["early_stopping"] == stopping  # saved with the trial
 
 
-def test_the_printed_pipeline_command_does_not_stop_on_another_metric():
+def test_the_printed_pipeline_command_stops_on_the_trials_metric():
     from kgeval.cli.hpo import _pipeline_command_for
 
     cfg = {"dataset": "nations", "model": "distmult", "epochs": 15, "random_seed": 42}
@@ -89,7 +89,13 @@ def test_the_printed_pipeline_command_does_not_stop_on_another_metric():
     line = _pipeline_command_for({**cfg, "stopper_kwargs": {"metric": "both.realistic.inverse_harmonic_mean_rank"}},
                                  params)
     assert line is not None and "--early-stopping --patience 3" in line
-    assert _pipeline_command_for({**cfg, "stopper_kwargs": {"metric": "hits@3"}}, params) is None
+    line = _pipeline_command_for({**cfg, "stopper_kwargs": {"metric": "hits@3"}}, params)
+    assert "--early-stopping --stopping-metric hits@3 --patience 3" in line
+    # the metric's own direction needs no option; no option sets another (a metric without one)
+    assert "--stopping-metric" not in _pipeline_command_for({**cfg, "stopper_kwargs": {"larger_is_better": True}}, params)
+    assert "--stopping-metric mr" in _pipeline_command_for(
+        {**cfg, "stopper_kwargs": {"metric": "mr", "larger_is_better": False}}, params)
+    assert _pipeline_command_for({**cfg, "stopper_kwargs": {"metric": "mr", "larger_is_better": True}}, params) is None
 
 
 @pytest.mark.parametrize("larger, stops_on", [(False, "both.realistic.arithmetic_mean_rank"),

@@ -123,18 +123,23 @@ _PARAM_OPTIONS = {path: "--" + name.replace("_", "-") for name, path in OPTION_P
 
 def _pipeline_command_for(cfg: dict, params: dict) -> str | None:
     """The ``kgeval pipeline`` command line re-running a searched configuration, if options can express it."""
-    from ..training.stopping import DEFAULT_METRIC
+    from ..training.stopping import DEFAULT_METRIC, metric_increasing
     from ..workflow.hpo import _canonical_metric
 
     if any(name not in _PARAM_OPTIONS for name in params):
         return None
-    stop_metric = (cfg.get("stopper_kwargs") or {}).get("metric")
-    if stop_metric is not None and _canonical_metric(stop_metric) != _canonical_metric(DEFAULT_METRIC):
-        return None  # --early-stopping stops on MRR; the trials stopped on the search's metric
+    stopping = cfg.get("stopper_kwargs") or {}
+    stop_metric = stopping.get("metric")
+    larger = stopping.get("larger_is_better")
+    if larger is not None and larger != metric_increasing(stop_metric or DEFAULT_METRIC):
+        return None  # a direction that is not the metric's own: no option sets it
     parts = ["kgeval pipeline", "--dataset", str(cfg["dataset"]), "--model", cfg["model"], "--epochs", str(cfg["epochs"]),
              "--seed", str(cfg["random_seed"])]
     if any(name.startswith("early_stopping.") for name in params):  # the space made the trials stop early
         parts.append("--early-stopping")
+        if (stop_metric is not None and "early_stopping.metric" not in params
+                and _canonical_metric(stop_metric) != _canonical_metric(DEFAULT_METRIC)):
+            parts += ["--stopping-metric", str(stop_metric)]  # the trials stopped on the search's metric
     for name, value in params.items():
         parts += [_PARAM_OPTIONS[name], str(value)]
     return " ".join(parts)

@@ -23,7 +23,8 @@ from .common import count, data_dir_option, format_option, headline_table, metri
 OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimizer.lr",
                 "batch_size": "training.batch_size", "num_negatives": "training.num_negatives",
                 "loop": "training.loop", "seed": "seed", "threads": "threads",
-                "patience": "early_stopping.patience", "frequency": "early_stopping.frequency"}
+                "patience": "early_stopping.patience", "frequency": "early_stopping.frequency",
+                "stopping_metric": "early_stopping.metric"}
 
 
 @click.command("pipeline")
@@ -38,7 +39,11 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
 @click.option("--seed", type=int, default=42, show_default=True, help="Random seed, in [0, 2**32).")
 @click.option("--output", "-o", type=click.Path(), callback=nonempty_path,
               help="Output directory [default: ./kgeval-output/<dataset>-<model>-seed<seed>-<time>-<suffix>].")
-@click.option("--early-stopping", is_flag=True, help="Stop on the validation MRR (filtered with train + valid).")
+@click.option("--early-stopping", is_flag=True,
+              help="Stop on the validation MRR, or --stopping-metric (filtered with train + valid).")
+@click.option("--stopping-metric",
+              help="Early stopping: the validation metric to stop on, e.g. hits@10 or mr (its direction follows) "
+                   "[default: mrr].")
 @click.option("--patience", type=click.IntRange(min=1), help="Early stopping: evaluations without improvement.")
 @click.option("--frequency", type=click.IntRange(min=1), help="Early stopping: evaluate every N epochs.")
 @click.option("--relation-whitelist", help="Comma-separated relation labels or ids to evaluate on.")
@@ -65,8 +70,9 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     from ..workflow.pipeline import pipeline
     from ..workflow.runs import check_output, default_run_name
 
-    if (options["patience"] or options["frequency"]) and not early_stopping:
-        raise InvalidInputError("--patience and --frequency need --early-stopping")
+    given = [f"--{name.replace('_', '-')}" for name in ("patience", "frequency", "stopping_metric") if options[name]]
+    if given and not early_stopping:
+        raise InvalidInputError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --early-stopping")
     paths = {"dataset": str(dataset), "model.name": model, "early_stopping": {} if early_stopping else None,
              "restriction.relations": split_list(relation_whitelist),
              "restriction.entities": split_list(entity_whitelist),
