@@ -99,3 +99,49 @@ def power_sum_range(lo, hi, a) -> np.ndarray:
         start = np.maximum(lo[tail], EM_BASE)
         out[tail] += euler_maclaurin_power_sum(start, hi[tail], a[tail])
     return out
+
+
+def _log_power_polys(m: int, orders: int) -> list[list[int]]:
+    """Coefficients (by power of ℓ) of Pₙ with dⁿ/dxⁿ (ln x)^m = x^{−n} Pₙ(ln x), n = 0..orders:
+    P₀ = ℓ^m, Pₙ₊₁ = Pₙ' − n·Pₙ (exact integers)."""
+    polys = [[0] * m + [1]]
+    for n in range(orders):
+        p = polys[-1]
+        polys.append([(i + 1) * p[i + 1] - n * p[i] if i + 1 < len(p) else -n * p[i] for i in range(len(p))])
+    return polys
+
+
+def _poly(coef: list[int], x: np.ndarray) -> np.ndarray:
+    out = np.zeros(x.shape, dtype=_LD)
+    for c in reversed(coef):
+        out = out * x + _LD(c)
+    return out
+
+
+def log_power_sums(hi, m: int) -> np.ndarray:
+    """``Σ_{j=1..hi} (ln j)^m`` elementwise (longdouble, O(1) per element, any ``hi`` ≥ 1).
+
+    Terms j < :data:`EM_BASE` directly, the rest by Euler–Maclaurin with ∫ ℓ^m dx = x·Qₘ(ℓ),
+    Qₘ(ℓ) = Σᵢ (−1)ⁱ m!/(m−i)! ℓ^{m−i}, and the derivatives of :func:`_log_power_polys`; the
+    k-th correction is ≲ ((2k + m)/(2π·32))^{2k} of the sum (< 1e-21 with 14 terms for m ≤ 24).
+    """
+    hi = np.asarray(hi, dtype=_LD)
+    j = np.arange(1, EM_BASE, dtype=_LD)
+    lj = np.log(j) ** m if m else np.ones(j.shape, dtype=_LD)
+    head = np.where(j[None, :] <= hi.reshape(-1, 1), lj[None, :], 0).sum(axis=1).reshape(hi.shape)
+    tail = hi >= EM_BASE
+    if not tail.any():
+        return head
+    h = hi[tail]
+    lo = _LD(EM_BASE)
+    lh, ll = np.log(h), np.log(lo)
+    q = [(-1) ** i * factorial(m) // factorial(m - i) for i in range(m + 1)]  # coefficient of ℓ^{m−i}
+    qpoly = [q[m - k] for k in range(m + 1)]  # by power of ℓ
+    total = h * _poly(qpoly, lh) - lo * _poly(qpoly, np.asarray(ll)) + 0.5 * (lh**m + ll**m)
+    polys = _log_power_polys(m, 2 * EM_TERMS - 1)
+    for k, coef in enumerate(_EM_COEF, start=1):
+        n = 2 * k - 1
+        total = total + coef * (_poly(polys[n], lh) / h**n - _poly(polys[n], np.asarray(ll)) / lo**n)
+    out = head.copy()
+    out[tail] += total
+    return out
