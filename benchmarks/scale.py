@@ -22,7 +22,8 @@ default) ``entity`` is the path of a float32 ``.npy`` file on local disk (``KGEV
   on ``--floor-rows`` query rows (all by default) and scaled linearly, right after each evaluation;
   ``ratio`` = evaluation / floor of each back-to-back pair, the median over the warm pairs (from 4
   runs all but the first two: the cold one and the one that loads the count kernel under ``auto``;
-  with 2-3 runs all after the first; the cold one with ``--repeat 1``), ``cpu ratio`` the same in
+  with 2-3 runs all after the first; the cold one with ``--repeat 1``; ``--settle`` ms of busy waiting
+  between the two, 20 by default: see below), ``cpu ratio`` the same in
   process CPU seconds; ``warm s`` the best warm evaluation, ``floor s`` the best floor;
 - ``s/1e9 pairs``: ranking time per 10^9 scored (query, entity) pairs; constant when the cost is linear in
   entities x queries (``Mpairs/s`` is its inverse per process);
@@ -39,34 +40,39 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Current numbers (2026-11-27 for one process at 1e4-1e6, ``--repeat`` 9 / 5 / 3, both sides ranked at once
-(``kgeval.evaluation.side_threads``); the 2-process rows 2026-11-26, 1e7 2026-11-23/24 with ``--floor-rows
-1024``; ranges are separate runs: the same configuration measures up to ~10% apart from one process to the
-next, and the box's floor drifts between ~60 and ~100 ms at 1e4 from day to day; ``scale_history.md`` beside
-this file has every dated measurement and what changed between them):
+Current numbers (2026-11-27 for one process at 1e4-1e6, ``--repeat`` 15 / 5 / 3, both sides ranked at once
+(``kgeval.evaluation.side_threads``), 1e4 and 1e5 with the 20 ms ``--settle``; the 2-process rows 2026-11-26,
+1e7 2026-11-23/24 with ``--floor-rows 1024``; ranges are separate runs: the same configuration measures up to
+~10% apart from one process to the next, and the box's floor drifts between ~60 and ~100 ms at 1e4 from day
+to day; ``scale_history.md`` beside this file has every dated measurement and what changed between them):
 
     dim  entities  table procs mode      ratio        warm s  s/1e9 pairs  anon GiB
-     64     1e4    RAM     1   one       1.23-1.26x     0.1   0.72-0.81    0.26       (11-26, sides in turn: 1.30x)
-     64     1e4    RAM     1   one       1.32x          0.1   0.77         0.29       (10^6 filter triples; 11-26: 1.36x)
+     64     1e4    RAM     1   one       1.18-1.21x     0.1   0.73         0.28       (no settle: 1.22-1.29x)
+     64     1e4    RAM     1   one       1.20-1.21x     0.1   0.76         0.29       (10^6 filter triples; no settle 1.24-1.27x)
      64     1e4    RAM     2   tasks     1.72x          0.1   1.29         0.30
      64     1e4    RAM     2   entities  3.30x          0.3   2.79         0.32
-     64     1e5    RAM     1   one       1.06-1.07x     0.6   0.64-0.66    0.28
+     64     1e5    RAM     1   one       1.06x          0.7   0.67         0.29
      64     1e5    RAM     2   tasks     1.31x          0.9   0.89         0.32
      64     1e5    RAM     2   entities  1.41x          1.1   1.05         0.31
-     64     1e6    RAM     1   one       1.04x          6.1   0.61         0.50
+     64     1e6    RAM     1   one       1.04x          6.1   0.61         0.50       (no settle)
      64     1e7    mmap    1   one       1.01x         83.9   0.84         0.37
-    128     1e4    RAM     1   one       1.12x          0.1   1.3          0.28       (11-26: 1.17x)
+    128     1e4    RAM     1   one       1.12x          0.1   1.33         0.30
     128     1e5    RAM     1   one       1.08x          1.6   1.56         0.36
     (2-process 1e6: tasks 1.23x, entities 1.21x; 1e7 mmap entities 1.19x; dim 128 1e6 1.07x: measured
     2026-11-23 17:42, before the later changes, not re-run since)
 
-How the ratio at 1e4 depends on the way it is measured (2026-11-27, the same code and box): this script
-pairs each evaluation with a floor measured right after it and takes the median of the pairs' ratios:
-1.23-1.25x. Evaluations back to back (25 in a process, median, 6 processes) take 72.4 ms against a floor of
-61.6 ms measured the same way: 1.18x; ``--back-to-back`` measures it so: 1.16-1.19x (3 runs of 15; the
-sides in turn 1.22-1.24x; 10^6 filter triples 1.21x; 1e5 1.06x). With 0.1 s of idle before each evaluation and each floor the pairs
-give 1.31-1.32x (the evaluation's threads wake on cores that were idle). The CPU ratio is 1.17-1.25x.
-So ~1.2x at 1e4 is where the method decides, not the code; 1e5 and up are within 1.07x by any method.
+How the ratio at 1e4 depends on the way it is measured (2026-11-27, the same code and box, 3 runs of 15
+each, 10^5 / 10^6 filter triples): pairs without a settle 1.22-1.29x / 1.24-1.27x; pairs with the 20 ms
+settle (the default) 1.18-1.21x / 1.20-1.21x; ``--back-to-back`` (all evaluations, then all floors, ratio of
+the medians) 1.14-1.18x / 1.19-1.23x. The settle matters because the floor's 2-thread products leave their
+OpenMP worker spinning for ~7-10 ms (libgomp's spin-wait; measured as ~7-10 ms of CPU during a 200 ms
+sleep right after a product), on a core that the evaluation's own threads need: in one process, an
+evaluation right after a 2-thread floor took 74.6 ms, after a 1-thread floor or another evaluation 71.6-71.8
+ms, and with ``OMP_WAIT_POLICY=PASSIVE`` 72.1 vs 71.5 ms (that setting slows the floor itself, 66 vs 62 ms,
+so it is no way to measure). The floor is unaffected by the order (its median 61-63 ms either way). A user's
+own multi-threaded torch call right before ``evaluate`` costs the same ~3 ms once. 1e5 and up are within
+1.07x by any method. With 0.1 s of idle before each evaluation and each floor the pairs gave 1.31-1.32x
+(the evaluation's threads wake on cores that were idle).
 
 Where the time goes at 1e4 (dim 64, one process, 10^5 filter triples): the products take what the 2-thread
 floor takes (MKL's kernel at the core's peak, ~103 GFLOP/s at dim 64), the counting kernel ~7 ms of CPU
@@ -218,6 +224,15 @@ def _worker(a) -> None:
     def floor_once() -> tuple[float, float]:  # the fastest block shape of this moment
         return min(floor_width(w) for w in FLOOR_WIDTHS)
 
+    def settle() -> None:
+        """Keep this thread busy for ``--settle`` ms: the floor's 2-thread products leave their OpenMP
+        worker spinning for ~7-10 ms (libgomp's spin-wait: measured as CPU time during a sleep after a
+        product), on a core the evaluation's own threads need; a floor right after an evaluation gets
+        the same time. Busy, not asleep: idle cores wake slowly."""
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < a.settle / 1000:
+            pass
+
     # each evaluation is followed by a floor measurement: on a box whose speed drifts from minute to
     # minute, the ratio of a back-to-back pair is steadier than min(time) / min(floor)
     runs, floors = [], []  # (wall, cpu) of each evaluation (the first is cold: imports, first calls) / floor
@@ -228,7 +243,9 @@ def _worker(a) -> None:
                                  distributed=MODES[mode][1])
             runs.append((time.perf_counter() - t0, cpu() - c0))
             if not a.back_to_back:
+                settle()
                 floors.append(floor_once())
+                settle()
         if a.back_to_back:  # every evaluation, then every floor: each measured right after its own kind
             floors = [floor_once() for _ in runs]
         t0 = time.perf_counter()
@@ -262,7 +279,8 @@ def _run(ne: int, mode: str, a, memmap: str | None) -> dict:
     args = [sys.executable, __file__, "--worker", "--entities", str(ne), "--queries", str(a.queries), "--dim",
             str(a.dim), "--train", str(a.train), "--mode", mode, "--floor-rows", str(a.floor_rows or 0),
             "--repeat", str(a.repeat)] \
-        + (["--memmap", memmap] if memmap else []) + (["--back-to-back"] if a.back_to_back else [])
+        + (["--memmap", memmap] if memmap else []) + (["--back-to-back"] if a.back_to_back else []) \
+        + ["--settle", str(a.settle)]
     ps = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
                            env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(procs), "MASTER_ADDR": "127.0.0.1",
                                 "MASTER_PORT": str(p), "OMP_NUM_THREADS": str(max(1, os.cpu_count() // procs))})
@@ -307,6 +325,9 @@ def main() -> None:
                     help="evaluations (each followed by a floor) per process: 'warm s' and the ratios use those after the first")
     ap.add_argument("--back-to-back", action="store_true",
                     help="all evaluations, then all floors (ratio of the medians) instead of evaluation/floor pairs")
+    ap.add_argument("--settle", type=float, default=20.0,
+                    help="ms of busy waiting between an evaluation and its floor and back (pairs only): the "
+                         "floor's OpenMP workers spin ~7-10 ms after its products, on the evaluation's cores")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--memmap", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="one", help=argparse.SUPPRESS)
