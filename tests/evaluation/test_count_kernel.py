@@ -870,3 +870,33 @@ def test_a_failing_walker_stops_the_others_at_their_next_part(monkeypatch, layou
         evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw)
     after = [t for s, t in taken if s != 0 and t > failed_at[0]]
     assert len(after) <= 1, f"{len(after)} parts walked after the failure"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_known_pairs_by_column_range_in_every_layout(seed):
+    """known_by_column: each range's (row, column - range start) pairs, in torch and as numpy (whose equal ranges
+    but the last are grouped by range number, not sorted): the same set of pairs per range as a plain loop, for
+    equal chunks with a short, full or one-column last range, uneven ranges, one range, and no pair in some."""
+    from kgeval.evaluation.full import known_by_column
+
+    rng = np.random.default_rng(seed)
+    ncols = int(rng.integers(1, 300))
+    width = int(rng.integers(1, ncols + 1))
+    layouts = [list(range(0, ncols, width)) + [ncols], [0, ncols],
+               sorted({0, ncols, *rng.integers(0, ncols, 4).tolist()})]
+    n = int(rng.integers(0, 200))
+    rows = torch.as_tensor(np.sort(rng.integers(0, 50, n)))
+    cols = torch.as_tensor(rng.integers(0, ncols, n) if seed % 3 else rng.integers(0, max(1, ncols // 3), n))
+    for bounds in layouts:
+        expected = [sorted((int(r), int(c) - b0) for r, c in zip(rows, cols) if b0 <= c < b1)
+                    for b0, b1 in zip(bounds, bounds[1:])]
+        for as_numpy in (False, True):
+            got = known_by_column((rows, cols), bounds, as_numpy)
+            assert len(got) == len(expected)
+            for pairs, want in zip(got, expected):
+                if not want:
+                    assert pairs is None
+                    continue
+                r, c = pairs
+                assert isinstance(r, np.ndarray) == as_numpy and (not as_numpy or r.dtype == np.int64 == c.dtype)
+                assert sorted(zip(np.asarray(r).tolist(), np.asarray(c).tolist())) == want

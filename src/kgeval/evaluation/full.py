@@ -316,13 +316,26 @@ def known_by_column(known, bounds: list[int], as_numpy: bool = False) -> list:
     part of every batch (~1.4 ms of ~140 ms CPU at 10^4 entities with 10^6 filter triples)."""
     if known is None:
         return [None] * (len(bounds) - 1)
-    order = torch.argsort(known[1])
-    rows, fcol = known[0][order], known[1][order]
-    at = torch.searchsorted(fcol, torch.tensor(bounds, device=fcol.device)).tolist()
-    if as_numpy:
-        rows, fcol = rows.to(torch.int64).numpy(), fcol.to(torch.int64).numpy()
+    n = len(bounds) - 1
+    width = bounds[1] - bounds[0]
+    if as_numpy and n < 1 << 16 and width > 0 and 0 < bounds[-1] - bounds[-2] <= width \
+            and all(bounds[k] == k * width for k in range(n)):
+        # equal ranges but the last (chunks, tiles): grouped by range number in a 16-bit radix sort, not sorted
+        # by column (the pairs' order within a range does not matter): ~75 us for 10^4 pairs where torch's
+        # argsort and searchsorted took ~470
+        rows, fcol = known[0].to(torch.int64).numpy(), known[1].to(torch.int64).numpy()
+        part = (fcol // width).astype(np.uint16)
+        order = np.argsort(part, kind="stable")
+        rows, fcol = rows[order], fcol[order]
+        at = [0] + np.cumsum(np.bincount(part, minlength=n)[:n]).tolist()
+    else:
+        order = torch.argsort(known[1])
+        rows, fcol = known[0][order], known[1][order]
+        at = torch.searchsorted(fcol, torch.tensor(bounds, device=fcol.device)).tolist()
+        if as_numpy:
+            rows, fcol = rows.to(torch.int64).numpy(), fcol.to(torch.int64).numpy()
     return [(rows[at[k]:at[k + 1]], fcol[at[k]:at[k + 1]] - bounds[k]) if at[k + 1] > at[k] else None
-            for k in range(len(bounds) - 1)]
+            for k in range(n)]
 
 
 def _torch_pairs(known):

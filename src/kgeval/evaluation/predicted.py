@@ -154,11 +154,12 @@ def predicted_scores(sc, prepared, task_q: torch.Tensor, col: torch.Tensor) -> t
         return None
     if col.numel() and int(col.min()) < 0:
         return None
-    cols = torch.unique(col)  # the batch's answer columns: their rows are gathered once (|U| x d)
+    # the batch's answer columns (their rows are gathered once, |U| x d) and each task's position among
+    # them: one sort (~20 us for 5,000 tasks where unique + searchsorted took ~130)
+    cols, at = torch.unique(col, return_inverse=True)
     found = _product(prepared, cols if sc.allowed is None else sc.allowed[cols])
     if found is None:
         return None
     q, c, b = found
-    at = torch.searchsorted(cols, col)
     got = chain_dots(q.contiguous().numpy(), c.contiguous().numpy(), task_q.numpy(), at.numpy(), b)
     return None if got is None else torch.from_numpy(got)
