@@ -710,7 +710,19 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                 t0, t1, tq, part_known = split.part(i)
                 st["parts_known"] += known_by_column(part_known, bounds, as_np)
                 st["tasks"].append((t0, t1, tq, *first_rest(tq)))
-        if verify:  # tasks sorted by (row block, answer column): each part's answers are one contiguous range
+        if verify and dev.type == "cpu" and nblocks * nchunks < 1 << 16:
+            # tasks grouped by part (row block, column chunk), those answered on another shard first (unread):
+            # each part's answers are one contiguous range; a 16-bit radix sort of part numbers (~40 us for
+            # 5,000 tasks where torch's argsort of (block, column) keys and searchsorted took ~200)
+            c, tq = col.numpy(), task_q.numpy()
+            blk = 0 if nblocks == 1 else np.searchsorted(np.asarray(rb[1:]), tq, side="right")
+            part = np.where(c >= 0, blk * nchunks + c // width + 1, 0).astype(np.uint16)
+            order = np.argsort(part, kind="stable")
+            st["by_col"] = by_col = torch.from_numpy(order)
+            st["ans_at"] = np.cumsum(np.bincount(part, minlength=nblocks * nchunks + 1)).tolist()
+            rows = tq[order] if nblocks == 1 else (tq - np.asarray(rb[:-1])[blk])[order]
+            st["seen"] = _AnswerScores(torch.from_numpy(rows), col[by_col], t.dtype)
+        elif verify:  # tasks sorted by (row block, answer column): each part's answers are one contiguous range
             if nblocks == 1:
                 key, starts, row0 = col, bounds, None
             else:
