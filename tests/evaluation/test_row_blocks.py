@@ -90,3 +90,19 @@ def test_rerank_of_a_whole_batch_goes_by_row_block(data, monkeypatch):
     got = _table(out)
     for a in whole:
         assert np.array_equal(got[a], whole[a]), a
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rank_table_order_of_triple_indices(seed):
+    """_index_order (a side's tasks back in triple order) equals a stable argsort: distinct indices (the scatter),
+    repeated ones and sparse ones (the sort), empty."""
+    from kgeval.evaluation.evaluator import _index_order
+
+    rng = np.random.default_rng(seed)
+    upper = int(rng.integers(1, 3000))
+    cases = [rng.permutation(upper), rng.choice(upper, size=max(1, upper // 3), replace=False),
+             rng.integers(0, upper, size=upper), np.zeros(0, dtype=np.int64),
+             rng.choice(10 * upper + 10**6, size=min(upper, 50), replace=False)]
+    for values in cases:
+        up = upper if values.size == 0 or values.max() < upper else int(values.max()) + 1
+        assert _index_order(values, up).tolist() == np.argsort(values, kind="stable").tolist()

@@ -339,7 +339,7 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
     # "entities": every rank holds every task's summed counts already
     res = local() if ctx.dist is None or sharded else ctx.dist.gather_side(local)
     ti = np.concatenate(res.triple_index)
-    order = np.argsort(ti, kind="stable")
+    order = _index_order(ti, inp.triples.shape[0])
     weights = None
     if opts.macro:  # 1 / #tasks sharing the query; keys and the sorted table rows are in eval_idx order
         _, inv, cnt = np.unique(keys, return_inverse=True, return_counts=True)
@@ -349,6 +349,19 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
         side=side, triple_index=ti[order], relation=inp.triples[ti[order], 1], weights=weights,
     )
     return table, negs, capped
+
+
+def _index_order(values: np.ndarray, upper: int) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` of triple indices in ``[0, upper)``: where they are distinct (each
+    task of a side once) one scatter into ``upper`` slots (~10 us for 5,000 where the sort took ~130);
+    a sort where they repeat or ``upper`` dwarfs their count."""
+    if values.size and upper <= 4 * values.size + 4096:
+        slot = np.full(upper, -1, dtype=np.int64)
+        slot[values] = np.arange(values.size)
+        order = slot[slot >= 0]
+        if order.size == values.size:  # distinct: no slot was written twice
+            return order
+    return np.argsort(values, kind="stable")
 
 
 def _beside():
