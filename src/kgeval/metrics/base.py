@@ -48,21 +48,35 @@ class NullMoments:
     ``mean`` / ``variance`` are ``None`` where the metric cannot state them analytically (a
     Monte Carlo estimate is still available through :meth:`Metric.monte_carlo`); ``exact`` says
     whether the stated ones are exact (True) or analytic approximations (False).
+
+    ``optimum_gap`` is ``optimum − E[M]`` (the metric's best value minus its expectation) where the
+    metric computes it without forming that difference, else ``None``. Where E is close to the
+    optimum (tasks with one candidate carrying most of the weight) ``optimum − mean`` keeps only
+    mean's absolute rounding; the adjusted index ``(M − E)/(optimum − E)`` and the z-score's
+    ``M − E`` use this field instead (:mod:`.derived`).
     """
 
     mean: float | None = None
     variance: float | None = None
     exact: bool = False
+    optimum_gap: float | None = None
 
     def to_dict(self) -> dict:
-        return {"expected_value": self.mean, "variance": self.variance, "exact": self.exact}
+        out = {"expected_value": self.mean, "variance": self.variance, "exact": self.exact}
+        if self.optimum_gap is not None:
+            out["optimum_gap"] = self.optimum_gap
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> NullMoments:
+        """Inverse of :meth:`to_dict`; a dict without ``optimum_gap`` (written before it existed) loads
+        with ``optimum_gap=None``."""
+
         def num(x):
             return None if x is None else float(x)
 
-        return cls(num(d.get("expected_value")), num(d.get("variance")), bool(d.get("exact", False)))
+        return cls(num(d.get("expected_value")), num(d.get("variance")), bool(d.get("exact", False)),
+                   num(d.get("optimum_gap")))
 
 
 #: the moments of a metric that states none

@@ -15,6 +15,13 @@ E[M*] = (E − shift) / scale, Var[M*] = σ² / scale² (E[index] = E[z] = 0, Va
 
 A degenerate denominator (opt = E or σ = 0) means M is deterministic under the null and
 equals E, so the wrapper is 0 (PyKEEN's convention too).
+
+Where E is close to the optimum (most of the weight on tasks with one candidate), ``opt − E`` and
+``M − E`` would keep only E's absolute rounding (C = [1, 2], weights [1, 1e-9]: the index's null
+variance came out 0.99999983 instead of 1, flagged exact). The base metrics state ``opt − E``
+from a cancellation-free formula (:attr:`NullMoments.optimum_gap`); the index divides by it, and
+the index and the z-score centre M as ``(M − opt) + (opt − E)``. Without it (an old table, an
+approximate method) they fall back to ``opt − E`` and ``M − E``.
 """
 
 from __future__ import annotations
@@ -63,7 +70,11 @@ class DerivedMetric(Metric):
         coef = self.coefficients(base)
         if coef is None:
             raise NoClosedFormError(f"{self.key}: the null moments of {self.base.key} are not known here")
-        return _ratio(value - coef[0], coef[1])
+        return _ratio(self._shifted(value, coef[0], base), coef[1])
+
+    def _shifted(self, value: float, shift: float, base: NullMoments) -> float:
+        """``value − shift``; the wrappers centred on E override it (see :func:`_centred`)."""
+        return value - shift
 
     def moments(self, base: NullMoments) -> NullMoments:
         """The wrapper's null moments from the base's (affine map: exact when the base's are)."""
@@ -72,7 +83,8 @@ class DerivedMetric(Metric):
             return UNKNOWN
         shift, scale = coef
         var = None if base.variance is None else _ratio(base.variance, scale * scale)
-        return NullMoments(_ratio(base.mean - shift, scale), var, base.exact)
+        mean = _ratio(base.mean - shift, scale)
+        return NullMoments(mean, var, base.exact, None if self.optimum is None else self.optimum - mean)
 
     def _null_moments(self, c, w) -> NullMoments:
         return self.moments(self.base._null_moments(c, w))
@@ -84,6 +96,23 @@ class DerivedMetric(Metric):
         value = self.base._tie_expectation(lo, hi, c, w)
         base = self.base._null_moments(c, w)
         return None if value is None or self.coefficients(base) is None else self.adjust(value, base)
+
+
+def _gap(metric: Metric, base: NullMoments) -> float | None:
+    """``opt − E`` of ``metric`` from its null moments: the cancellation-free ``optimum_gap`` where
+    stated, else the difference (None without an optimum or E)."""
+    if metric.optimum is None or base.mean is None:
+        return None
+    return metric.optimum - base.mean if base.optimum_gap is None else base.optimum_gap
+
+
+def _centred(metric: Metric, value: float, base: NullMoments) -> float:
+    """``value − E`` as ``(value − opt) + (opt − E)`` where the base states ``opt − E``: near the
+    optimum ``value − opt`` is exact and ``value − E`` kept only E's rounding (perfect ranks with
+    E = 1 + 5e-10: z and index off by ~1e-7 relative)."""
+    if metric.optimum is None or base.optimum_gap is None:
+        return value - base.mean
+    return (value - metric.optimum) + base.optimum_gap
 
 
 class ExpectationNormalized(DerivedMetric):
@@ -112,7 +141,11 @@ class AdjustedIndex(DerivedMetric):
         self.description = f"({base.key} − E) / ({base.optimum:g} − E): 1 = perfect, 0 = random"
 
     def coefficients(self, base):
-        return None if base.mean is None else (base.mean, self.base.optimum - base.mean)
+        gap = _gap(self.base, base)
+        return None if gap is None else (base.mean, gap)
+
+    def _shifted(self, value, shift, base):
+        return _centred(self.base, value, base)
 
 
 class ZScore(DerivedMetric):
@@ -129,3 +162,6 @@ class ZScore(DerivedMetric):
             return None
         sd = math.sqrt(max(base.variance, 0.0))
         return base.mean, (sd if self.base.increasing else -sd)
+
+    def _shifted(self, value, shift, base):
+        return _centred(self.base, value, base)

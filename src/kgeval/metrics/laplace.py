@@ -99,12 +99,20 @@ def power_mean_variance(num_candidates, weights, p: float, beta: float) -> tuple
     in which R_{2β} and 2mR_β are both ≈ m²σ²/μ² times β(2β−1) and β(β−1): they cancel by a
     factor (2β−1)/β (3 for HMR, 4 for p = −2), not E²/Var.
     """
+    out = power_mean_terms(num_candidates, weights, p, beta)
+    return None if out is None else (out[0] ** beta + out[1], out[2])
+
+
+def power_mean_terms(num_candidates, weights, p: float, beta: float) -> tuple[float, float, float] | None:
+    """``(μ, R_β, Var[X^β])`` of :func:`power_mean_variance`: E[X^β] = μ^β + R_β, μ = E[X]. With μ − 1
+    from a cancellation-free sum, ``1 − E[X^β] = −expm1(β·log1p(μ − 1)) − R_β`` keeps its digits where
+    E[X^β] is close to 1 (the adjusted index's ``opt − E``)."""
     out = _residual_moments(num_candidates, weights, p, (beta, 2 * beta))
     if out is None:
         return None
     mu, (r1, r2) = out
     m = mu**beta
-    return m + r1, max(r2 - 2 * m * r1 - r1 * r1, 0.0)
+    return mu, r1, max(r2 - 2 * m * r1 - r1 * r1, 0.0)
 
 
 def power_moments(num_candidates, weights, p: float, betas) -> list[float] | None:
@@ -205,8 +213,15 @@ _QUAD_MAX_P = -0.1  # p ≤ this: quadrature, flagged approximate above _QUAD_EX
 
 
 def power_mean_null(num_candidates, weights, p: float) -> tuple[float, float, bool] | None:
-    """(E, Var, exact) of the power mean M = X^{1/p}, X = Σ wᵢ rᵢ^p, or None (then the caller
-    uses the delta method, flagged approximate).
+    """(E, Var, exact) of :func:`power_mean_null_gap`."""
+    out = power_mean_null_gap(num_candidates, weights, p)
+    return None if out is None else out[:3]
+
+
+def power_mean_null_gap(num_candidates, weights, p: float) -> tuple[float, float, bool, float | None] | None:
+    """(E, Var, exact, 1 − E) of the power mean M = X^{1/p}, X = Σ wᵢ rᵢ^p, or None (then the caller
+    uses the delta method, flagged approximate). ``1 − E`` (the optimum minus E) is computed without
+    forming that difference (None where it is not).
 
     - one task with positive weight: M is that rank: ((C+1)/2, (C²−1)/12);
     - Π Cᵢ ≤ 2¹⁶ outcomes: enumeration (all equally likely);
@@ -218,7 +233,7 @@ def power_mean_null(num_candidates, weights, p: float) -> tuple[float, float, bo
     c, w = c[w > 0], w[w > 0] / w[w > 0].sum()
     if c.size == 1:
         cf = float(c[0])
-        return (cf + 1) / 2, (cf * cf - 1) / 12, True
+        return (cf + 1) / 2, (cf * cf - 1) / 12, True, (1 - cf) / 2
     # log2 of the outcome count: the product itself overflows to inf for many tasks
     if float(np.log2(c.astype(np.float64)).sum()) <= 16:
         # tasks with one candidate have rank 1 (1^p = 1): one column of weight Σ their wᵢ, so at
@@ -228,9 +243,13 @@ def power_mean_null(num_candidates, weights, p: float) -> tuple[float, float, bo
         wc = np.append(w[rnd], w[fixed].sum()) if fixed.any() else w
         return _enumerated(cols, wc, p)
     if p <= _QUAD_MAX_P:  # closer to 0, Γ(−1/p) overflowed (OverflowError) and the integral lost digits
-        moments = power_mean_variance(c, w, p, 1.0 / p)  # the variance from residuals: no cancellation
-        if moments is not None:
-            return moments[0], moments[1], p <= _QUAD_EXACT_P
+        terms = power_mean_terms(c, w, p, 1.0 / p)  # the variance from residuals: no cancellation
+        if terms is not None:
+            mu, r1, var = terms
+            # μ − 1 = Σ wᵢ (E[rᵢ^p] − 1): each term ≤ 0 and, for p ≤ −0.1, 0 or below −0.03
+            below = float(np.sum(w * (power_moment(c, p) - 1.0)))
+            gap = -math.expm1(math.log1p(below) / p) - r1 if below > -1 else None
+            return mu ** (1.0 / p) + r1, var, p <= _QUAD_EXACT_P, gap
     return None
 
 
@@ -239,9 +258,9 @@ def power_mean_null(num_candidates, weights, p: float) -> tuple[float, float, bo
 _ROUNDED_MIN_RATIO = 1e-8
 
 
-def _enumerated(cols, w, p: float) -> tuple[float, float, bool]:
-    """(E, Var, exact) of M = (Σ wᵢ Yᵢ)^{1/p}, Yᵢ = rᵢ^p uniform over ``cols[i]`` (the ranks),
-    over every outcome.
+def _enumerated(cols, w, p: float) -> tuple[float, float, bool, float | None]:
+    """(E, Var, exact, 1 − E) of M = (Σ wᵢ Yᵢ)^{1/p}, Yᵢ = rᵢ^p uniform over ``cols[i]`` (the ranks),
+    over every outcome (1 − E as −(μ^{1/p} − 1) − E[M − μ^{1/p}], None where r^p is not normal).
 
     M's deviations are computed without forming M: with X = Σ wᵢ Yᵢ, μ = E[X] and the centred
     sum D = X − μ = Σ wᵢ (Zᵢ − E[Zᵢ]), Zᵢ = Yᵢ − 1 = expm1(p·ln rᵢ) (each term to its own relative accuracy),
@@ -257,7 +276,7 @@ def _enumerated(cols, w, p: float) -> tuple[float, float, bool]:
     if abs(p) * math.log(top) > _DIRECT_EXPONENT:
         m = power_mean(ranks, w, p)  # no overflow at large |p|
         mean, var = float(m.mean()), float(m.var())
-        return mean, var, var >= _ROUNDED_MIN_RATIO * mean * mean
+        return mean, var, var >= _ROUNDED_MIN_RATIO * mean * mean, None
     # Yᵢ − 1 = expm1(p·ln rᵢ): also to its own relative accuracy where p is tiny (r^p − 1 kept ~ε/(p·ln r))
     ez = [float(np.mean(np.expm1(p * np.log(col)))) for col in cols]
     d = np.zeros(ranks.shape[0])
@@ -267,7 +286,8 @@ def _enumerated(cols, w, p: float) -> tuple[float, float, bool]:
     # log1p(Σ wᵢ E[Zᵢ]) near 1, where 1/p amplifies ln μ's rounding (p → 0)
     mu = float(sum(wi * float(np.mean(col**p)) for wi, col in zip(w, cols)))
     s = float(sum(wi * e for wi, e in zip(w, ez)))
-    base = math.exp((math.log1p(s) if abs(s) <= 0.5 else math.log(mu)) / p)  # μ^{1/p}
+    log_base = (math.log1p(s) if abs(s) <= 0.5 else math.log(mu)) / p
+    base = math.exp(log_base)  # μ^{1/p}
     # ln(X/μ): log1p(D/μ) near μ; far from it (X/μ → 0 for large |p|) 1 + D/μ would cancel, and
     # ln X − ln μ from the positive sums keeps the digits
     ratio = d / mu
@@ -276,7 +296,10 @@ def _enumerated(cols, w, p: float) -> tuple[float, float, bool]:
     if far.any():
         log_ratio[far] = np.log(np.sum(w * ranks[far] ** p, axis=-1)) - math.log(mu)
     dev = base * np.expm1(log_ratio / p)  # M − μ^{1/p}, to its own relative accuracy
-    return base + float(dev.mean()), float(dev.var()), True
+    mean_dev = float(dev.mean())
+    # 1 − E = −(μ^{1/p} − 1) − E[M − μ^{1/p}], each to its own relative accuracy (for p < 0 both ≤ 0
+    # by Jensen; for p > 1 the second is of second order in the spread: no cancellation near E = 1)
+    return base + mean_dev, float(dev.var()), True, -math.expm1(log_base) - mean_dev
 
 
 def _pair_sum(t, cv, wv, cnt, log_phi) -> np.ndarray:

@@ -41,8 +41,8 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from .base import UNKNOWN, Metric, NullMoments, ValueRange, wmean, wsum_sq
-from .laplace import inverse_mean_variance, power_mean_null
-from .moments import log_moment_spread, log_power_moment, power_mean, power_moment, power_variance
+from .laplace import power_mean_null_gap, power_mean_terms
+from .moments import log_moment_spread, log_power_moment, log_power_moment_accurate, power_mean, power_moment, power_variance
 
 INF = math.inf
 
@@ -74,6 +74,13 @@ class TransformedMean(Metric):
     def task_var(self, c: np.ndarray) -> np.ndarray:
         return power_variance(c, self.exponent)
 
+    def task_gap(self, c: np.ndarray) -> np.ndarray:
+        """f(1) − E[f(rᵢ)] per task (f(1) = 1 for every f here): 0 for C = 1, and for C ≥ 2 bounded
+        away from 0 relative to E[f], so the difference keeps its digits (subclasses override it
+        where it would not). Their weighted mean is the optimum minus E for an identity g, all terms
+        of one sign: the adjusted index's ``opt − E`` without the cancellation of ``1 − E``."""
+        return 1.0 - self.task_mean(c)
+
     def range_mean(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """E[f(r)] for r uniform on lo..hi, per task."""
         return power_moment(hi, self.exponent, low=lo)
@@ -95,7 +102,7 @@ class TransformedMean(Metric):
         mu = wmean(self.task_mean(c), w)
         var = wsum_sq(self.task_var(c), w)
         if self.identity_post:
-            return NullMoments(mu, var, True)
+            return NullMoments(mu, var, True, wmean(self.task_gap(c), w))
         return NullMoments(float(self.g(mu) + 0.5 * self.d2g(mu) * var), float(self.dg(mu) ** 2 * var), False)
 
     def _tie_expectation(self, lo, hi, c, w) -> float | None:
@@ -126,9 +133,13 @@ class _Reciprocal:
 
     def _null_moments(self, c, w) -> NullMoments:
         if wsum_sq(self.task_var(c), w) == 0:  # X is deterministic (all Cᵢ = 1): exact, no quadrature noise
-            return NullMoments(float(self.g(wmean(self.task_mean(c), w))), 0.0, True)
-        e1, var = inverse_mean_variance(c, w, self.inverse_kind)  # Var without E[1/X²] − E[1/X]² cancelling
-        return NullMoments(float(e1), float(var), True)
+            return NullMoments(float(self.g(wmean(self.task_mean(c), w))), 0.0, True, 0.0)
+        # Var without E[1/X²] − E[1/X]² cancelling; E[1/X] = 1/μ + R
+        mu, resid, var = power_mean_terms(c, w, self.exponent, -1.0)
+        # 1 − E[1/X] = (μ − 1)/μ − R with μ − 1 = −Σ wᵢ(1 − E[f(rᵢ)]) summed without cancellation
+        # (for IAMR R ≤ (μ − 1)/μ, of second order in the spread near μ = 1; for HMR both terms ≤ 0)
+        gap = -wmean(self.task_gap(c), w) / mu - resid
+        return NullMoments(float(1.0 / mu + resid), float(var), True, float(gap))
 
 
 class _Identity:
@@ -147,6 +158,9 @@ class _Identity:
 
     def range_mean(self, lo, hi):
         return (np.asarray(lo, dtype=np.float64) + hi) / 2.0
+
+    def task_gap(self, c):
+        return (1.0 - np.asarray(c, dtype=np.float64)) / 2.0
 
 
 class _Inverse:
@@ -230,6 +244,11 @@ class HitsAtK(TransformedMean):
         cf = c.astype(np.float64)
         return (hit / cf) * ((c - hit) / cf)
 
+    def task_gap(self, c):
+        # 1 − p as (C − min(k, C))/C, as in task_var
+        c = np.asarray(c)
+        return (c - np.minimum(c, self._k)) / c.astype(np.float64)
+
 
 class PowerMeanRank(TransformedMean):
     """Generalised (power / Hölder) mean rank M_p = (Σ wᵢ rᵢ^p / W)^(1/p) (Hoyt, Berrendorf et al., 2022, Table 3).
@@ -266,13 +285,14 @@ class PowerMeanRank(TransformedMean):
         the power sums overflow (large p: Σ j^p beyond float range) the moments are unknown, not
         inf or NaN; :meth:`monte_carlo` still estimates them."""
         with np.errstate(over="ignore", invalid="ignore"):
-            exact = None if self.identity_post else power_mean_null(c, w, self.p)
+            exact = None if self.identity_post else power_mean_null_gap(c, w, self.p)
             if exact is None:
                 moments = super()._null_moments(c, w)
                 if not moments.exact and self._delta_invalid(c, w):
                     return UNKNOWN
             else:
-                moments = NullMoments(float(exact[0]), float(exact[1]), bool(exact[2]))
+                gap = None if exact[3] is None or not math.isfinite(exact[3]) else float(exact[3])
+                moments = NullMoments(float(exact[0]), float(exact[1]), bool(exact[2]), gap)
         if not (math.isfinite(moments.mean) and math.isfinite(moments.variance)):
             return UNKNOWN
         return moments
@@ -312,11 +332,15 @@ class _GeometricBase(Metric):
 
     def _null_moments(self, c, w) -> NullMoments:
         a = np.asarray(self._exponents(c.size, w))
-        log1 = np.sum(log_power_moment(c, self.sign * a))
+        # Σ ln E[rᵢ^{±aᵢ}], each log to its own relative accuracy (all of one sign), so that 1 − E =
+        # −expm1(log1) keeps its digits near E = 1 (tiny aᵢ on the random tasks), where the logs of
+        # log_power_moment kept ~1e-19 absolute (3e-10 relative of ln E[r^{1e-9}] at C = 2)
+        log1 = np.sum(log_power_moment_accurate(c, self.sign * a))
         # Var = E[M²] − E[M]² = E[M]² · expm1(Σ ln E[rᵢ^{2aᵢ}] − 2 ln E[rᵢ^{aᵢ}]), each term ≥ 0 from
         # log_moment_spread (the difference of the two sums of logs lost ~n²·1e-19 relative)
         spread = np.sum(log_moment_spread(c, self.sign * a))
-        return NullMoments(float(np.exp(log1)), float(np.exp(2 * log1) * np.expm1(spread)), True)
+        gap = -math.expm1(float(log1))
+        return NullMoments(float(np.exp(log1)), float(np.exp(2 * log1) * np.expm1(spread)), True, gap)
 
     def _tie_expectation(self, lo, hi, c, w) -> float | None:
         a = np.asarray(self._exponents(lo.size, w))

@@ -137,7 +137,14 @@ def _normal_pdf(t: np.ndarray) -> np.ndarray:
 
 
 def _order_stat_mean(c: np.ndarray, k: int) -> tuple[float, bool]:
-    """E[X₍ₖ₎] = Σ_{x=0}^{max C − 1} s(x), s(x) = P(X₍ₖ₎ > x), and whether it is exact.
+    """E[X₍ₖ₎] and whether it is exact (:func:`_order_stat_mean_gap`)."""
+    return _order_stat_mean_gap(c, k)[:2]
+
+
+def _order_stat_mean_gap(c: np.ndarray, k: int) -> tuple[float, bool, float | None]:
+    """E[X₍ₖ₎] = Σ_{x=0}^{max C − 1} s(x), s(x) = P(X₍ₖ₎ > x), whether it is exact, and E[X₍ₖ₎] − 1
+    as Σ_{x≥1} s(x) (s(0) = 1) where every x is summed (else None): near E = 1 (most tasks with
+    C = 1) the difference E − 1 kept only the sum's rounding.
 
     The sum runs over every x when max C ≤ :data:`_SUM_MAX` and either the exact DP covers all
     of them (n · max C · k ≤ budget: cost bounded by the budget) or max C ≤ :data:`_DIRECT_MAX`.
@@ -163,7 +170,7 @@ def _order_stat_mean(c: np.ndarray, k: int) -> tuple[float, bool]:
     direct = max_c <= _SUM_MAX and (c.size * max_c * k <= _DP_BUDGET or max_c <= _DIRECT_MAX)
     if direct:
         s, exact = surv(np.arange(max_c, dtype=np.float64))
-        return float(s.sum()), exact
+        return float(s.sum()), exact, float(s[1:].sum())
     a = min(_HEAD, _SUM_MAX, max_c)
     head, _ = surv(np.arange(a, dtype=np.float64))
     cells = int(min(max(_CELLS, 4 * math.isqrt(c.size)), 2**16))
@@ -191,19 +198,26 @@ def _order_stat_mean(c: np.ndarray, k: int) -> tuple[float, bool]:
         left, half = edges[:-1][~flat, None], 0.5 * width[~flat, None]
         s_nodes, _ = surv((left + half * (gx[None, :] + 1.0)).ravel())
         total += float(np.dot((half * gw[None, :]).ravel(), s_nodes))
-    return float(total), False
+    return float(total), False, None
 
 
 def median_expectation(c: np.ndarray) -> tuple[float, bool]:
     """E[median] under rᵢ ~ U{1..Cᵢ}; returns (value, exact)."""
+    return median_expectation_gap(c)[:2]
+
+
+def median_expectation_gap(c: np.ndarray) -> tuple[float, bool, float | None]:
+    """(E[median], exact, 1 − E[median]), the last without cancellation where every point is
+    summed (see :func:`_order_stat_mean_gap`), else None."""
     n = c.size
     if np.all(c == c[0]):  # r ↦ C + 1 − r maps the null to itself: the median is symmetric about (C+1)/2
-        return (float(c[0]) + 1.0) / 2.0, True
+        return (float(c[0]) + 1.0) / 2.0, True, (1.0 - float(c[0])) / 2.0
     if n % 2 == 1:
-        return _order_stat_mean(c, (n + 1) // 2)
-    lo, e1 = _order_stat_mean(c, n // 2)
-    hi, e2 = _order_stat_mean(c, n // 2 + 1)
-    return 0.5 * (lo + hi), e1 and e2
+        mean, exact, above = _order_stat_mean_gap(c, (n + 1) // 2)
+        return mean, exact, None if above is None else -above
+    lo, e1, a1 = _order_stat_mean_gap(c, n // 2)
+    hi, e2, a2 = _order_stat_mean_gap(c, n // 2 + 1)
+    return 0.5 * (lo + hi), e1 and e2, None if a1 is None or a2 is None else -0.5 * (a1 + a2)
 
 
 class MedianRank(Metric):
@@ -222,8 +236,8 @@ class MedianRank(Metric):
         weighted median."""
         if w is not None:
             return UNKNOWN
-        mean, exact = median_expectation(c)
-        return NullMoments(mean, None, exact)
+        mean, exact, gap = median_expectation_gap(c)
+        return NullMoments(mean, None, exact, gap)
 
 
 class InverseMedianRank(Metric):
