@@ -57,7 +57,8 @@ def _reference(key, cs, weights):
         return mean, var, 1 - mean
 
 
-CASES = [([1, 2], [1.0, s]) for s in (1e-6, 1e-9, 1e-12)] + [([1, 5, 7], [1.0, 1e-9, 3e-9]), ([1, 4, 6], [1.0, 0.5, 0.25])]
+CASES = [([1, 2], [1.0, s]) for s in (1e-6, 1e-9, 1e-12)]
+CASES += [([1, 5, 7], [1.0, 1e-9, 3e-9]), ([1, 4, 6], [1.0, 0.5, 0.25])]
 
 
 def _rel(got, ref):

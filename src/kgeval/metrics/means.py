@@ -42,7 +42,14 @@ import numpy as np
 from ..errors import InvalidInputError
 from .base import UNKNOWN, Metric, NullMoments, ValueRange, wmean, wsum_sq
 from .laplace import power_mean_null_gap, power_mean_terms
-from .moments import log_moment_spread, log_power_moment, log_power_moment_accurate, power_mean, power_moment, power_variance
+from .moments import (
+    log_moment_spread,
+    log_power_moment,
+    log_power_moment_accurate,
+    power_mean,
+    power_moment,
+    power_variance,
+)
 
 INF = math.inf
 

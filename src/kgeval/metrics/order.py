@@ -142,9 +142,9 @@ def _order_stat_mean(c: np.ndarray, k: int) -> tuple[float, bool]:
 
 
 def _order_stat_mean_gap(c: np.ndarray, k: int) -> tuple[float, bool, float | None]:
-    """E[X₍ₖ₎] = Σ_{x=0}^{max C − 1} s(x), s(x) = P(X₍ₖ₎ > x), whether it is exact, and E[X₍ₖ₎] − 1
-    as Σ_{x≥1} s(x) (s(0) = 1) where every x is summed (else None): near E = 1 (most tasks with
-    C = 1) the difference E − 1 kept only the sum's rounding.
+    """E[X₍ₖ₎] = Σ_{x=0}^{max C − 1} s(x), s(x) = P(X₍ₖ₎ > x), whether it is exact, and
+    E[X₍ₖ₎] − 1 as Σ_{x≥1} s(x) (s(0) = 1) where every x is summed (else None): near E = 1 (most
+    tasks with C = 1) the difference E − 1 kept only the sum's rounding.
 
     The sum runs over every x when max C ≤ :data:`_SUM_MAX` and either the exact DP covers all
     of them (n · max C · k ≤ budget: cost bounded by the budget) or max C ≤ :data:`_DIRECT_MAX`.

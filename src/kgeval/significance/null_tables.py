@@ -7,7 +7,8 @@ One gzip JSON per registered dataset, ``kgeval/data/null_models/<name>.json.gz``
      "protocols": {"test/filtered:train+valid+test/keep_unseen": {
          "protocol": {...}, "num_entities": 14541,
          "candidates": {"head": [[C, #tasks], ...], "tail": [...]},
-         "moments": {"both": {"inverse_harmonic_mean_rank": [E, Var, exact, opt − E], ...}, "head": ..., "tail": ...}}}}
+         "moments": {"both": {"inverse_harmonic_mean_rank": [E, Var, exact, opt − E], ...},
+                     "head": ..., "tail": ...}}}}
 
 (``opt − E``: :attr:`~kgeval.metrics.NullMoments.optimum_gap`, null where not stated; rows of three, as
 written before it existed, still load.)
