@@ -47,7 +47,7 @@ from .counting import apply_nan_policy, check_nan
 from .filter_index import FilterIndex
 from .query_metrics import QueryMetricAccumulator, add_query_metrics
 from .querybatch import Queries, batch_tasks, first_rest, group_by_query, known_answers, redo_batch
-from .predicted import MISS_RATE, predictable, predicted_scores
+from .predicted import MIN_ROWS, MISS_RATE, predictable, predicted_scores
 from .scoring import SideScorer
 
 __all__ = ["rank_full"]
@@ -533,8 +533,11 @@ def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         predictable(ctx, sc)
     one = {}
 
+    # products of few rows round another way than the prediction models (predicted.MIN_ROWS): scored instead
+    rows_ok = min(b - a for a, b in zip(rb, rb[1:])) >= MIN_ROWS
+
     def pass_one() -> torch.Tensor:  # run by count_chunks while the other walkers score their first chunk
-        t = predicted_scores(sc, prepared, task_q, col) if ctx.predict_true else None
+        t = predicted_scores(sc, prepared, task_q, col) if ctx.predict_true and rows_ok else None
         one["predicted"] = t is not None
         one["true"] = t = answer_scores(sc, ent, rel, task_q, col) if t is None else t
         return t

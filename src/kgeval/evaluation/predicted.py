@@ -42,11 +42,17 @@ import torch
 from .._threads import env_switch, torch_threads
 from .count_kernel import chain_dots, kernel_ready
 
-__all__ = ["chain_length", "predicted_scores", "predictable", "enabled", "MISS_RATE"]
+__all__ = ["chain_length", "predicted_scores", "predictable", "enabled", "MISS_RATE", "MIN_ROWS"]
 
 #: a batch with more than 1 in MISS_RATE of its tasks mispredicted stops prediction (each miss
 #: re-ranks its query: a few misses cost little, a BLAS rounding another way would double the work)
 MISS_RATE = 200
+
+#: products of fewer query rows than this are never predicted: MKL rounds them another way (measured with
+#: torch.mm against the rows of a 400-row product, dim 16-200, 1-8 threads: 1-3, 5-7 and 9-11 rows differ,
+#: 12 and more never), so a side's small remainder batch missed every prediction and turned prediction off
+#: for the rest of the evaluation, the other side's batches too
+MIN_ROWS = 16
 
 _CHAINS: dict[int, int | None] = {}  # d -> chain length (None: no candidate reproduces the product)
 _LOCK = threading.Lock()
