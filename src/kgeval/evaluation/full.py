@@ -55,6 +55,7 @@ __all__ = ["rank_full"]
 _MIN_CHUNK_ROWS = 64  # automatic chunking starts when the budget holds fewer whole rows than this
 _CHUNK_ROWS = 512  # ... and then aims at this many query rows per batch (fewer passes over the table)
 _MIN_TRUE_COLUMNS = 64  # pass 1 of chunked batches scores at least this many columns
+_MIN_CHUNK_COLS = 16  # a batch's last column chunk has at least this many columns (see chunk_bounds)
 CPU_BLOCK = 1 << 21  # one walker's score block on the CPU at most, in entries (8 MiB of float32; see plan_batches)
 _CPU_CHUNK_BLOCK = 1 << 20  # ... when rows are chunked: this many entries (4 MiB),
 _CPU_BLOCK_ROWS = 1024  # ... as this many query rows x 1,024 entities
@@ -317,14 +318,11 @@ def known_by_column(known, bounds: list[int], as_numpy: bool = False) -> list:
     if known is None:
         return [None] * (len(bounds) - 1)
     n = len(bounds) - 1
-    width = bounds[1] - bounds[0]
-    if as_numpy and n < 1 << 16 and width > 0 and 0 < bounds[-1] - bounds[-2] <= width \
-            and all(bounds[k] == k * width for k in range(n)):
-        # equal ranges but the last (chunks, tiles): grouped by range number in a 16-bit radix sort, not sorted
-        # by column (the pairs' order within a range does not matter): ~75 us for 10^4 pairs where torch's
-        # argsort and searchsorted took ~470
+    if as_numpy and n < 1 << 16:
+        # grouped by range number in a 16-bit radix sort, not sorted by column (the pairs' order within a
+        # range does not matter): ~75 us for 10^4 pairs where torch's argsort and searchsorted took ~470
         rows, fcol = known[0].to(torch.int64).numpy(), known[1].to(torch.int64).numpy()
-        part = (fcol // width).astype(np.uint16)
+        part = _chunk_of(fcol, bounds).astype(np.uint16)
         order = np.argsort(part, kind="stable")
         rows, fcol = rows[order], fcol[order]
         at = [0] + np.cumsum(np.bincount(part, minlength=n)[:n]).tolist()
@@ -360,6 +358,24 @@ def _row_bounds(nq: int, row_block: int | None) -> list[int]:
     """Bounds of about equal blocks of at most ``row_block`` of ``nq`` query rows (one block when None)."""
     n = 1 if row_block is None or row_block >= nq else -(-nq // row_block)
     return [nq * k // n for k in range(n + 1)]
+
+
+def chunk_bounds(ncols: int, width: int) -> list[int]:
+    """Column chunk bounds ``[0, width, 2 width, ..., ncols]`` of a batch's walk; a last chunk of fewer than
+    ``_MIN_CHUNK_COLS`` columns is evened out with the one before it (both at most ``width``): MKL rounds
+    products of fewer than 12 columns another way than wide ones (torch.mm against the same columns of a
+    1,024-column product, 1-2 threads: 1-11 columns differ), so every answer in such a chunk missed its
+    predicted true score (:mod:`.predicted`) and was re-ranked, and a batch with over 1 in ``MISS_RATE``
+    of them turned prediction off (10 of 398 tasks with 300 entities in chunks of 59)."""
+    bounds = list(range(0, ncols, width)) + [ncols]
+    if len(bounds) > 2 and width >= 2 * _MIN_CHUNK_COLS and bounds[-1] - bounds[-2] < _MIN_CHUNK_COLS:
+        bounds[-2] = bounds[-3] + (ncols - bounds[-3] + 1) // 2
+    return bounds
+
+
+def _chunk_of(cols: np.ndarray, bounds: list[int]) -> np.ndarray:
+    """The chunk (index into ``bounds``' ranges) of each column ``cols`` (``>= 0``)."""
+    return np.searchsorted(np.asarray(bounds[1:-1], dtype=np.int64), cols, side="right")
 
 
 class _RowBlocks:
@@ -502,12 +518,14 @@ def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, wid
     answer on another entity shard) get 0."""
     true = torch.zeros(task_q.shape[0], dtype=torch.float32, device=task_q.device)
     mine = (col >= 0).nonzero().view(-1)
-    chunk_of = col[mine] // width
+    bounds = chunk_bounds(sc.num_columns, width)  # the chunks of count_chunks
+    chunk_of = torch.searchsorted(torch.tensor(bounds[1:-1], dtype=col.dtype, device=col.device), col[mine],
+                                  right=True)
     for c in torch.unique(chunk_of).tolist():
         sel = mine[chunk_of == c]
-        part = sc.chunk(ent, rel, c * width, min(sc.num_columns, (c + 1) * width), prepared=prepared)
+        part = sc.chunk(ent, rel, bounds[c], bounds[c + 1], prepared=prepared)
         true = true.to(part.dtype)
-        true[sel] = part[task_q[sel], col[sel] - c * width]
+        true[sel] = part[task_q[sel], col[sel] - bounds[c]]
     return true
 
 
@@ -675,7 +693,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     ``shared``: with sides ranked at once (``ctx.share``), the other side's thread may help once it
     is done (False: every chunk on the walkers given, as the exact re-rank needs)."""
     dev, nt, ncols, nq = ctx.device, task_q.shape[0], sc.num_columns, ent.shape[0]
-    bounds = list(range(0, ncols, width)) + [ncols]
+    bounds = chunk_bounds(ncols, width)
     nchunks = len(bounds) - 1
     rb = _row_bounds(nq, row_block)  # row blocks [rb[i], rb[i + 1])
     nblocks = len(rb) - 1
@@ -719,7 +737,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
             # 5,000 tasks where torch's argsort of (block, column) keys and searchsorted took ~200)
             c, tq = col.numpy(), task_q.numpy()
             blk = 0 if nblocks == 1 else np.searchsorted(np.asarray(rb[1:]), tq, side="right")
-            part = np.where(c >= 0, blk * nchunks + c // width + 1, 0).astype(np.uint16)
+            part = np.where(c >= 0, blk * nchunks + _chunk_of(c, bounds) + 1, 0).astype(np.uint16)
             order = np.argsort(part, kind="stable")
             st["by_col"] = by_col = torch.from_numpy(order)
             st["ans_at"] = np.cumsum(np.bincount(part, minlength=nblocks * nchunks + 1)).tolist()
