@@ -171,6 +171,25 @@ _SPREAD_SERIES_MAX = 0.5
 _SPREAD_TERMS = 24  # 2·x^{K−1}e^x/(K+1)! < 1e-20 at x = 0.5 from K = 17
 
 
+def _per_distinct(fn, c: np.ndarray, exponent):
+    """``fn(c, exponent)`` computed once per distinct candidate count where one exponent serves every task
+    (unweighted), else None (compute it per task)."""
+    if np.ndim(exponent) == 0 and c.size > 1:
+        uc, inv = np.unique(c, return_inverse=True)
+        if uc.size < c.size:
+            return fn(uc, exponent)[inv.reshape(c.shape)]
+    return None
+
+
+def _series_split(c: np.ndarray, exponent):
+    """``(a, out, x, series, direct)`` per task: the exponents, a longdouble result of zeros, ``x = |a|·ln C``,
+    and the tasks (C > 1) computed from the central-moment series (``x ≤ _SPREAD_SERIES_MAX``) or directly."""
+    a = np.broadcast_to(np.asarray(exponent, dtype=np.float64), c.shape)
+    x = np.abs(a) * np.log(np.maximum(c, 1).astype(np.float64))
+    series = (c > 1) & (x <= _SPREAD_SERIES_MAX)
+    return a, np.zeros(c.shape, dtype=np.longdouble), x, series, (c > 1) & ~series
+
+
 def log_moment_spread(num_candidates, exponent) -> np.ndarray:
     """``ln E[r^{2a}] − 2 ln E[r^a] = ln(1 + Var[r^a]/E[r^a]²) ≥ 0`` per task (longdouble).
 
@@ -185,16 +204,10 @@ def log_moment_spread(num_candidates, exponent) -> np.ndarray:
     the direct difference loses at most ~4ε·ln C·E[L]/(|a|·Var[L]) ≲ 1e-15.
     """
     c = np.asarray(num_candidates, dtype=np.int64)
-    if np.ndim(exponent) == 0 and c.size > 1:  # one exponent (unweighted): once per distinct C
-        uc, inv = np.unique(c, return_inverse=True)
-        if uc.size < c.size:
-            return log_moment_spread(uc, exponent)[inv.reshape(c.shape)]
-    a = np.broadcast_to(np.asarray(exponent, dtype=np.float64), c.shape)
-    out = np.zeros(c.shape, dtype=np.longdouble)
-    logc = np.log(np.maximum(c, 1).astype(np.float64))
-    x = np.abs(a) * logc
-    series = (c > 1) & (x <= _SPREAD_SERIES_MAX)
-    direct = (c > 1) & ~series
+    once = _per_distinct(log_moment_spread, c, exponent)
+    if once is not None:
+        return once
+    a, out, x, series, direct = _series_split(c, exponent)
     if direct.any():
         cd, ad = c[direct], a[direct]
         out[direct] = log_power_moment(cd, 2 * ad) - 2 * log_power_moment(cd, ad)
@@ -214,15 +227,10 @@ def log_power_moment_accurate(num_candidates, exponent) -> np.ndarray:
     |a|·ln C ≤ 1/2 it is a·E[L] + log1p(G(a)) with L = ln r, G(a) = Σ_{k≥2} aᵏ μₖ/k! (see
     :func:`log_moment_spread`): both terms have the sign of a. Else :func:`log_power_moment`."""
     c = np.asarray(num_candidates, dtype=np.int64)
-    if np.ndim(exponent) == 0 and c.size > 1:  # one exponent (unweighted): once per distinct C
-        uc, inv = np.unique(c, return_inverse=True)
-        if uc.size < c.size:
-            return log_power_moment_accurate(uc, exponent)[inv.reshape(c.shape)]
-    a = np.broadcast_to(np.asarray(exponent, dtype=np.float64), c.shape)
-    out = np.zeros(c.shape, dtype=np.longdouble)
-    x = np.abs(a) * np.log(np.maximum(c, 1).astype(np.float64))
-    series = (c > 1) & (x <= _SPREAD_SERIES_MAX)
-    direct = (c > 1) & ~series
+    once = _per_distinct(log_power_moment_accurate, c, exponent)
+    if once is not None:
+        return once
+    a, out, x, series, direct = _series_split(c, exponent)
     if direct.any():
         out[direct] = log_power_moment(c[direct], a[direct])
     if series.any():
