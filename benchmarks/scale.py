@@ -47,11 +47,11 @@ Current numbers (2026-11-27 for one process at 1e4-1e6, ``--repeat`` 15 / 5 / 3,
 to day; ``scale_history.md`` beside this file has every dated measurement and what changed between them):
 
     dim  entities  table procs mode      ratio        warm s  s/1e9 pairs  anon GiB
-     64     1e4    RAM     1   one       1.18-1.21x     0.1   0.73         0.28       (no settle: 1.22-1.29x)
-     64     1e4    RAM     1   one       1.20-1.21x     0.1   0.76         0.29       (10^6 filter triples; no settle 1.24-1.27x)
+     64     1e4    RAM     1   one       1.18x          0.1   0.73         0.28       (no settle: 1.22-1.29x)
+     64     1e4    RAM     1   one       1.17-1.20x     0.1   0.76         0.29       (10^6 filter triples; no settle 1.23-1.27x)
      64     1e4    RAM     2   tasks     1.72x          0.1   1.29         0.30
      64     1e4    RAM     2   entities  3.30x          0.3   2.79         0.32
-     64     1e5    RAM     1   one       1.06x          0.7   0.67         0.29
+     64     1e5    RAM     1   one       1.05-1.06x     0.7   0.65-0.67    0.29
      64     1e5    RAM     2   tasks     1.31x          0.9   0.89         0.32
      64     1e5    RAM     2   entities  1.41x          1.1   1.05         0.31
      64     1e6    RAM     1   one       1.04x          6.1   0.61         0.50       (no settle)
@@ -61,10 +61,13 @@ to day; ``scale_history.md`` beside this file has every dated measurement and wh
     (2-process 1e6: tasks 1.23x, entities 1.21x; 1e7 mmap entities 1.19x; dim 128 1e6 1.07x: measured
     2026-11-23 17:42, before the later changes, not re-run since)
 
-How the ratio at 1e4 depends on the way it is measured (2026-11-27, the same code and box, 3 runs of 15
-each, 10^5 / 10^6 filter triples): pairs without a settle 1.22-1.29x / 1.24-1.27x; pairs with the 20 ms
-settle (the default) 1.18-1.21x / 1.20-1.21x; ``--back-to-back`` (all evaluations, then all floors, ratio of
-the medians) 1.14-1.18x / 1.19-1.23x. The settle matters because the floor's 2-thread products leave their
+How the ratio at 1e4 depends on the way it is measured (2026-11-27 03:20-03:40 UTC, 3 runs of 15 each,
+10^5 / 10^6 filter triples): pairs without a settle 1.22-1.29x / 1.24-1.27x; pairs with the 20 ms settle (the
+default) 1.18-1.21x / 1.20-1.21x; ``--back-to-back`` (all evaluations, then all floors, ratio of the medians)
+1.14-1.18x / 1.19-1.23x. After the setup cuts of that day (04:00-04:06 UTC, the box at its usual speed, 1-thread
+floor products 83 ms): settled pairs 1.18 / 1.18x and 1.17-1.20x (5 runs), back to back 1.15 / 1.18x, no
+settle 1.23x at 10^6 filter triples; in a slower window (03:50, floor products 87 ms) settled pairs read
+1.19-1.24x. The settle matters because the floor's 2-thread products leave their
 OpenMP worker spinning for ~7-10 ms (libgomp's spin-wait; measured as ~7-10 ms of CPU during a 200 ms
 sleep right after a product), on a core that the evaluation's own threads need: in one process, an
 evaluation right after a 2-thread floor took 74.6 ms, after a 1-thread floor or another evaluation 71.6-71.8
