@@ -50,7 +50,7 @@ from scipy import optimize, special, stats
 from ..errors import InvalidInputError
 from ..metrics import get as get_metric
 from ..metrics.base import Metric, check_candidates, check_weights
-from ..metrics.derived import DerivedMetric
+from ..metrics.derived import DerivedMetric, _centred
 from ..metrics.means import (ArithmeticMeanRank, GeometricMeanRank, HitsAtK, InverseArithmeticMeanRank,
                              InverseGeometricMeanRank)
 
@@ -179,7 +179,9 @@ def _z(m: Metric, value: float, moments) -> float | None:
     sd = math.sqrt(max(0.0, moments.variance))
     if sd == 0:
         return None
-    z = (value - moments.mean) / sd
+    # M − E as (M − opt) + (opt − E) where the moments state opt − E (as the z_ wrappers do): near the
+    # optimum value − E kept only E's rounding
+    z = _centred(m, value, moments) / sd
     return z if m.increasing else -z
 
 

@@ -1,0 +1,65 @@
+"""z-scores, bootstrap bounds of wrappers and saved null models where E is close to the optimum
+(most of the weight on tasks with one candidate). ``M − E`` formed directly keeps only E's absolute
+rounding there; like the wrappers (tests/metrics/test_adjusted_near_optimum.py) these centre M as
+``(M − opt) + (opt − E)`` with ``NullMoments.optimum_gap``.
+
+Reference: every outcome enumerated in mpmath at 50 digits, with the weights exactly as the metric
+normalises them (float64)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from kgeval import metrics
+from kgeval.metrics.base import check_weights
+from kgeval.metrics.derived import ZScore
+from kgeval.significance.pvalues import null_p_value
+
+mp = pytest.importorskip("mpmath")
+
+# base key -> M(ranks, normalised weights) in mpmath
+BASES = {
+    "arithmetic_mean_rank": lambda r, w: mp.fsum(wi * ri for wi, ri in zip(w, r)),
+    "inverse_harmonic_mean_rank": lambda r, w: mp.fsum(wi / ri for wi, ri in zip(w, r)),
+    "hits_at_1": lambda r, w: mp.fsum(wi * (ri <= 1) for wi, ri in zip(w, r)),
+    "inverse_arithmetic_mean_rank": lambda r, w: 1 / mp.fsum(wi * ri for wi, ri in zip(w, r)),
+    "harmonic_mean_rank": lambda r, w: 1 / mp.fsum(wi / ri for wi, ri in zip(w, r)),
+    "geometric_mean_rank": lambda r, w: mp.exp(mp.fsum(wi * mp.log(ri) for wi, ri in zip(w, r))),
+    "inverse_geometric_mean_rank": lambda r, w: mp.exp(-mp.fsum(wi * mp.log(ri) for wi, ri in zip(w, r))),
+}
+CASES = [([1, 2], [1.0, 1e-9]), ([1, 2], [1.0, 1e-12]), ([1, 5, 7], [1.0, 1e-9, 3e-9])]
+IDS = ["1e-9", "1e-12", "3tasks"]
+
+
+def _reference(key, cs, weights):
+    """(E, σ) of base ``key`` by enumeration (mpmath, 50 digits)."""
+    w = check_weights(np.asarray(weights, dtype=np.float64), len(cs))
+    with mp.workdps(50):
+        wm = [mp.mpf(float(x)) for x in w]
+        wm = [x / mp.fsum(wm) for x in wm]
+        values = [BASES[key](r, wm) for r in itertools.product(*[range(1, c + 1) for c in cs])]
+        mean = mp.fsum(values) / len(values)
+        return mean, mp.sqrt(mp.fsum((x - mean) ** 2 for x in values) / len(values))
+
+
+def _want_z(base, value, mean, sd):
+    with mp.workdps(50):
+        return (1 if base.increasing else -1) * (mp.mpf(value) - mean) / sd
+
+
+@pytest.mark.parametrize("key", list(BASES))
+@pytest.mark.parametrize("cs,weights", CASES, ids=IDS)
+def test_p_value_z_against_enumeration(key, cs, weights):
+    """null_p_value's z of perfect ranks and of one miss: before, value − E directly (perfect MR ranks
+    at weight 1e-9: z 1.7e-7 relative off, 1.8e-4 at 1e-12)."""
+    base = metrics.get(key)
+    mean, sd = _reference(key, cs, weights)
+    for ranks in ([1] * len(cs), [1] + [2] * (len(cs) - 1)):
+        value = base(ranks, cs, weights)
+        got = null_p_value(base, value, cs, weights, method="normal").z
+        want = _want_z(base, value, mean, sd)
+        assert abs(got - want) <= 1e-13 * abs(want), (ranks, got, want)
+        assert got == pytest.approx(ZScore(base)(ranks, cs, weights), rel=1e-15, abs=0)  # the z_ wrapper's
