@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 
-from kgeval import metrics
+from kgeval import RankTable, Results, metrics
 from kgeval.metrics.base import check_weights
 from kgeval.metrics.derived import ZScore
 from kgeval.significance.pvalues import null_p_value
@@ -63,3 +63,20 @@ def test_p_value_z_against_enumeration(key, cs, weights):
         want = _want_z(base, value, mean, sd)
         assert abs(got - want) <= 1e-13 * abs(want), (ranks, got, want)
         assert got == pytest.approx(ZScore(base)(ranks, cs, weights), rel=1e-15, abs=0)  # the z_ wrapper's
+
+
+@pytest.mark.parametrize("key", ["arithmetic_mean_rank", "inverse_harmonic_mean_rank", "geometric_mean_rank",
+                                 "harmonic_mean_rank"])
+@pytest.mark.parametrize("cs,weights", CASES[:2], ids=IDS[:2])
+def test_saved_results_z_against_enumeration(key, cs, weights, tmp_path):
+    """Results loaded without a rank table: z from the saved null moments (results/inference.py)."""
+    base = metrics.get(key)
+    mean, sd = _reference(key, cs, weights)
+    for ranks in ([1] * len(cs), [1] + [2] * (len(cs) - 1)):
+        res = Results(RankTable.from_ranks(ranks=ranks, num_candidates=cs, weights=weights, side="tail"))
+        back = Results.load_json(res.save_json(tmp_path / "r.json"))
+        assert back.rank_table is None
+        value = back[f"tail.realistic.{key}"]
+        got = back.p_value(f"tail.realistic.{key}", method="normal").z
+        want = _want_z(base, value, mean, sd)
+        assert abs(got - want) <= 1e-13 * abs(want), (ranks, got, want)

@@ -14,7 +14,7 @@ import numpy as np
 from .. import metrics as _metrics
 from ..errors import InvalidInputError, UnknownNameError
 from ..keys import flat_key, parse_key
-from ..metrics.derived import DerivedMetric
+from ..metrics.derived import DerivedMetric, _centred
 
 #: base metrics whose p-values (realistic ranks) go into ``to_flat_dict`` and the summary table
 P_VALUE_METRICS = ("inverse_harmonic_mean_rank", "hits_at_1", "hits_at_3", "hits_at_10", "arithmetic_mean_rank",
@@ -40,7 +40,8 @@ def p_value(results, key: str, method: str = "auto"):
         null = results.null_moments.get(side, {}).get(metric.key)
         z = None
         if null is not None and null.mean is not None and null.variance:
-            z = float((value - null.mean) / np.sqrt(null.variance) * (1 if metric.increasing else -1))
+            # M − E as (M − opt) + (opt − E) where the saved moments state opt − E (see metrics.derived)
+            z = float(_centred(metric, value, null) / np.sqrt(null.variance) * (1 if metric.increasing else -1))
         saved = results.extra.get(p_value_keys(side, rank_type, metric.key)[1])
         if saved is not None and method == "auto":  # the p-value computed with the rank table, as saved
             return PValue(float(10.0**saved), float(saved), "as saved with the results (no rank table here)", z)
