@@ -15,7 +15,7 @@ import pytest
 
 from kgeval import RankTable, Results, metrics
 from kgeval.metrics.base import check_weights
-from kgeval.metrics.derived import ZScore
+from kgeval.metrics.derived import AdjustedIndex, ZScore
 from kgeval.significance.pvalues import null_p_value
 
 mp = pytest.importorskip("mpmath")
@@ -80,3 +80,34 @@ def test_saved_results_z_against_enumeration(key, cs, weights, tmp_path):
         got = back.p_value(f"tail.realistic.{key}", method="normal").z
         want = _want_z(base, value, mean, sd)
         assert abs(got - want) <= 1e-13 * abs(want), (ranks, got, want)
+
+
+@pytest.mark.parametrize("key", ["arithmetic_mean_rank", "inverse_harmonic_mean_rank", "harmonic_mean_rank"])
+@pytest.mark.parametrize("cs,weights", CASES[:2], ids=IDS[:2])
+def test_bootstrap_bounds_of_wrappers_against_enumeration(key, cs, weights):
+    """The wrappers' bootstrap bounds are the base's bounds mapped through (b − E)/(opt − E) and
+    (b − E)/σ (significance/units.affine_of): before, b − E directly (a bound at the optimum gave
+    the index 1 ± 2e-7 at weight 1e-9)."""
+    base = metrics.get(key)
+    mean, sd = _reference(key, cs, weights)
+    res = Results(RankTable.from_ranks(ranks=[1, 2], num_candidates=cs, weights=weights, side="tail"))
+    b = res.confidence_interval(f"tail.realistic.{key}", method="percentile", num_resamples=200, seed=3)
+    assert b.low != b.high and base.optimum in (b.low, b.high)  # one bound at the optimum
+    for wrapper in (AdjustedIndex(base), ZScore(base)):
+        ci = res.confidence_interval(f"tail.realistic.{wrapper.key}", method="percentile", num_resamples=200, seed=3)
+        with mp.workdps(50):
+            if isinstance(wrapper, AdjustedIndex):
+                ends = [(mp.mpf(x) - mean) / (base.optimum - mean) for x in (b.low, b.high)]
+            else:
+                ends = [_want_z(base, x, mean, sd) for x in (b.low, b.high)]
+        for got, want in zip((ci.low, ci.high), sorted(ends)):
+            assert abs(got - want) <= 1e-13 * max(1, abs(want)), (wrapper.key, got, want)
+
+
+def test_bootstrap_bounds_of_deterministic_wrappers():
+    """hits@3 with every C ≤ 3 is 1 under the null: opt − E = σ = 0 and the wrappers are 0 by
+    convention. The bounds were (b − E)/0 in Python floats: ZeroDivisionError out of bootstrap."""
+    res = Results(RankTable.from_ranks(ranks=[1, 2, 3], num_candidates=[3, 3, 3], side="tail"))
+    for key in ("tail.realistic.adjusted_hits_at_3", "tail.realistic.z_hits_at_3"):
+        ci = res.confidence_interval(key, method="percentile", num_resamples=100, seed=1)
+        assert res[key] == 0.0 and (ci.low, ci.high) == (0.0, 0.0)

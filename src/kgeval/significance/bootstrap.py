@@ -145,11 +145,11 @@ def confidence_intervals(results, keys, confidence: float = 0.95, method: str = 
         part = table if side == "both" else table.select_side(side)
         bases = [it[2] for it in items]
         bounds = _base_intervals(part, bases, rank_type, confidence, method, num_resamples, seed)
-        for (key, value, base, shift, scale), (low, high) in zip(items, bounds):
+        for (key, value, base, to_metric), (low, high) in zip(items, bounds):
             # the normal interval is symmetric and can leave the metric's range (MR below 1, hits@10
             # above 1); the percentile and BCa bounds are resampled values, inside it anyway
             low, high = max(low, base.value_range.lower), min(high, base.value_range.upper)
-            low, high = sorted(((low - shift) / scale, (high - shift) / scale))
+            low, high = sorted((to_metric(low), to_metric(high)))
             if not (math.isfinite(low) and math.isfinite(high)):  # scipy's degenerate-sample NaN
                 low = high = float(value)
             out[key] = ConfidenceInterval(float(low), float(high), method, confidence, num_resamples)

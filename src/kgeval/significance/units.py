@@ -73,15 +73,22 @@ class UnitStatistics:
 
 
 def affine_of(metric: Metric, table: RankTable, side_table: RankTable | None = None):
-    """``(base metric, shift, scale)`` with metric = (base − shift) / scale, or ``(metric, 0, 1)``."""
+    """``(base metric, to_metric)``: ``to_metric`` maps a value of the base metric to ``metric``
+    (``(base − shift) / scale`` with the table's null coefficients, identity for a base metric), or
+    None where those coefficients are unknown.
+
+    The map is the wrapper's own :meth:`~kgeval.metrics.derived.DerivedMetric.adjust`: the adjusted
+    index and the z-score centre a value as ``(value − opt) + (opt − E)`` where the null moments state
+    ``opt − E``, so bounds at or near the optimum keep their digits (``value − E`` kept only E's
+    rounding: C = [1, 2], weights [1, 1e-9], a bound at the optimum gave index 1 ± 2e-7)."""
     if not isinstance(metric, DerivedMetric):
-        return metric, 0.0, 1.0
+        return metric, float
     t = side_table if side_table is not None else table
     w = None if t.weight is None else check_weights(t.weight, len(t))
-    coef = metric.coefficients(metric.base._null_moments(np.asarray(t.num_candidates, dtype=np.int64), w))
-    if coef is None:
+    moments = metric.base._null_moments(np.asarray(t.num_candidates, dtype=np.int64), w)
+    if metric.coefficients(moments) is None:
         return None
-    return metric.base, float(coef[0]), float(coef[1])
+    return metric.base, (lambda x: float(metric.adjust(float(x), moments)))
 
 
 def _terms(table: RankTable, metric: Metric, rank_type: str):
