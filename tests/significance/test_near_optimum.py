@@ -14,8 +14,12 @@ import numpy as np
 import pytest
 
 from kgeval import RankTable, Results, metrics
+from kgeval.errors import InvalidInputError
+from kgeval.metrics import NullMoments
 from kgeval.metrics.base import check_weights
 from kgeval.metrics.derived import AdjustedIndex, ZScore
+from kgeval.significance.candidates import CandidateHistogram, NullProtocol
+from kgeval.significance.null_model import NullModel
 from kgeval.significance.pvalues import null_p_value
 
 mp = pytest.importorskip("mpmath")
@@ -111,3 +115,54 @@ def test_bootstrap_bounds_of_deterministic_wrappers():
     for key in ("tail.realistic.adjusted_hits_at_3", "tail.realistic.z_hits_at_3"):
         ci = res.confidence_interval(key, method="percentile", num_resamples=100, seed=1)
         assert res[key] == 0.0 and (ci.low, ci.high) == (0.0, 0.0)
+
+
+def _model() -> NullModel:
+    """Unweighted, near the optimum: 2·10⁶ head tasks of one candidate, one tail task of two."""
+    hist = {"head": CandidateHistogram.of(np.ones(2_000_000, dtype=np.int64)),
+            "tail": CandidateHistogram.of(np.array([2]))}
+    hist["both"] = hist["head"] + hist["tail"]
+    return NullModel("toy", NullProtocol(), hist, num_entities=3, identity={}, source="files")
+
+
+def test_null_model_dict_round_trip_keeps_optimum_gap():
+    """NullModel.to_dict wrote expected_value / variance / exact only: a reloaded model lost opt − E
+    and the z-score of perfect MR ranks came out 9.5e-11 relative off (the index of one miss 1.9e-10)."""
+    model = _model()
+    d = model.to_dict()
+    back = NullModel.from_dict(d)
+    n1 = 2_000_000
+    for key, f in (("arithmetic_mean_rank", lambda r: r), ("inverse_harmonic_mean_rank", lambda r: 1 / r)):
+        base = metrics.get(key)
+        nm = back.moments(f"both.{key}")
+        assert nm == model.moments(f"both.{key}") and nm.optimum_gap is not None
+        with mp.workdps(50):  # the one random task: r ∈ {1, 2}; the others rank 1
+            vals = [(n1 * f(mp.mpf(1)) + f(mp.mpf(r))) / (n1 + 1) for r in (1, 2)]
+            mean = mp.fsum(vals) / 2
+            sd = mp.sqrt(mp.fsum((v - mean) ** 2 for v in vals) / 2)
+        assert abs((nm.optimum_gap - (1 - mean)) / (1 - mean)) <= 1e-13
+        for value in (1.0, float(vals[1])):
+            want_z = _want_z(base, value, mean, sd)
+            got_z = ZScore(base).adjust(value, nm)
+            assert abs(got_z - want_z) <= 1e-13 * abs(want_z), (key, value, got_z, want_z)
+            with mp.workdps(50):
+                want_i = (mp.mpf(value) - mean) / (1 - mean)
+            got_i = AdjustedIndex(base).adjust(value, nm)
+            assert abs(got_i - want_i) <= 1e-13 * max(1, abs(want_i)), (key, value, got_i, want_i)
+    assert back.num_candidates("tail").tolist() == [2] and back.num_tasks("head") == n1
+    assert back.protocol == model.protocol and back.dataset == "toy"
+
+
+def test_null_model_old_dicts_load_and_bad_dicts_are_named():
+    model = _model()
+    d = model.to_dict()
+    for m in d["moments"].values():  # written before optimum_gap existed
+        m.pop("optimum_gap", None)
+    back = NullModel.from_dict(d)
+    nm = back.moments("both.arithmetic_mean_rank")
+    assert nm.optimum_gap is None and nm.mean == model.moments("both.arithmetic_mean_rank").mean
+    # the wrappers fall back to opt − E
+    assert AdjustedIndex(metrics.get("mr")).adjust(1.5, nm) == (1.5 - nm.mean) / (1 - nm.mean)
+    assert NullMoments.from_dict(d["moments"]["both.arithmetic_mean_rank"]) == nm
+    with pytest.raises(InvalidInputError, match="NullModel"):
+        NullModel.from_dict({"dataset": "x"})

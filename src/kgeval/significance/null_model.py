@@ -118,8 +118,9 @@ class NullModel:
         """Dataset, protocol, source, candidate histograms and ``{key: moments}`` (JSON-ready)."""
         moments = {}
         for key in self.keys():
-            m = self.moments(key)
-            moments[key] = {"expected_value": m.mean, "variance": m.variance, "exact": m.exact}
+            # NullMoments' own dict: with ``optimum_gap`` where stated (the adjusted index and z-score of
+            # values near the optimum need it; see :meth:`from_dict`)
+            moments[key] = self.moments(key).to_dict()
         return {
             "dataset": self.dataset, "protocol": self.protocol.to_dict(), "description": self.protocol.describe(),
             "num_entities": self.num_entities, "source": self.source, "identity": self.identity,
@@ -127,6 +128,24 @@ class NullModel:
             "candidates": {side: self.histograms[side].to_pairs() for side in ("head", "tail")},
             "moments": moments,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> NullModel:
+        """Inverse of :meth:`to_dict`. Moments written before ``optimum_gap`` existed load without it
+        (the wrappers then fall back to ``opt − E``, see :attr:`NullMoments.optimum_gap`)."""
+        try:
+            p = d["protocol"]
+            protocol = NullProtocol(p["split"], p["filtered"], p["filter_validation_when_testing"], p["drop_unseen"])
+            histograms = {side: CandidateHistogram.from_pairs(d["candidates"][side]) for side in ("head", "tail")}
+            histograms["both"] = histograms["head"] + histograms["tail"]
+            moments = {}
+            for key, m in (d.get("moments") or {}).items():
+                side, name = key.split(".", 1)
+                moments[(side, name)] = NullMoments.from_dict(m)
+            return cls(d["dataset"], protocol, histograms, num_entities=d["num_entities"],
+                       identity=d.get("identity") or {}, source=d.get("source", "dict"), moments=moments)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InvalidInputError(f"not a NullModel.to_dict() document: {exc!r}") from None
 
     def to_records(self) -> list[dict]:
         rows = []
