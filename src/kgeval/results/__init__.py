@@ -146,8 +146,9 @@ class Results:
 
     @property
     def null_model(self) -> dict[str, dict[str, dict]]:
-        """``{side: {base_key: {"expected_value", "variance", "exact"}}}`` for every base metric
-        with a known expectation (the dict form of :attr:`null_moments`)."""
+        """``{side: {base_key: {"expected_value", "variance", "exact"[, "optimum_gap"]}}}`` for every base
+        metric with a known expectation (the dict form of :attr:`null_moments`; ``optimum_gap`` = opt − E
+        computed without cancellation, where the metric has one)."""
         return {
             side: {k: m.to_dict() for k, m in per.items() if m.mean is not None}
             for side, per in self.null_moments.items()
