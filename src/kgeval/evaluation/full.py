@@ -312,26 +312,22 @@ def known_by_column(known, bounds: list[int], as_numpy: bool = False) -> list:
     the batch's pairs by column, one ``searchsorted`` for all ranges.
 
     ``as_numpy`` (CPU tensors): the pairs as int64 numpy arrays, as the counting kernel takes them
-    (:meth:`.count_kernel.FusedCounts.add`; :func:`_torch_pairs` turns one back): a slice and a
+    (:meth:`.count_kernel.FusedCounts.add`; :func:`_torch_pairs` turns one back), grouped by range
+    (:func:`_grouped`: the pairs' order within a range does not matter) instead of sorted by column:
+    ~75 us for 10^4 pairs where torch's argsort and searchsorted took ~470, and a slice and a
     subtraction in numpy cost ~1 us where torch's cost ~5-10 us, for every (row block, column chunk)
     part of every batch (~1.4 ms of ~140 ms CPU at 10^4 entities with 10^6 filter triples)."""
     if known is None:
         return [None] * (len(bounds) - 1)
     n = len(bounds) - 1
-    if as_numpy and n < 1 << 16:
-        # grouped by range number in a 16-bit radix sort, not sorted by column (the pairs' order within a
-        # range does not matter): ~75 us for 10^4 pairs where torch's argsort and searchsorted took ~470
+    if as_numpy:
         rows, fcol = known[0].to(torch.int64).numpy(), known[1].to(torch.int64).numpy()
-        part = _chunk_of(fcol, bounds).astype(np.uint16)
-        order = np.argsort(part, kind="stable")
+        order, at = _grouped(_chunk_of(fcol, bounds), n)
         rows, fcol = rows[order], fcol[order]
-        at = [0] + np.cumsum(np.bincount(part, minlength=n)[:n]).tolist()
     else:
         order = torch.argsort(known[1])
         rows, fcol = known[0][order], known[1][order]
         at = torch.searchsorted(fcol, torch.tensor(bounds, device=fcol.device)).tolist()
-        if as_numpy:
-            rows, fcol = rows.to(torch.int64).numpy(), fcol.to(torch.int64).numpy()
     return [(rows[at[k]:at[k + 1]], fcol[at[k]:at[k + 1]] - bounds[k]) if at[k + 1] > at[k] else None
             for k in range(n)]
 
@@ -376,6 +372,14 @@ def chunk_bounds(ncols: int, width: int) -> list[int]:
 def _chunk_of(cols: np.ndarray, bounds: list[int]) -> np.ndarray:
     """The chunk (index into ``bounds``' ranges) of each column ``cols`` (``>= 0``)."""
     return np.searchsorted(np.asarray(bounds[1:-1], dtype=np.int64), cols, side="right")
+
+
+def _grouped(group: np.ndarray, n: int) -> tuple[np.ndarray, list[int]]:
+    """``(order, at)``: the indices of ``group`` (values in ``[0, n)``) grouped by value, stably, and where
+    each group starts in that order (``at[k]:at[k + 1]`` is group ``k``; ``at[n]`` the end). A 16-bit
+    radix sort where ``n`` fits (numpy's stable sort of uint16), not a comparison sort."""
+    order = np.argsort(group.astype(np.uint16) if n <= 1 << 16 else group, kind="stable")
+    return order, [0] + np.cumsum(np.bincount(group, minlength=n)[:n]).tolist()
 
 
 class _RowBlocks:
@@ -731,16 +735,16 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
                 t0, t1, tq, part_known = split.part(i)
                 st["parts_known"] += known_by_column(part_known, bounds, as_np)
                 st["tasks"].append((t0, t1, tq, *first_rest(tq)))
-        if verify and dev.type == "cpu" and nblocks * nchunks < 1 << 16:
+        if verify and dev.type == "cpu":
             # tasks grouped by part (row block, column chunk), those answered on another shard first (unread):
-            # each part's answers are one contiguous range; a 16-bit radix sort of part numbers (~40 us for
-            # 5,000 tasks where torch's argsort of (block, column) keys and searchsorted took ~200)
+            # each part's answers are one contiguous range; a radix sort of part numbers (:func:`_grouped`:
+            # ~40 us for 5,000 tasks where torch's argsort of (block, column) keys and searchsorted took ~200)
             c, tq = col.numpy(), task_q.numpy()
             blk = 0 if nblocks == 1 else np.searchsorted(np.asarray(rb[1:]), tq, side="right")
-            part = np.where(c >= 0, blk * nchunks + _chunk_of(c, bounds) + 1, 0).astype(np.uint16)
-            order = np.argsort(part, kind="stable")
+            part = np.where(c >= 0, blk * nchunks + _chunk_of(c, bounds) + 1, 0)
+            order, at = _grouped(part, nblocks * nchunks + 1)
             st["by_col"] = by_col = torch.from_numpy(order)
-            st["ans_at"] = np.cumsum(np.bincount(part, minlength=nblocks * nchunks + 1)).tolist()
+            st["ans_at"] = at[1:]  # part k's answers from ans_at[k] (group 0: answers on another shard)
             rows = tq[order] if nblocks == 1 else (tq - np.asarray(rb[:-1])[blk])[order]
             st["seen"] = _AnswerScores(torch.from_numpy(rows), col[by_col], t.dtype)
         elif verify:  # tasks sorted by (row block, answer column): each part's answers are one contiguous range
