@@ -201,3 +201,18 @@ def test_a_model_against_itself_with_its_seeds_reordered_is_not_different():
                 assert math.isnan(row["effect_size"]) or row["effect_size"] == 0.0, row  # no spread; Wilcoxon: r = 0
             run = _run_row(tasks, metric, 0.95)
             assert run["difference"] == 0.0 and run["p_value"] == 1.0 and run["effect_size"] == 0.0, run
+
+
+def test_bootstrap_products_round_every_column_alike():
+    """The same column at any position of the resampled product gives the same bits (a BLAS matrix
+    product rounded the last of 9-12 columns another way)."""
+    from kgeval.significance.paired import _column_products
+
+    rng = np.random.default_rng(0)
+    m = rng.multinomial(60, [1 / 60] * 60, size=500).astype(np.float64)
+    for ncol in range(2, 16):
+        cols = [rng.random(60) for _ in range(ncol)]
+        cols[-1] = cols[0].copy()
+        y = _column_products(m, np.column_stack(cols))
+        assert np.array_equal(y[:, 0], y[:, -1]), ncol
+        assert np.allclose(y, m @ np.column_stack(cols), rtol=1e-13, atol=0)
