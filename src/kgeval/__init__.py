@@ -9,9 +9,8 @@ from __future__ import annotations
 import importlib
 
 from .errors import InvalidInputError, KGEvalError, NoClosedFormError, UnknownNameError
+from ._version import __version__
 from .ranks import RankTable
-
-__version__ = "0.1.0"
 
 _LAZY = {
     "Results": ("kgeval.results", "Results"),

@@ -2,7 +2,7 @@
 
 An :class:`EntityShard` wraps a model built on the rows ``[lo, hi)`` of the entity table only
 (``lo = n * rank // world``, ``hi = n * (rank + 1) // world``, see
-:func:`kgeval.evaluation.distributed.shard_range`) and speaks the entity-shard scorer protocol
+:func:`kgeval._partition.shard_range`) and speaks the entity-shard scorer protocol
 of :mod:`kgeval.evaluation.distributed`. Three ways to get one:
 
 - ``model.shard(rank, world)`` of any built-in model (TransE, DistMult, ComplEx, RotatE, TuckER,
@@ -23,16 +23,12 @@ import os
 import torch
 from torch import nn
 
+from .._partition import shard_range as _shard_range
+from .._tensor import state_digest
 from ..errors import InvalidInputError
 from .base import Model, _as_index
 
 __all__ = ["EntityShard", "shard_model", "shard_embeddings"]
-
-
-def _shard_range(n: int, rank: int, world: int) -> tuple[int, int]:
-    from ..evaluation.distributed import shard_range
-
-    return shard_range(n, rank, world)
 
 
 class EntityShard(nn.Module):
@@ -71,8 +67,6 @@ class EntityShard(nn.Module):
     def replicated_digest(self) -> str:
         """SHA-256 of every parameter except the entity rows (relations, TuckER's core, batch norms)
         and the model's configuration: the same on every rank of one model (checked at the start)."""
-        from .base import state_digest
-
         state = {k: v for k, v in self.local.state_dict().items() if k != "entity.weight"}
         cfg = {k: v for k, v in self.local.config().items() if k != "num_entities"}
         return f"{sorted(cfg.items())!r}:{state_digest(state)}"

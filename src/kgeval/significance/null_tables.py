@@ -52,7 +52,7 @@ def table_file_name(name: str) -> str:
 
 def build_table(name: str, data_dir=None) -> dict:
     """The table of registered dataset ``name`` from its files (keep- and drop-unseen loads)."""
-    from .. import __version__
+    from .._version import __version__
     from ..data import get_dataset
 
     loaded = {drop: get_dataset(name, data_dir=data_dir, drop_unseen=drop) for drop in (False, True)}
