@@ -27,7 +27,7 @@ from .tucker import TuckER
 MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (TransE, DistMult, ComplEx, RotatE, TuckER, PairRE)}
 
 __all__ = ["Model", "TransE", "DistMult", "ComplEx", "RotatE", "TuckER", "PairRE", "MODELS",
-           "get_model", "model_names", "load_model", "from_pykeen", "from_embeddings", "EntityShard",
+           "get_model", "model_names", "load_model", "from_embeddings", "EntityShard",
            "shard_embeddings"]
 
 
@@ -156,8 +156,16 @@ def _labels(path: str, labels, size: int, kind: str) -> list[str] | None:
     return labels
 
 
-def from_pykeen(model) -> Model:
-    """A trained PyKEEN model as a kgeval model with the same scores (see :mod:`kgeval.interop.pykeen_convert`)."""
-    from ..interop.pykeen_convert import from_pykeen as convert
+class MovedError(ImportError):
+    """A name that moved out of :mod:`kgeval.models`; the message names its new home."""
 
-    return convert(model)
+
+#: names that moved out of this package (models import nothing from ``kgeval.interop``)
+_MOVED = {"from_pykeen": "kgeval.interop.from_pykeen"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        raise MovedError(f"kgeval.models.{name} moved to {_MOVED[name]}: "
+                         f"from {_MOVED[name].rpartition('.')[0]} import {name}")
+    raise AttributeError(f"module 'kgeval.models' has no attribute {name!r}")
