@@ -19,7 +19,7 @@ _LAZY = {
     "PipelineConfig": ("kgeval.workflow.config", "PipelineConfig"),
     "hpo_pipeline": ("kgeval.workflow.hpo", "hpo_pipeline"),
     "metrics": ("kgeval.metrics", None),
-    "compare": ("kgeval.significance.compare", "compare"),
+    "compare": ("kgeval.workflow.comparison", "compare"),  # reads run directories too
     "null_model": ("kgeval.significance.null_model", "null_model"),
     "adjust": ("kgeval.significance.adjust", "adjust"),
 }
