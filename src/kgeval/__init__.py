@@ -16,6 +16,7 @@ _LAZY = {
     "Results": ("kgeval.results", "Results"),
     "evaluate": ("kgeval.evaluation", "evaluate"),
     "pipeline": ("kgeval.workflow.pipeline", "pipeline"),
+    "replicates": ("kgeval.workflow.pipeline", "replicates"),
     "PipelineConfig": ("kgeval.workflow.config", "PipelineConfig"),
     "hpo_pipeline": ("kgeval.workflow.hpo", "hpo_pipeline"),
     "metrics": ("kgeval.metrics", None),
