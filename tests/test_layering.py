@@ -20,6 +20,7 @@ Rules:
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 from collections import defaultdict
 from dataclasses import dataclass
@@ -133,10 +134,16 @@ def imports_of(path: pathlib.Path, root: pathlib.Path, modules: set[str]) -> lis
     return edges
 
 
-def all_imports(root: pathlib.Path = SRC) -> list[Edge]:
+@functools.lru_cache(maxsize=None)
+def _package_imports(root: pathlib.Path) -> tuple[Edge, ...]:
     files = sorted(root.rglob("*.py"))
     modules = {module_name(p, root) for p in files}
-    return [edge for p in files for edge in imports_of(p, root, modules)]
+    return tuple(edge for p in files for edge in imports_of(p, root, modules))
+
+
+def all_imports(root: pathlib.Path = SRC) -> list[Edge]:
+    """Every import of a ``kgeval`` module in the package at ``root`` (parsed once per root)."""
+    return list(_package_imports(root))
 
 
 def unit_of(module: str) -> tuple[str, int]:
@@ -161,11 +168,12 @@ def violations(edges: list[Edge], allowed=ALLOWED) -> list[str]:
     return out
 
 
-def unit_cycles(edges: list[Edge], allowed=ALLOWED) -> list[list[str]]:
-    """The strongly connected components of more than one unit (Tarjan), each sorted."""
+def unit_cycles(edges: list[Edge], allowed=ALLOWED, key=lambda module: unit_of(module)[0]) -> list[list[str]]:
+    """The strongly connected components of more than one unit (Tarjan), each sorted; ``key=str`` gives
+    those of modules."""
     graph: dict[str, set[str]] = defaultdict(set)
     for e in edges:
-        su, tu = unit_of(e.source)[0], unit_of(e.target)[0]
+        su, tu = key(e.source), key(e.target)
         if su != tu and (e.source, e.target) not in allowed:
             graph[su].add(tu)
     index: dict[str, int] = {}
@@ -217,6 +225,28 @@ def test_no_cycle_between_units():
     assert not cycles, "\n".join(f"import cycle between {c}:\n  " + "\n  ".join(cycle_edges(edges, c)) for c in cycles)
 
 
+#: Module cycles inside one unit that are known and fixed elsewhere; a cycle outside these fails.
+KNOWN_MODULE_CYCLES = [
+    # a facade: RankTable.save / load / read delegate to the file format module, as pandas' to_csv does
+    {"kgeval.ranks", "kgeval.rankfile"},
+    # the engine rework (issue 26 items 3 and 6; review 1.3 edges 14, 15): the kernel takes the member
+    # table as an array, and the valid distributed modes are a constant in options.py
+    {"kgeval.evaluation.count_kernel", "kgeval.evaluation.filter_index"},
+    {"kgeval.evaluation.context", "kgeval.evaluation.distributed", "kgeval.evaluation.options"},
+    # models.embeddings builds its model through get_model in models/__init__ (a registry module would end it)
+    {"kgeval.models", "kgeval.models.base", "kgeval.models.complex", "kgeval.models.distmult",
+     "kgeval.models.embeddings", "kgeval.models.pairre", "kgeval.models.rotate", "kgeval.models.shard",
+     "kgeval.models.transe", "kgeval.models.tucker"},
+]
+
+
+def test_no_new_module_cycle():
+    edges = all_imports()
+    new = [c for c in unit_cycles(edges, key=str) if not any(set(c) <= known for known in KNOWN_MODULE_CYCLES)]
+    assert not new, "\n".join(f"import cycle between the modules {c}:\n  " + "\n  ".join(
+        e.where() for e in edges if e.source in c and e.target in c and e.source != e.target) for c in new)
+
+
 def test_allowed_exceptions_are_still_needed():
     """An entry of ALLOWED whose import is gone must be removed, so the list only shrinks."""
     present = {(e.source, e.target) for e in all_imports()}
@@ -257,6 +287,7 @@ def test_detects_peers_and_cycles(tmp_path):
     found = violations(edges, allowed=set())
     assert len(found) == 2 and all("must not import" in line for line in found)
     assert unit_cycles(edges, allowed=set()) == [["evaluation", "models"]]
+    assert unit_cycles(edges, allowed=set(), key=str) == [["kgeval.evaluation", "kgeval.models.base"]]
     assert any("kgeval/models/base.py:2: deferred import of kgeval.evaluation" in line
                for line in cycle_edges(edges, ["evaluation", "models"], allowed=set()))
 
