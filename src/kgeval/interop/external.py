@@ -29,7 +29,7 @@ def load_external(entity_embeddings, relation_embeddings, interaction, libkge_ch
     """
     from ..data import get_dataset
     from ..models.embeddings import from_embeddings
-    from ..models.shard import shard_embeddings
+    from ..models.embeddings import shard_embeddings
 
     if dataset is None:
         raise InvalidInputError("--dataset is required with --entity-embeddings or --libkge-checkpoint")
