@@ -70,7 +70,7 @@ def run_one(row: str, args) -> dict:
     else:
         scorer = model
         if row == "kgeval (from_pykeen)":
-            from kgeval.models import from_pykeen
+            from kgeval.interop import from_pykeen
 
             scorer = from_pykeen(model)
         res = kgeval.evaluate(scorer, f["testing"].mapped_triples, progress=False,

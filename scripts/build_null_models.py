@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from kgeval.data import DATASETS, dataset_available
-from kgeval.significance.null_tables import build_table, table_file_name, write_table
+from kgeval.significance.null_model import build_table
+from kgeval.significance.null_tables import table_file_name, write_table
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "kgeval" / "data" / "null_models"
 

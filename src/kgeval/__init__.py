@@ -9,18 +9,18 @@ from __future__ import annotations
 import importlib
 
 from .errors import InvalidInputError, KGEvalError, NoClosedFormError, UnknownNameError
+from ._version import __version__
 from .ranks import RankTable
-
-__version__ = "0.1.0"
 
 _LAZY = {
     "Results": ("kgeval.results", "Results"),
     "evaluate": ("kgeval.evaluation", "evaluate"),
     "pipeline": ("kgeval.workflow.pipeline", "pipeline"),
+    "replicates": ("kgeval.workflow.pipeline", "replicates"),
     "PipelineConfig": ("kgeval.workflow.config", "PipelineConfig"),
     "hpo_pipeline": ("kgeval.workflow.hpo", "hpo_pipeline"),
     "metrics": ("kgeval.metrics", None),
-    "compare": ("kgeval.significance.compare", "compare"),
+    "compare": ("kgeval.workflow.comparison", "compare"),  # reads run directories too
     "null_model": ("kgeval.significance.null_model", "null_model"),
     "adjust": ("kgeval.significance.adjust", "adjust"),
 }

@@ -27,7 +27,7 @@ import numpy as np
 from ._json import atomic_path
 from ._textio import decode_text
 from .errors import InvalidInputError
-from .ranks import _COLUMNS, SIDE_NAMES, RankTable, parse_side
+from .ranks import SIDE_NAMES, RankTable, parse_side
 
 #: Accepted header names (after lower-casing) -> column.
 HEADER_ALIASES = {
@@ -200,9 +200,9 @@ def _read_npz(path: Path) -> RankTable:
             cols = {k: data[k] for k in data.files}
     except Exception as exc:  # zip/npy format errors of any kind
         raise InvalidInputError(f"{path}: not a readable rank table ({type(exc).__name__}: {exc})") from None
-    unknown = sorted(set(cols) - set(_COLUMNS))
+    unknown = sorted(set(cols) - set(RankTable.COLUMNS))
     if unknown:
-        raise InvalidInputError(f"{path}: unknown array(s) {unknown}; a rank table holds some of {list(_COLUMNS)}")
+        raise InvalidInputError(f"{path}: unknown array(s) {unknown}; a rank table holds some of {list(RankTable.COLUMNS)}")
     if "optimistic" not in cols:
         raise InvalidInputError(f"{path}: no 'optimistic' column")
     try:

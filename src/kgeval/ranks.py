@@ -25,6 +25,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -185,6 +186,9 @@ class RankTable:
     weight: np.ndarray | None = None
     triple_index: np.ndarray | None = None
     relation: np.ndarray | None = None
+
+    #: the names of the columns, in file order (what :meth:`to_columns` and a rank file hold)
+    COLUMNS: ClassVar[tuple[str, ...]] = _COLUMNS
 
     def __post_init__(self):
         for name, value in _check_columns(**{f.name: getattr(self, f.name) for f in fields(self)}).items():

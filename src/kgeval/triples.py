@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._compat import is_triples_factory
 from ._validation import to_numpy
 from .errors import InvalidInputError
 
@@ -17,8 +18,6 @@ def as_triples(name: str, value, *, allow_empty: bool = False) -> np.ndarray:
 
     Float ids are refused, never truncated; unsigned ids beyond int64 are refused, never wrapped.
     """
-    from .interop.pykeen import is_triples_factory
-
     if is_triples_factory(value):
         # a PyKEEN TriplesFactory: np.asarray made an object array of it ("got dtype object")
         raise InvalidInputError(

@@ -83,14 +83,20 @@ def test_compare_refuses_non_runs(replicated, tmp_path):
     assert res.exit_code == 2 and "replicate summary" in res.output
 
 
-def test_pipeline_num_replicates_is_checked():
-    from kgeval import pipeline
+def test_replicates_num_replicates_is_checked():
+    from kgeval import pipeline, replicates
     from kgeval.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="num_replicates"):
-        pipeline(dataset="nations", model="distmult", num_replicates=1)
+        replicates(dataset="nations", model="distmult", num_replicates=1)
+    with pytest.raises(InvalidInputError, match="num_replicates"):
+        replicates(dataset="nations", model="distmult")
     with pytest.raises(InvalidInputError, match="2\\*\\*32"):
-        pipeline(dataset="nations", model="distmult", random_seed=2**32 - 1, num_replicates=2)
+        replicates(dataset="nations", model="distmult", random_seed=2**32 - 1, num_replicates=2)
+    # the deprecated pipeline(num_replicates=) path: the same checks, and a warning naming its replacement
+    with pytest.warns(DeprecationWarning, match="kgeval.replicates"), \
+            pytest.raises(InvalidInputError, match="num_replicates"):
+        pipeline(dataset="nations", model="distmult", num_replicates=1)
 
 
 def test_compare_refuses_damaged_runs_and_other_datasets(replicated, tmp_path):

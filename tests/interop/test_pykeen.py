@@ -15,7 +15,8 @@ import kgeval
 from kgeval.errors import InvalidInputError
 from kgeval.evaluation.batching import auto_batch
 from kgeval.interop.pykeen import PyKEENScorer
-from kgeval.models import from_pykeen, load_model
+from kgeval.interop import from_pykeen
+from kgeval.models import load_model
 from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
 
 pytest.importorskip("pykeen")

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from kgeval.cli import main
 from kgeval.errors import InvalidInputError
-from kgeval.interop.pykeen_dir import evaluate_pykeen_directory
+from kgeval.workflow.foreign import evaluate_pykeen_directory
 from kgeval.workflow.runs import load_run
 
 pytest.importorskip("pykeen")
@@ -87,7 +87,7 @@ def test_dataset_with_other_ids_is_mapped_through_the_labels(pykeen_dir):
     import kgeval
     from kgeval.data.dataset import Dataset
     from kgeval.interop.pykeen import PyKEENScorer
-    from kgeval.interop.pykeen_dir import DatasetScorer, _converted, load_pipeline_directory
+    from kgeval.interop.pykeen_dir import DatasetScorer, converted_model, load_pipeline_directory
     from pykeen.datasets import Nations
 
     model, factory, _ = load_pipeline_directory(pykeen_dir, trust_pickle=True)
@@ -106,7 +106,7 @@ def test_dataset_with_other_ids_is_mapped_through_the_labels(pykeen_dir):
                           filter_triples=[pk.training.mapped_triples, pk.validation.mapped_triples])
     assert np.array_equal(ours.rank_table.optimistic, ref.rank_table.optimistic)
     assert np.array_equal(ours.rank_table.pessimistic, ref.rank_table.pessimistic)
-    converted = _converted(model, scorer)
+    converted = converted_model(model, scorer)
     h = torch.arange(ds.num_entities)
     r = h % ds.num_relations
     with torch.no_grad():

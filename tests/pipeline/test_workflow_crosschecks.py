@@ -11,7 +11,7 @@ import pytest
 import kgeval.metrics
 from kgeval.errors import InvalidInputError
 from kgeval.workflow import PipelineConfig
-from kgeval.workflow.pipeline import pipeline
+from kgeval.workflow.pipeline import pipeline, replicates
 
 FAST = dict(dataset="nations", model="distmult", model_kwargs={"dim": 8}, progress=False)
 
@@ -174,7 +174,7 @@ def test_replicates_are_the_single_runs_of_their_seeds_and_summarise_them():
 
     kw = dict(FAST, epochs=1, random_seed=11, evaluation_relation_whitelist=["embassy", "ngo"],
               evaluation_kwargs={"sides": ["tail"], "tie_tolerance": 1e-3})
-    rep = pipeline(**kw, num_replicates=2)
+    rep = replicates(**kw, num_replicates=2)
     singles = [pipeline(**{**kw, "random_seed": s}) for s in (11, 12)]
     assert rep.seeds == [11, 12]
     for run, single in zip(rep.runs, singles):

@@ -17,8 +17,8 @@ from kgeval.data import get_dataset
 from kgeval.errors import InvalidInputError, NoClosedFormError, UnknownNameError
 from kgeval.metrics import NullMoments
 from kgeval.significance.candidates import NullProtocol, candidate_counts
-from kgeval.significance.null_model import from_dataset
-from kgeval.significance.null_tables import build_table, load_shipped, read_shipped, shipped_protocols
+from kgeval.significance.null_model import build_table, from_dataset, load_shipped
+from kgeval.significance.null_tables import read_shipped, shipped_protocols
 from kgeval.workflow import evaluation as workflow_rules
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "datasets"

@@ -45,7 +45,8 @@ def command(runs, metrics, test, correction, baseline, side, rank_type, num_resa
     Example: kgeval compare runs/complex runs/distmult --metric mrr --metric hits@10
     """
     from ..significance.bootstrap import check_num_resamples
-    from ..significance.compare import COLUMNS, compare
+    from ..significance.compare import COLUMNS
+    from ..workflow.comparison import compare
 
     if len(runs) < 2:
         raise InvalidInputError(f"kgeval compare needs at least two run directories, got {len(runs)}")

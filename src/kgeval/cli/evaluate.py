@@ -127,7 +127,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         split = split or "test"
         check_no_filter_validation(no_filter_validation, split)
     if model_file is None and pykeen_dir is None:  # embedding files (sharded with shard) or LibKGE
-        from ..interop.external import evaluate_external
+        from ..workflow.foreign import evaluate_external
 
         results, ds, what = evaluate_external(
             entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
@@ -140,7 +140,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             _report(results, ds, split, what, fmt)
         return
     if pykeen_dir is not None:  # --distributed tasks: the whole PyKEEN model on every rank
-        from ..interop.pykeen_dir import evaluate_pykeen_directory
+        from ..workflow.foreign import evaluate_pykeen_directory
 
         results, ds = evaluate_pykeen_directory(
             pykeen_dir, dataset, trust_pickle=trust_pickle, split=split, data_dir=data_dir,

@@ -68,6 +68,7 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     check_seed("--seed", options.get("seed"))  # named as the user typed it
     from ..workflow import PipelineConfig
     from ..workflow.pipeline import pipeline
+    from ..workflow.pipeline import replicates as run_replicates
     from ..workflow.runs import check_output, default_run_name
 
     given = [f"--{name.replace('_', '-')}" for name in ("patience", "frequency", "stopping_metric") if options[name]]
@@ -82,7 +83,7 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     ds = get_dataset(dataset, data_dir=data_dir)
     out_dir = check_output(output or Path("kgeval-output") / default_run_name(ds.name, model, config.seed))
     if replicates is not None:
-        _replicates(pipeline(config, dataset=ds, progress=progress, num_replicates=replicates), ds, out_dir, fmt)
+        _replicates(run_replicates(config, replicates, dataset=ds, progress=progress), ds, out_dir, fmt)
         return
     result = pipeline(config, dataset=ds, progress=progress)
     saved, failure = _save(result, out_dir)

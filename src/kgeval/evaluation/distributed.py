@@ -83,7 +83,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import InvalidInputError, KGEvalError, NaNScoresError
+from .._partition import DistributedError, TooManyRanksError, shard_range
+from .._tensor import state_digest
+from ..errors import InvalidInputError, NaNScoresError
 from .context import SideResult
 
 __all__ = ["MODES", "Plan", "start", "check_mode", "fingerprint", "DistributedError", "RankFailedError",
@@ -95,10 +97,6 @@ MODES = ("tasks", "entities")
 
 # options that change how work is split or shown, never a rank: ranks may differ in them
 _LOCAL_OPTIONS = ("progress", "device", "memory_budget", "batch_size", "entity_chunk_size", "check_consistency")
-
-
-class DistributedError(KGEvalError):
-    """Base class of the errors of a distributed evaluation."""
 
 
 class RankFailedError(DistributedError):
@@ -113,24 +111,6 @@ class CollectiveError(DistributedError):
 
 class DistributedMismatchError(DistributedError, InvalidInputError):
     """Ranks were given different triples, filter sets, restrictions, options or entity shards."""
-
-
-class TooManyRanksError(DistributedError, InvalidInputError):
-    """``distributed="entities"`` with more ranks than entities (a rank would hold none)."""
-
-
-def shard_range(n: int, rank: int, world: int) -> tuple[int, int]:
-    """``(lo, hi)``: the entity ids ``[n * rank // world, n * (rank + 1) // world)`` of rank ``rank``."""
-    for name, v in (("num_entities", n), ("rank", rank), ("world", world)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise InvalidInputError(f"{name} must be an integer, got {v!r}")
-    n, rank, world = int(n), int(rank), int(world)
-    if world < 1 or not 0 <= rank < world:
-        raise InvalidInputError(f"rank must lie in [0, world) with world >= 1, got rank={rank}, world={world}")
-    if world > n:
-        raise TooManyRanksError(f"world size {world} is larger than the number of entities {n}: with "
-                                f"distributed='entities' every rank must hold at least one entity")
-    return n * rank // world, n * (rank + 1) // world
 
 
 _SHARD_METHODS = ("entity_rows", "score_tails_from", "score_heads_from")
@@ -200,7 +180,6 @@ def replicated_tensors(scorer, num_local: int) -> dict[str, tuple]:
     what is hashed is read (a memory-mapped entity table is not)."""
     from torch import nn
 
-    from ..models.base import state_digest
 
     if isinstance(scorer, nn.Module):
         items = list(scorer.state_dict().items())

@@ -43,6 +43,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from .._tensor import matmul_into
 from ..errors import InvalidInputError
 from ..interop.pykeen import PyKEENScorer, is_pykeen_model
 
@@ -157,13 +158,9 @@ class DistMultScorer:
         return self.entity.index_select(0, entities)
 
     def score_tails(self, heads, relations, entities=None, out=None):
-        from ..models.base import matmul_into
-
         return matmul_into(self.entity[heads] * self.relation[relations], self._targets(entities), out)
 
     def score_heads(self, relations, tails, entities=None, out=None):
-        from ..models.base import matmul_into
-
         return matmul_into(self.entity[tails] * self.relation[relations], self._targets(entities), out)
 
     def score_tail_candidates(self, heads, relations, candidates):

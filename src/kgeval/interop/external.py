@@ -1,16 +1,13 @@
-"""``kgeval evaluate`` for models trained elsewhere: plain embedding files and LibKGE checkpoints.
+"""Models trained elsewhere, loaded from plain embedding files and LibKGE checkpoints.
 
 Both become kgeval models with the dataset's ids (:func:`kgeval.models.from_embeddings`,
-:func:`kgeval.interop.libkge.load_libkge`), are evaluated with the pipeline's filtering and,
-with ``output``, saved as a normal kgeval run directory (``config.json``, ``results.json``,
-``rank_table.npz``, ``model.pt``, ...) that ``evaluate --model-file``, ``report`` and
-``compare`` read like a kgeval-trained run.
+:func:`kgeval.interop.libkge.load_libkge`). Evaluating them and saving a kgeval run directory is
+:func:`kgeval.workflow.foreign.evaluate_external`.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from ..errors import InvalidInputError
 
@@ -32,7 +29,7 @@ def load_external(entity_embeddings, relation_embeddings, interaction, libkge_ch
     """
     from ..data import get_dataset
     from ..models.embeddings import from_embeddings
-    from ..models.shard import shard_embeddings
+    from ..models.embeddings import shard_embeddings
 
     if dataset is None:
         raise InvalidInputError("--dataset is required with --entity-embeddings or --libkge-checkpoint")
@@ -186,59 +183,3 @@ ENTITIES_REFUSED = {
                     "kgeval conversion (--pykeen-dir ... --output RUN, then --model-file RUN --distributed "
                     "entities).",
 }
-
-
-def evaluate_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
-                      *, split: str = "test", data_dir=None, output=None, filter_validation_when_testing=True,
-                      shard: tuple[int, int] | None = None, entity_ids=None, relation_ids=None, **evaluate_kwargs):
-    """``(Results, dataset, description)``; ``output``: also write a kgeval run directory there
-    (not with ``shard``: its ``model.pt`` needs the whole entity table); ``shard``: see :func:`load_external`."""
-    from ..workflow.evaluation import evaluate_model
-    from ..workflow.runs import check_output
-
-    if output is not None:
-        if shard is not None:
-            raise InvalidInputError(OUTPUT_REFUSED)
-        check_output(output)
-    model, ds, what = load_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint,
-                                    libkge_data, dataset, data_dir=data_dir, shard=shard, entity_ids=entity_ids,
-                                    relation_ids=relation_ids)
-    results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_validation_when_testing,
-                             progress=False, **evaluate_kwargs)
-    if output is not None:
-        source = {"library": "libkge", "checkpoint": str(Path(libkge_checkpoint).resolve())} if libkge_checkpoint \
-            else {"library": "embeddings", **_file_source("entity", entity_embeddings, "--entity-embeddings"),
-                  **_file_source("relation", relation_embeddings, "--relation-embeddings"),
-                  **{f"{kind}_ids": str(Path(path).resolve()) for kind, path in
-                     (("entity", entity_ids), ("relation", relation_ids)) if path is not None}}
-        save_imported_run(results, ds, model, output, source=source, split=split,
-                          filter_validation_when_testing=filter_validation_when_testing)
-    return results, ds, what
-
-
-def _file_source(kind: str, value, flag: str) -> dict:
-    """config.json's record of an embedding file: its absolute path, and the array named with ``FILE:NAME``."""
-    path, key = array_spec(value, flag)
-    return {kind: str(Path(path).resolve()), **({f"{kind}_array": key} if key is not None else {})}
-
-
-def save_imported_run(results, dataset, model, directory, *, source: dict, split: str,
-                      filter_validation_when_testing: bool):
-    """A kgeval run directory for a model trained elsewhere (no training losses; ``source`` in config.json)."""
-    from ..training.loops import TrainingResult
-    from ..workflow.config import EvaluationSpec, ModelSpec, PipelineConfig
-    from ..workflow.pipeline import PipelineResult
-    from ..workflow.runs import save_run
-
-    config = PipelineConfig(
-        dataset=dataset.name, model=ModelSpec(model.name, {"dim": model.dim, "inverse_relations": model.inverse_relations,
-                                                           **model.hparams}),
-        evaluation=EvaluationSpec(split=split, filter_validation_when_testing=filter_validation_when_testing))
-
-    class ImportedRun(PipelineResult):
-        def metadata(self):  # config.json also says where the model came from
-            return {**super().metadata(), "source": dict(source)}
-
-    run = ImportedRun(results=results, model=model, training=TrainingResult(losses=[], epochs_run=0),
-                      timings={}, config=config, dataset=dataset)
-    return save_run(run, directory)

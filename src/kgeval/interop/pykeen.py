@@ -28,6 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from .._compat import is_triples_factory
 from ..errors import InvalidInputError
 
 __all__ = ["PyKEENScorer", "is_pykeen_model", "is_triples_factory"]
@@ -39,11 +40,6 @@ def is_pykeen_model(obj) -> bool:
     """Whether ``obj`` looks like a PyKEEN model (``predict_t``, ``predict_h``, ``score_hrt``)."""
     return all(callable(getattr(obj, m, None)) for m in ("predict_t", "predict_h", "score_hrt")) \
         and hasattr(obj, "num_entities")
-
-
-def is_triples_factory(obj) -> bool:
-    """Whether ``obj`` looks like a PyKEEN (Core)TriplesFactory."""
-    return hasattr(obj, "mapped_triples") and hasattr(obj, "num_entities") and hasattr(obj, "num_relations")
 
 
 def _defined_in(obj, name: str) -> str:

@@ -21,10 +21,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data import get_dataset
 from ..errors import InvalidInputError
 from .pykeen import PyKEENScorer
 
-__all__ = ["load_pipeline_directory", "DatasetScorer", "evaluate_pykeen_directory", "pykeen_dataset_name"]
+__all__ = ["load_pipeline_directory", "load_dataset_scorer", "DatasetScorer", "converted_model", "pykeen_dataset_name",
+           "pykeen_losses"]
 
 MODEL_FILE = "trained_model.pkl"
 TRAINING_DIR = "training_triples"
@@ -142,34 +144,18 @@ def _ids(labels, mapping, kind: str, name: str) -> np.ndarray:
     return ids
 
 
-def evaluate_pykeen_directory(directory, dataset=None, *, trust_pickle: bool = False, split: str = "test",
-                              filter_validation_when_testing: bool = True, data_dir=None, output=None,
-                              **evaluate_kwargs):
-    """``(Results, dataset)``: the PyKEEN model of ``directory`` evaluated on ``dataset``'s ``split``
-    with kgeval's pipeline filtering (test: training + validation + test filtered, as PyKEEN's pipeline).
+def load_dataset_scorer(directory, dataset=None, *, trust_pickle: bool = False, data_dir=None):
+    """``(model, scorer, dataset)``: the PyKEEN model of ``directory``, a :class:`DatasetScorer` of it on
+    the kgeval ``dataset`` (named, or recorded in the directory's metadata), and that dataset.
 
-    ``output``: also write a kgeval run directory there (:func:`save_pykeen_run`); checked, and the
-    model converted (:func:`~kgeval.models.from_pykeen`), before the evaluation starts.
+    Evaluating it and saving a kgeval run directory is :func:`kgeval.workflow.foreign.evaluate_pykeen_directory`.
     """
-    from ..data import get_dataset
-    from ..workflow.evaluation import evaluate_model
-    from ..workflow.runs import check_output
-
-    if output is not None:
-        check_output(output)
     model, factory, metadata = load_pipeline_directory(directory, trust_pickle=trust_pickle)
     ds = get_dataset(pykeen_dataset_name(metadata, dataset), data_dir=data_dir)
-    scorer = DatasetScorer(PyKEENScorer(model, triples_factory=factory), ds, factory)
-    converted = _converted(model, scorer) if output is not None else None
-    results = evaluate_model(scorer, ds, split=split, filter_validation_when_testing=filter_validation_when_testing,
-                             **evaluate_kwargs)
-    if output is not None:
-        save_pykeen_run(results, ds, converted, output, source=directory, split=split,
-                        filter_validation_when_testing=filter_validation_when_testing)
-    return results, ds
+    return model, DatasetScorer(PyKEENScorer(model, triples_factory=factory), ds, factory), ds
 
 
-def _converted(model, scorer: DatasetScorer):
+def converted_model(model, scorer: DatasetScorer):
     """``from_pykeen(model)`` with its rows reordered to the dataset's ids."""
     from .pykeen_convert import from_pykeen
 
@@ -183,35 +169,8 @@ def _converted(model, scorer: DatasetScorer):
     return out
 
 
-def save_pykeen_run(results, dataset, model, directory, *, source, split: str = "test",
-                    filter_validation_when_testing: bool = True):
-    """Write a kgeval run directory (``config.json``, ``results.json``, ``rank_table.npz``, ``model.pt``,
-    ``losses.json``, ``manifest.json``) for a PyKEEN model: ``kgeval evaluate --model-file``, ``report``
-    and ``compare`` read it like a run kgeval trained. ``model``: the converted kgeval model; the
-    results are the PyKEEN model's own ranks. PyKEEN's training losses are copied when present."""
-    from ..training.loops import TrainingResult
-    from ..workflow.config import EvaluationSpec, ModelSpec, PipelineConfig
-    from ..workflow.pipeline import PipelineResult
-    from ..workflow.runs import save_run
-
-    source = Path(source)
-    losses = _pykeen_losses(source)
-    config = PipelineConfig(
-        dataset=dataset.name, model=ModelSpec(model.name, {"dim": model.dim, "inverse_relations": model.inverse_relations,
-                                                           **model.hparams}),
-        evaluation=EvaluationSpec(split=split, filter_validation_when_testing=filter_validation_when_testing))
-
-    class ImportedRun(PipelineResult):
-        def metadata(self):  # config.json also says where the model came from
-            return {**super().metadata(), "source": {"library": "pykeen", "directory": str(source.resolve()),
-                                                     "ranks": "the PyKEEN model's own scores"}}
-
-    run = ImportedRun(results=results, model=model, training=TrainingResult(losses=losses, epochs_run=len(losses)),
-                      timings={}, config=config, dataset=dataset)
-    return save_run(run, directory)
-
-
-def _pykeen_losses(source: Path) -> list[float]:
+def pykeen_losses(source: Path) -> list[float]:
+    """The training losses of PyKEEN's ``results.json`` in ``source``, or [] when it records none."""
     try:
         losses = json.loads((source / "results.json").read_text(encoding="utf-8")).get("losses") or []
         return [float(x) for x in losses]

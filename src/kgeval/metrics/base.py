@@ -15,7 +15,9 @@ gives a seeded simulation estimate with confidence intervals for every metric.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -209,12 +211,14 @@ class Metric:
                     f"weights summing to 1), which the public {public} calls after validating its input"
                 )
 
+    #: key -> synonyms; the registry installs its lookup when it is imported (with :mod:`kgeval.metrics`),
+    #: so the base class does not import the registry that imports every metric class
+    _synonyms_of: ClassVar[Callable[[str], tuple[str, ...]]] = staticmethod(lambda key: ())
+
     @property
     def synonyms(self) -> tuple[str, ...]:
         """The names :func:`kgeval.metrics.get` resolves to this metric's key (from the registry)."""
-        from .registry import synonyms_of
-
-        return synonyms_of(self.key)
+        return Metric._synonyms_of(self.key)
 
     # ------------------------------------------------------------------ evaluation
     def __call__(self, ranks, num_candidates=None, weights=None) -> float:

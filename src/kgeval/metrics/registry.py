@@ -151,6 +151,9 @@ def synonyms_of(key: str) -> tuple[str, ...]:
     return ()
 
 
+Metric._synonyms_of = staticmethod(synonyms_of)  # what Metric.synonyms reports
+
+
 def get(name, **kwargs) -> Metric:
     """Return a metric by key or synonym (case-insensitive).
 

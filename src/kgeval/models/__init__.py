@@ -8,68 +8,25 @@ builds one of :func:`model_names`; every model is a ``torch.nn.Module`` with
 
 from __future__ import annotations
 
-import inspect
 import os
 
 import torch
 
-from ..errors import InvalidInputError, unknown_name
+from ..errors import InvalidInputError
 from .base import Model, state_digest
 from .complex import ComplEx
 from .distmult import DistMult
-from .embeddings import from_embeddings
+from .embeddings import from_embeddings, shard_embeddings
 from .pairre import PairRE
+from .registry import MODELS, get_model, model_names
 from .rotate import RotatE
-from .shard import EntityShard, shard_embeddings
+from .shard import EntityShard
 from .transe import TransE
 from .tucker import TuckER
 
-MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (TransE, DistMult, ComplEx, RotatE, TuckER, PairRE)}
-
 __all__ = ["Model", "TransE", "DistMult", "ComplEx", "RotatE", "TuckER", "PairRE", "MODELS",
-           "get_model", "model_names", "load_model", "from_pykeen", "from_embeddings", "EntityShard",
+           "get_model", "model_names", "load_model", "from_embeddings", "EntityShard",
            "shard_embeddings"]
-
-
-def model_names() -> list[str]:
-    """Registered model names (lower case)."""
-    return sorted(MODELS)
-
-
-def get_model(name: str, num_entities: int, num_relations: int, *, dim: int | None = None,
-              inverse_relations: bool = False, seed: int | None = None, **kwargs) -> Model:
-    """Build a model by (case-insensitive) name.
-
-    ``dim`` defaults to the model's own default; ``seed`` makes the initialisation
-    reproducible without touching the global RNG state; remaining keywords go to the model
-    class (e.g. ``p=1`` for TransE/PairRE, dropouts for TuckER). Unknown keywords raise
-    :class:`~kgeval.errors.InvalidInputError`.
-    """
-    key = str(name).lower()
-    if key not in MODELS:
-        raise unknown_name("model", name, MODELS)
-    cls = MODELS[key]
-    params = inspect.signature(cls.__init__).parameters
-    bad = sorted(k for k in kwargs if k not in params or k in ("self", "num_entities", "num_relations"))
-    if bad:
-        # dim, seed and inverse_relations are get_model's own keywords; the rest are the class's
-        allowed = sorted({"dim", "seed", "inverse_relations"}
-                         | {k for k in params if k not in ("self", "num_entities", "num_relations")})
-        raise InvalidInputError(f"model {key!r} got unknown option(s) {bad}; allowed: {', '.join(allowed)}")
-    if dim is not None:
-        kwargs["dim"] = dim
-    with torch.random.fork_rng(devices=[]):
-        if seed is not None:
-            torch.manual_seed(seed)
-        try:
-            return cls(num_entities, num_relations, inverse_relations=inverse_relations, **kwargs)
-        except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
-            if not isinstance(exc, MemoryError) and "alloc" not in str(exc).lower():
-                raise
-            raise InvalidInputError(
-                f"model {name!r} with dim={kwargs.get('dim')} for {num_entities} entities and {num_relations} "
-                f"relations does not fit in memory ({str(exc).splitlines()[0][:200]})"
-            ) from None
 
 
 def load_model(path, *, shard: tuple[int, int] | None = None) -> Model:
@@ -156,8 +113,16 @@ def _labels(path: str, labels, size: int, kind: str) -> list[str] | None:
     return labels
 
 
-def from_pykeen(model) -> Model:
-    """A trained PyKEEN model as a kgeval model with the same scores (see :mod:`kgeval.interop.pykeen_convert`)."""
-    from ..interop.pykeen_convert import from_pykeen as convert
+class MovedError(ImportError):
+    """A name that moved out of :mod:`kgeval.models`; the message names its new home."""
 
-    return convert(model)
+
+#: names that moved out of this package (models import nothing from ``kgeval.interop``)
+_MOVED = {"from_pykeen": "kgeval.interop.from_pykeen"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        raise MovedError(f"kgeval.models.{name} moved to {_MOVED[name]}: "
+                         f"from {_MOVED[name].rpartition('.')[0]} import {name}")
+    raise AttributeError(f"module 'kgeval.models' has no attribute {name!r}")

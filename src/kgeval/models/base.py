@@ -29,7 +29,6 @@ as given, so ``score_heads(r, t)[:, h] == score_triples(t, r + R, h)`` in that m
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -37,6 +36,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from .._tensor import matmul_into, state_digest  # public here too (models and their users import them)
 from .._validation import check_positive_int
 from ..errors import InvalidInputError
 
@@ -58,18 +58,6 @@ def chunked_pairwise(
     if step >= n:
         return fn(0, n)
     return torch.cat([fn(lo, min(n, lo + step)) for lo in range(0, n, step)], dim=1)
-
-
-def matmul_into(q: torch.Tensor, cand_rows: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``q @ cand_rows.T``, written into ``out`` when it fits: same shape, dtype and device,
-    contiguous, and no gradient to track (``out=`` does not support autograd). The evaluator
-    offers ``out`` to reuse one score block: a fresh 16 MiB result per call was measured ~10%
-    slower than the product into a reused block (1,024 x 4,096 DistMult blocks, 2 threads)."""
-    if (out is not None and out.dtype == q.dtype and out.device == q.device and out.is_contiguous()
-            and tuple(out.shape) == (q.shape[0], cand_rows.shape[0])
-            and not (torch.is_grad_enabled() and (q.requires_grad or cand_rows.requires_grad))):
-        return torch.matmul(q, cand_rows.t(), out=out)
-    return q @ cand_rows.t()
 
 
 def neg_l2_distance(queries: torch.Tensor, candidates: torch.Tensor, candidate_sq: torch.Tensor | None = None):
@@ -305,7 +293,7 @@ class Model(nn.Module):
 
     # ------------------------------------------------------------------ persistence
     def config(self) -> dict[str, Any]:
-        from .. import __version__
+        from .._version import __version__
 
         return {
             "name": self.name,
@@ -405,16 +393,6 @@ class Model(nn.Module):
 
     def _score_triples(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
-
-
-def state_digest(state: dict[str, torch.Tensor]) -> str:
-    """sha256 over the names, dtypes, shapes and bytes of a state dict's tensors (in name order)."""
-    digest = hashlib.sha256()
-    for name in sorted(state):
-        t = state[name].detach().cpu().reshape(-1).contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(state[name].shape)}|".encode())
-        digest.update(t.view(torch.uint8).numpy())  # the buffer itself: no copy of a (mapped) table
-    return digest.hexdigest()
 
 
 def check_norm(p) -> int:

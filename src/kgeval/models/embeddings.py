@@ -51,6 +51,8 @@ import torch
 from torch import nn
 
 from ..errors import InvalidInputError, unknown_name
+from .registry import get_model
+from .shard import EntityShard, _shard_range
 
 INTERACTIONS = ("complex", "distmult", "rotate", "transe")
 
@@ -74,8 +76,6 @@ def from_embeddings(interaction: str, entity, relation, *, inverse_relations: bo
     matrices raise :class:`~kgeval.errors.InvalidInputError` naming the matrix, before any work
     proportional to the table (shapes and dtypes are checked first, then values block by block).
     """
-    from . import get_model
-
     key = str(interaction).lower()
     if key not in INTERACTIONS:
         raise unknown_name("interaction", interaction, INTERACTIONS)
@@ -308,3 +308,35 @@ def _check_count(kind: str, found: int, expected: int | None, note: str = "") ->
     if expected is not None and found != expected:
         raise InvalidInputError(f"the {kind} embeddings have {found} rows{note} but the dataset has {expected} "
                                 f"{'entities' if kind == 'entity' else 'relations'}")
+
+
+def shard_embeddings(interaction: str, entity, relation, *, rank: int, world: int, num_entities: int | None = None,
+                     rows=None, **kwargs) -> EntityShard:
+    """:func:`~kgeval.models.from_embeddings` on the rows of ``entity`` this rank holds.
+
+    ``entity``: the whole entity matrix (array, tensor, ``np.memmap``) or a path to a ``.npy`` file,
+    which is memory-mapped so only the local rows are read. ``num_entities`` (e.g. the dataset's) is
+    checked against the matrix's rows; ``rows`` (a permutation of ``0 .. n-1``, optional): ``rows[i]`` is
+    the matrix row of entity id ``i`` (ids ``lo .. hi`` are read from rows ``rows[lo:hi]``, default: row
+    ``i``); other keywords go to ``from_embeddings``.
+    """
+    if isinstance(entity, (str, os.PathLike)):
+        entity = load_array(entity, name="entity embeddings")
+    shape = getattr(entity, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise InvalidInputError(f"entity embeddings must be a 2-d matrix (rows = ids), got shape {shape}")
+    n = int(shape[0])
+    if num_entities is not None and n != int(num_entities):
+        raise InvalidInputError(f"the entity embeddings have {n} rows but the dataset has {num_entities} entities")
+    lo, hi = _shard_range(n, rank, world)
+    if rows is None:
+        local_rows = entity[lo:hi]
+    else:
+        import numpy as np
+
+        rows = np.asarray(rows)
+        if rows.shape != (n,) or not np.array_equal(np.sort(rows), np.arange(n)):
+            raise InvalidInputError(f"rows must be a permutation of 0..{n - 1} (one matrix row per entity id)")
+        local_rows = entity[torch.from_numpy(rows[lo:hi])] if isinstance(entity, torch.Tensor) else entity[rows[lo:hi]]
+    local = from_embeddings(interaction, local_rows, relation, **kwargs)
+    return EntityShard(local, entity_offset=lo, num_entities=n)

@@ -2,12 +2,12 @@
 
 An :class:`EntityShard` wraps a model built on the rows ``[lo, hi)`` of the entity table only
 (``lo = n * rank // world``, ``hi = n * (rank + 1) // world``, see
-:func:`kgeval.evaluation.distributed.shard_range`) and speaks the entity-shard scorer protocol
+:func:`kgeval._partition.shard_range`) and speaks the entity-shard scorer protocol
 of :mod:`kgeval.evaluation.distributed`. Three ways to get one:
 
 - ``model.shard(rank, world)`` of any built-in model (TransE, DistMult, ComplEx, RotatE, TuckER,
   PairRE): copies the local entity rows, keeps the other parameters;
-- :func:`shard_embeddings` ``(interaction, entity, relation, rank=, world=)``: like
+- :func:`~kgeval.models.shard_embeddings` ``(interaction, entity, relation, rank=, world=)``: like
   :func:`~kgeval.models.from_embeddings`, slicing the entity matrix (a ``np.load(mmap_mode="r")``
   array or a path to a ``.npy`` file is sliced before anything is read);
 - ``load_model(path, shard=(rank, world))``: from a saved model file, memory-mapped, copying only
@@ -18,21 +18,15 @@ of :mod:`kgeval.evaluation.distributed`. Three ways to get one:
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import nn
 
+from .._partition import shard_range as _shard_range
+from .._tensor import state_digest
 from ..errors import InvalidInputError
 from .base import Model, _as_index
 
-__all__ = ["EntityShard", "shard_model", "shard_embeddings"]
-
-
-def _shard_range(n: int, rank: int, world: int) -> tuple[int, int]:
-    from ..evaluation.distributed import shard_range
-
-    return shard_range(n, rank, world)
+__all__ = ["EntityShard", "shard_model"]
 
 
 class EntityShard(nn.Module):
@@ -71,8 +65,6 @@ class EntityShard(nn.Module):
     def replicated_digest(self) -> str:
         """SHA-256 of every parameter except the entity rows (relations, TuckER's core, batch norms)
         and the model's configuration: the same on every rank of one model (checked at the start)."""
-        from .base import state_digest
-
         state = {k: v for k, v in self.local.state_dict().items() if k != "entity.weight"}
         cfg = {k: v for k, v in self.local.config().items() if k != "num_entities"}
         return f"{sorted(cfg.items())!r}:{state_digest(state)}"
@@ -149,37 +141,3 @@ def shard_model(model: Model, rank: int, world: int) -> EntityShard:
     local.to(model.device)
     local.train(model.training)
     return EntityShard(local, entity_offset=lo, num_entities=model.num_entities)
-
-
-def shard_embeddings(interaction: str, entity, relation, *, rank: int, world: int, num_entities: int | None = None,
-                     rows=None, **kwargs) -> EntityShard:
-    """:func:`~kgeval.models.from_embeddings` on the rows of ``entity`` this rank holds.
-
-    ``entity``: the whole entity matrix (array, tensor, ``np.memmap``) or a path to a ``.npy`` file,
-    which is memory-mapped so only the local rows are read. ``num_entities`` (e.g. the dataset's) is
-    checked against the matrix's rows; ``rows`` (a permutation of ``0 .. n-1``, optional): ``rows[i]`` is
-    the matrix row of entity id ``i`` (ids ``lo .. hi`` are read from rows ``rows[lo:hi]``, default: row
-    ``i``); other keywords go to ``from_embeddings``.
-    """
-    from .embeddings import from_embeddings, load_array
-
-    if isinstance(entity, (str, os.PathLike)):
-        entity = load_array(entity, name="entity embeddings")
-    shape = getattr(entity, "shape", None)
-    if shape is None or len(shape) != 2:
-        raise InvalidInputError(f"entity embeddings must be a 2-d matrix (rows = ids), got shape {shape}")
-    n = int(shape[0])
-    if num_entities is not None and n != int(num_entities):
-        raise InvalidInputError(f"the entity embeddings have {n} rows but the dataset has {num_entities} entities")
-    lo, hi = _shard_range(n, rank, world)
-    if rows is None:
-        local_rows = entity[lo:hi]
-    else:
-        import numpy as np
-
-        rows = np.asarray(rows)
-        if rows.shape != (n,) or not np.array_equal(np.sort(rows), np.arange(n)):
-            raise InvalidInputError(f"rows must be a permutation of 0..{n - 1} (one matrix row per entity id)")
-        local_rows = entity[torch.from_numpy(rows[lo:hi])] if isinstance(entity, torch.Tensor) else entity[rows[lo:hi]]
-    local = from_embeddings(interaction, local_rows, relation, **kwargs)
-    return EntityShard(local, entity_offset=lo, num_entities=n)

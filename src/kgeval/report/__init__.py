@@ -10,6 +10,7 @@ LaTeX, CSV or JSON tables.
 
 from __future__ import annotations
 
-from .model import FORMATS, Report, build_report, write_report
+from .model import FORMATS, Report, build_report
+from .write import write_report
 
 __all__ = ["FORMATS", "Report", "build_report", "write_report"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from .. import __version__
+from .._version import __version__
 from . import figures
 from .text import comparison_legend, fmt, headers, legend, p_text, p_value_text
 

@@ -49,11 +49,8 @@ def compare(runs, metrics: tuple[str, ...], *, num_resamples: int, seed: int, co
     """``(records, notes)``: ``kgeval.compare`` on every pair of runs of the same dataset, or None
     when kgeval.compare is absent. Runs on different datasets or protocols are not paired; a group
     that compare refuses (other tasks, other protocol) is left out with a note saying why."""
-    import kgeval
+    from ..significance.compare import compare as fn
 
-    fn = getattr(kgeval, "compare", None)
-    if fn is None:
-        return None, []
     groups: dict[str, list] = {}
     for run in runs:
         groups.setdefault(run.dataset, []).append(run)

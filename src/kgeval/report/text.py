@@ -12,7 +12,7 @@ import json
 import math
 
 from .._json import finite_or_none
-from ..results.render import EMPTY, format_value
+from .._format import EMPTY, format_p, format_value
 from .model import RANK_TYPE
 
 #: the columns of the headline table (key in the row, header)
@@ -40,8 +40,6 @@ def comparison_legend(report) -> str:
 
 def p_value_text(p) -> str:
     """A p-value stored as a number only (no logarithm), in :func:`format_p`'s form."""
-    from ..significance.pvalues import format_p
-
     if p is None:
         return EMPTY
     p = float(p)
@@ -53,10 +51,8 @@ def fmt(v) -> str:
 
 
 def p_text(row: dict) -> str:
-    """The p-value as every kgeval table prints it (:func:`~kgeval.significance.pvalues.format_p`),
+    """The p-value as every kgeval table prints it (:func:`kgeval._format.format_p`),
     from its logarithm, so that one that underflows to 0 is never printed as 0."""
-    from ..significance.pvalues import format_p
-
     if row.get("p") is None:
         return EMPTY
     log10_p = row.get("log10_p")

@@ -27,7 +27,7 @@ def dumps(data: dict) -> str:
 
 
 def to_json(results) -> dict:
-    from .. import __version__
+    from .._version import __version__
 
     protocol = results.protocol.to_dict() if hasattr(results.protocol, "to_dict") else results.protocol
     return {

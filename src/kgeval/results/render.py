@@ -6,8 +6,9 @@ Python API (:meth:`Results.summary_table`) and the command line print the same t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+
+from .._format import EMPTY, format_p, format_value, truthful  # noqa: F401 (public here too)
 
 #: the headline metrics of :meth:`Results.summary_table`
 HEADLINE = (
@@ -22,50 +23,6 @@ HEADLINE = (
     "z_inverse_harmonic_mean_rank",
     "p_inverse_harmonic_mean_rank",
 )
-
-EMPTY = "—"
-
-
-def format_value(v: float | None) -> str:
-    """Four decimals in the usual range, scientific notation outside it; None is :data:`EMPTY`.
-
-    Rounding never makes a value look exact: a value that four decimals would round onto a whole
-    number it is not (a hits@10 of 0.99996 as ``1.0000``, an MR of 1.00004 as ``1.0000``) gets the
-    decimals that tell it apart (``0.99996``). Zero is ``0.0000`` whatever its sign; NaN and the
-    infinities are ``nan``, ``inf`` and ``-inf``. Machine-readable outputs (CSV, JSON, the HTML
-    ``data-value`` attributes) keep the full ``repr`` instead.
-    """
-    if v is None:
-        return EMPTY
-    v = float(v)
-    if not math.isfinite(v):
-        return str(v)
-    if v == 0:
-        return "0.0000"  # -0.0 too: "-0.0000" reads as a negative value
-    if not 1e-3 <= abs(v) < 1e5:
-        return f"{v:.3e}"
-    for digits in range(4, 18):
-        text = f"{v:.{digits}f}"
-        shown = float(text)
-        if shown == v or shown != round(shown):
-            return text
-    return repr(v)
-
-
-def truthful(text: str, v: float) -> str:
-    """``text`` (``v`` formatted with any fixed precision) unless the rounding misleads: a text
-    reading as a whole number ``v`` is not (``1.000`` for 0.99996) becomes ``repr(v)``, and a
-    negative zero (``-0.00`` for -0.001) loses its sign."""
-    try:
-        shown = float(text)
-    except ValueError:
-        return text
-    if not math.isfinite(shown) or shown == v:
-        return text.lstrip("-") if shown == 0 else text
-    if shown == round(shown):
-        return repr(float(v))
-    return text
-
 
 def metric_table(
     results,
@@ -107,7 +64,6 @@ def metric_table(
 def _p_cell(results, side: str, rank_type: str, base_key: str) -> str:
     """The formatted p-value against chance, or the empty mark where there is none."""
     from ..errors import KGEvalError
-    from ..significance.pvalues import format_p
 
     if results.value(side, rank_type, base_key) is None:
         return EMPTY

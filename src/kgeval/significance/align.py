@@ -1,9 +1,9 @@
-"""What :func:`kgeval.compare` compares: models read from results, rank tables or run
-directories, checked to be evaluated on the same tasks under the same protocol, and aligned.
+"""What :func:`kgeval.compare` compares: models given as results or rank tables, checked to be
+evaluated on the same tasks under the same protocol, and aligned.
 
-A *model* is one :class:`~kgeval.Results` (or :class:`~kgeval.RankTable`), one run directory,
-or a directory of replicated runs (``replicates.json``, written by
-``pipeline(..., num_replicates=k)``): then it has one rank table per training seed.
+A *model* is one :class:`~kgeval.Results` (or :class:`~kgeval.RankTable`), or a list of Results of
+replicated runs (one model trained with several seeds): then it has one rank table per seed. Run and
+replicate directories are read by :mod:`kgeval.workflow.comparison`, above this module.
 
 Tasks are identified by ``(triple_index, side)``. When every task of both tables has a
 triple index and the pairs are unique, the tables are aligned by sorting on them (their
@@ -54,49 +54,47 @@ class Model:
     path: Path | None = None  # the run or replicate directory it was read from
 
 
-def _load_run(directory: Path) -> tuple[RankTable, dict, dict | None]:
-    from ..results import Results
-    from ..workflow.runs import load_run
-
-    run = load_run(directory)
-    table = RankTable.load(directory / "rank_table.npz")
-    results = Results.load_json(directory / "results.json", table)
-    return table, results.protocol, run.metadata.get("dataset")
-
-
 def as_model(item, index: int) -> Model:
-    """A :class:`Model` from a Results, RankTable, run directory, replicate directory or ``(name, item)``."""
+    """A :class:`Model` from a Results (with its rank table), a RankTable, a list of replicate Results (one
+    model trained with several seeds), a :class:`Model`, or ``(name, item)`` of one of them.
+
+    Run directories are read one layer up (:func:`kgeval.workflow.comparison.run_model`, which
+    :func:`kgeval.compare` calls): the statistics take what was loaded, never a path.
+    """
+    if isinstance(item, Model):
+        return item
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
         model = as_model(item[1], index)
         model.name = item[0]
         return model
     if isinstance(item, (str, os.PathLike)):
-        from ..workflow.replicates import REPLICATES_FILE, load_replicates
-
-        path = Path(item)
-        if (path / REPLICATES_FILE).is_file():
-            runs = load_replicates(path)
-            loaded = [_load_run(r) for r in runs]
-            # the model's protocol is its first run's: every other run must agree with it (a set
-            # assembled by hand from runs evaluated otherwise would be averaged as one model)
-            members = [Model(f"{path.name}/{r.name}", [t], p, d, path=r) for r, (t, p, d) in zip(runs, loaded)]
-            for other in members[1:]:
-                try:
-                    check_protocols(members[0], other)
-                except InvalidInputError as exc:
-                    raise type(exc)(f"the runs of the replicate set {str(path)!r} are not one model's "
-                                    f"replicates: {exc}") from None
-            return Model(path.name, [t for t, _, _ in loaded], loaded[0][1], loaded[0][2], True, path)
-        table, protocol, dataset = _load_run(path)
-        return Model(path.name, [table], protocol, dataset, path=path)
+        raise InvalidInputError(f"model {index + 1} is a path ({os.fspath(item)!r}): read run directories with "
+                                "kgeval.compare (or kgeval compare), which loads them; "
+                                "kgeval.significance.compare.compare takes Results and RankTables")
     if isinstance(item, RankTable):
         return Model(f"model{index + 1}", [item])
+    if isinstance(item, (list, tuple)) and item and all(getattr(r, "rank_table", None) is not None for r in item):
+        name = f"model{index + 1}"
+        members = [Model(f"{name}/{i + 1}", [r.rank_table], dict(r.protocol or {})) for i, r in enumerate(item)]
+        return replicates(name, members, f"the Results of model {index + 1}")
     table = getattr(item, "rank_table", None)
     if table is None:
-        raise InvalidInputError(f"model {index + 1}: expected Results with a rank table, a RankTable or a run "
-                                f"directory, got {type(item).__name__}"
+        raise InvalidInputError(f"model {index + 1}: expected Results with a rank table, a RankTable or a list of "
+                                f"replicate Results, got {type(item).__name__}"
                                 + (" without a rank table" if hasattr(item, "protocol") else ""))
     return Model(getattr(item, "name", None) or f"model{index + 1}", [table], dict(item.protocol or {}))
+
+
+def replicates(name: str, members: list[Model], what: str, path: Path | None = None) -> Model:
+    """One replicated model from its runs, one rank table each. Its protocol is the first run's: every
+    other run must agree with it (a set assembled by hand from runs evaluated otherwise would be
+    averaged as one model); ``what`` names the set in that error."""
+    for other in members[1:]:
+        try:
+            check_protocols(members[0], other)
+        except InvalidInputError as exc:
+            raise type(exc)(f"{what} are not one model's replicates: {exc}") from None
+    return Model(name, [t for m in members for t in m.tables], members[0].protocol, members[0].dataset, True, path)
 
 
 def check_protocols(a: Model, b: Model) -> None:

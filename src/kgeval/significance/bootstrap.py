@@ -35,6 +35,7 @@ import numpy as np
 from scipy import stats
 
 from .. import metrics as _metrics
+from .._format import truthful
 from .._validation import check_positive_int, check_probability, check_seed
 from ..errors import InvalidInputError
 from ..keys import parse_key
@@ -103,8 +104,6 @@ class ConfidenceInterval(tuple):
         return f"ConfidenceInterval(low={self[0]!r}, high={self[1]!r}, method={self.method!r})"
 
     def __str__(self) -> str:
-        from ..results.render import truthful
-
         return f"[{truthful(f'{self[0]:.4g}', self[0])}, {truthful(f'{self[1]:.4g}', self[1])}]"
 
 

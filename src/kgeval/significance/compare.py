@@ -66,8 +66,9 @@ def compare(results_a, results_b, *more, metrics=DEFAULT_METRICS, side: str = "b
             correction: str | None = "holm", baseline=None, confidence: float = 0.95):
     """Paired comparison of two or more models evaluated on the same tasks (module docstring).
 
-    Models: :class:`~kgeval.Results` (with their rank table), :class:`~kgeval.RankTable`,
-    run directories or replicate directories, each optionally as ``(name, model)``. Runs are
+    Models: :class:`~kgeval.Results` (with their rank table), :class:`~kgeval.RankTable`, lists of
+    replicate Results, or models read from run directories (:func:`kgeval.compare` reads them,
+    :func:`kgeval.workflow.comparison.run_model`), each optionally as ``(name, model)``. Runs are
     named by their directory, others by a ``name`` attribute or ``model1``, ``model2``, ...
     More than two models: every pair in the given order, or each against ``baseline`` (a
     name or position). ``seed`` makes every resampling deterministic.

@@ -8,7 +8,7 @@ al., 2022, §3), so E[M] and Var[M] depend on the candidate counts Cᵢ alone, e
 :func:`null_model` counts the candidates of a dataset's split (:mod:`.candidates`, no model
 needed) and every metric's :meth:`~kgeval.metrics.Metric.null_moments` gives the moments; for a
 registered dataset whose files are absent, the table shipped with kgeval (:mod:`.null_tables`,
-the paper's §4.2 database) holds the same candidate histograms and moments.
+the paper's §4.2 database, read by :func:`load_shipped`) holds the same candidate histograms and moments.
 """
 
 from __future__ import annotations
@@ -17,13 +17,18 @@ import math
 
 import numpy as np
 
+from .._version import __version__
+from ..data import Dataset, dataset_available, get_dataset
+from ..data.registry import lookup
 from ..errors import InvalidInputError, NoClosedFormError
 from ..keys import parse_key
 from ..metrics.base import NullMoments
 from ..metrics.derived import DerivedMetric
 from .candidates import SIDES, CandidateHistogram, NullProtocol, candidate_histograms
+from .null_tables import FORMAT as TABLE_FORMAT
+from .null_tables import read_shipped, shipped_protocols
 
-__all__ = ["NullModel", "null_model", "tabulated_metrics"]
+__all__ = ["NullModel", "null_model", "tabulated_metrics", "from_dataset", "build_table", "load_shipped"]
 
 
 def tabulated_metrics() -> list:
@@ -176,9 +181,6 @@ def null_model(dataset, split: str = "test", *, filtered: bool = True, filter_va
     A :class:`~kgeval.data.Dataset` object carries its own unseen-entity handling: ``drop_unseen=True``
     is refused for one built without it.
     """
-    from ..data import Dataset, dataset_available, get_dataset
-    from ..data.registry import lookup
-
     if isinstance(dataset, Dataset):
         if drop_unseen and not dataset.dropped:
             raise InvalidInputError("drop_unseen=True needs a dataset name or path (or a Dataset built with "
@@ -188,8 +190,6 @@ def null_model(dataset, split: str = "test", *, filtered: bool = True, filter_va
     protocol = NullProtocol(split, filtered, filter_validation_when_testing, drop_unseen)
     info = lookup(dataset) if isinstance(dataset, str) else None
     if info is not None and not dataset_available(info.name, data_dir=data_dir):
-        from .null_tables import load_shipped
-
         shipped = load_shipped(info.name, protocol)
         if shipped is not None:
             return shipped
@@ -204,3 +204,39 @@ def from_dataset(ds, protocol: NullProtocol) -> NullModel:
         identity["sha256"] = ds.hashes()
     return NullModel(ds.name, protocol, candidate_histograms(ds, protocol), num_entities=ds.num_entities,
                      identity=identity, source="files")
+
+
+def build_table(name: str, data_dir=None) -> dict:
+    """The table of registered dataset ``name`` from its files (keep- and drop-unseen loads)."""
+    loaded = {drop: get_dataset(name, data_dir=data_dir, drop_unseen=drop) for drop in (False, True)}
+    full = from_dataset(loaded[False], NullProtocol())
+    protocols = {}
+    for protocol in shipped_protocols():
+        model = from_dataset(loaded[protocol.drop_unseen], protocol)
+        protocols[protocol.key] = {
+            "protocol": protocol.to_dict(),
+            "num_entities": model.num_entities,
+            "candidates": {side: model.histograms[side].to_pairs() for side in ("head", "tail")},
+            "moments": {side: {m.key: _moment_row(model.moments(f"{side}.{m.key}")) for m in tabulated_metrics()}
+                        for side in SIDES},
+        }
+    return {"format": TABLE_FORMAT, "dataset": loaded[False].name, "kgeval_version": __version__,
+            "identity": full.identity, "protocols": protocols}
+
+
+def _moment_row(m) -> list:
+    return [m.mean, m.variance, m.exact, m.optimum_gap]
+
+
+def load_shipped(name: str, protocol: NullProtocol) -> NullModel | None:
+    """The :class:`NullModel` of ``protocol`` from the shipped table of ``name``, or None."""
+    table = read_shipped(name)
+    if table is None or protocol.key not in table["protocols"]:
+        return None
+    entry = table["protocols"][protocol.key]
+    hist = {side: CandidateHistogram.from_pairs(pairs) for side, pairs in entry["candidates"].items()}
+    hist["both"] = hist["head"] + hist["tail"]
+    moments = {(side, key): NullMoments(*row) for side, per in entry["moments"].items() for key, row in per.items()}
+    identity = {**table["identity"], "kgeval_version": table["kgeval_version"]}
+    return NullModel(table["dataset"], protocol, hist, num_entities=entry["num_entities"], identity=identity,
+                     source="shipped table", moments=moments)

@@ -15,6 +15,8 @@ written before it existed, still load.)
 
 The candidate histograms make exact null distributions (p-values) possible without the files;
 the moments are those :class:`~kgeval.significance.null_model.NullModel` computes from them.
+This module reads and writes the files; building a table and a :class:`NullModel` from one is
+:mod:`.null_model` (:func:`~.null_model.build_table`, :func:`~.null_model.load_shipped`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from .candidates import SIDES, CandidateHistogram, NullProtocol
-from .null_model import NullModel, from_dataset, tabulated_metrics
+from ..data.registry import normalize_name
+from .candidates import NullProtocol
 
 FORMAT = 1
 #: the package directory of the tables
@@ -45,34 +47,7 @@ def shipped_protocols() -> list[NullProtocol]:
 
 
 def table_file_name(name: str) -> str:
-    from ..data.registry import normalize_name
-
     return f"{normalize_name(name)}.json.gz"
-
-
-def build_table(name: str, data_dir=None) -> dict:
-    """The table of registered dataset ``name`` from its files (keep- and drop-unseen loads)."""
-    from .. import __version__
-    from ..data import get_dataset
-
-    loaded = {drop: get_dataset(name, data_dir=data_dir, drop_unseen=drop) for drop in (False, True)}
-    full = from_dataset(loaded[False], NullProtocol())
-    protocols = {}
-    for protocol in shipped_protocols():
-        model = from_dataset(loaded[protocol.drop_unseen], protocol)
-        protocols[protocol.key] = {
-            "protocol": protocol.to_dict(),
-            "num_entities": model.num_entities,
-            "candidates": {side: model.histograms[side].to_pairs() for side in ("head", "tail")},
-            "moments": {side: {m.key: _moment_row(model.moments(f"{side}.{m.key}")) for m in tabulated_metrics()}
-                        for side in SIDES},
-        }
-    return {"format": FORMAT, "dataset": loaded[False].name, "kgeval_version": __version__,
-            "identity": full.identity, "protocols": protocols}
-
-
-def _moment_row(m) -> list:
-    return [m.mean, m.variance, m.exact, m.optimum_gap]
 
 
 def write_table(table: dict, path: str | Path) -> int:
@@ -90,19 +65,3 @@ def read_shipped(name: str) -> dict | None:
     if not res.is_file():
         return None
     return json.loads(gzip.decompress(res.read_bytes()).decode("utf-8"))
-
-
-def load_shipped(name: str, protocol: NullProtocol) -> NullModel | None:
-    """The :class:`NullModel` of ``protocol`` from the shipped table of ``name``, or None."""
-    table = read_shipped(name)
-    if table is None or protocol.key not in table["protocols"]:
-        return None
-    entry = table["protocols"][protocol.key]
-    hist = {side: CandidateHistogram.from_pairs(pairs) for side, pairs in entry["candidates"].items()}
-    hist["both"] = hist["head"] + hist["tail"]
-    from ..metrics.base import NullMoments
-
-    moments = {(side, key): NullMoments(*row) for side, per in entry["moments"].items() for key, row in per.items()}
-    identity = {**table["identity"], "kgeval_version": table["kgeval_version"]}
-    return NullModel(table["dataset"], protocol, hist, num_entities=entry["num_entities"], identity=identity,
-                     source="shipped table", moments=moments)

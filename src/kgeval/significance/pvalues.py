@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
+from .._format import format_p  # noqa: F401 (public here too)
 from ..errors import InvalidInputError
 from ..metrics import get as get_metric
 from ..metrics.base import Metric, check_candidates, check_weights
@@ -83,29 +84,6 @@ class PValue:
 
     def __str__(self) -> str:
         return format_p(self.log10)
-
-
-def format_p(log10_p: float) -> str:
-    """``0.0123``, ``3.2e-07``, or ``5.0e-413`` for values below float range (from the log).
-
-    One form for every table (CLI, Markdown, LaTeX, HTML): four decimals down to 0.001 (through
-    :func:`~kgeval.results.render.format_value`, so a p of 0.99998 is not shown as 1.0000), two
-    significant digits with a two-digit exponent below. ``n/a`` for NaN or None, ``0`` for an
-    exact zero (log10 = -inf).
-    """
-    from ..results.render import format_value
-
-    if log10_p is None or math.isnan(log10_p):
-        return "n/a"
-    if log10_p == -math.inf:
-        return "0"
-    if log10_p >= -3:
-        return format_value(10**log10_p)
-    exponent = math.floor(log10_p)
-    mantissa = round(10 ** (log10_p - exponent), 1)
-    if mantissa >= 10:  # 9.96e-401 rounds up: 1.0e-400, not 10.0e-401
-        mantissa, exponent = mantissa / 10, exponent + 1
-    return f"{mantissa:.1f}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
 
 
 def _from_log10(log10_p: float, method: str, z: float | None) -> PValue:

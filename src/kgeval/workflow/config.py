@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,36 +24,8 @@ from typing import Any
 from .._validation import check_bool, check_positive_int, check_seed
 from ..errors import InvalidInputError, unknown_name
 from .defaults import model_defaults
-
-#: Settings of :class:`kgeval.training.TrainingConfig` that live elsewhere in the tree: the
-#: optimizer has its own section and the seed is the configuration's.
-_TRAINING_ELSEWHERE = ("loop", "epochs", "optimizer", "lr", "seed")
-
-
-def training_options() -> tuple[str, ...]:
-    """The options a ``training`` section may set besides ``loop`` and ``epochs``."""
-    from ..training import TrainingConfig
-
-    return tuple(n for n in TrainingConfig.option_names() if n not in _TRAINING_ELSEWHERE)
-
-
-#: The options of :class:`kgeval.training.EarlyStopper` a configuration may set.
-EARLY_STOPPING_OPTIONS = ("metric", "frequency", "patience", "relative_delta", "larger_is_better",
-                          "evaluate_kwargs")
-
-
-class UnknownConfigKeyError(InvalidInputError):
-    """A configuration (dict, dotted path or keyword argument) names a setting that does not exist."""
-
-
-def check_keys(what: str, given, allowed) -> None:
-    """Refuse keys of ``given`` outside ``allowed``, suggesting the closest allowed key."""
-    unknown = [k for k in given if k not in allowed]
-    if unknown:
-        close = difflib.get_close_matches(str(unknown[0]), [str(a) for a in allowed], n=3, cutoff=0.6)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise UnknownConfigKeyError(f"{what}: unknown option(s) {unknown}.{hint} Allowed: {sorted(allowed)}")
-
+from .kwargs import (  # noqa: F401 (the key checks are public here too)
+    EARLY_STOPPING_OPTIONS, UnknownConfigKeyError, check_keys, kwargs_to_paths, training_options)
 
 def _plain(value):
     """Sequences as lists, mappings as dicts, recursively (what JSON gives back)."""
@@ -331,8 +302,6 @@ class PipelineConfig:
     @classmethod
     def from_kwargs(cls, base: PipelineConfig | None = None, **kwargs) -> PipelineConfig:
         """Apply :func:`kgeval.pipeline`'s keyword arguments to ``base`` (default: an empty configuration)."""
-        from .kwargs import kwargs_to_paths
-
         return (base or cls()).with_paths(kwargs_to_paths(kwargs))
 
     def to_kwargs(self) -> dict[str, Any]:

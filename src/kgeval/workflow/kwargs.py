@@ -1,4 +1,6 @@
-"""The keyword arguments of ``kgeval.pipeline`` (kgeval 0.1's interface) as :class:`PipelineConfig` paths.
+"""The keyword arguments of ``kgeval.pipeline`` (kgeval 0.1's interface) as :class:`PipelineConfig` paths,
+and the key checks every form of a configuration shares (:func:`check_keys`). Imports nothing from
+:mod:`.config`, which builds on it.
 
 ``pipeline(model="distmult", model_kwargs={"dim": 16}, random_seed=3)`` keeps working: each
 keyword names one configuration path (``model.name``, ``model.dim``, ``seed``), see
@@ -7,12 +9,42 @@ keyword names one configuration path (``model.name``, ``model.dim``, ``seed``), 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
 from .._validation import check_seed
 from ..errors import InvalidInputError, unknown_name
-from .config import EARLY_STOPPING_OPTIONS, check_keys, training_options
+
+#: Settings of :class:`kgeval.training.TrainingConfig` that live elsewhere in the tree: the
+#: optimizer has its own section and the seed is the configuration's.
+_TRAINING_ELSEWHERE = ("loop", "epochs", "optimizer", "lr", "seed")
+
+
+def training_options() -> tuple[str, ...]:
+    """The options a ``training`` section may set besides ``loop`` and ``epochs``."""
+    from ..training import TrainingConfig
+
+    return tuple(n for n in TrainingConfig.option_names() if n not in _TRAINING_ELSEWHERE)
+
+
+#: The options of :class:`kgeval.training.EarlyStopper` a configuration may set.
+EARLY_STOPPING_OPTIONS = ("metric", "frequency", "patience", "relative_delta", "larger_is_better",
+                          "evaluate_kwargs")
+
+
+class UnknownConfigKeyError(InvalidInputError):
+    """A configuration (dict, dotted path or keyword argument) names a setting that does not exist."""
+
+
+def check_keys(what: str, given, allowed) -> None:
+    """Refuse keys of ``given`` outside ``allowed``, suggesting the closest allowed key."""
+    unknown = [k for k in given if k not in allowed]
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), [str(a) for a in allowed], n=3, cutoff=0.6)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise UnknownConfigKeyError(f"{what}: unknown option(s) {unknown}.{hint} Allowed: {sorted(allowed)}")
+
 
 # keyword argument of kgeval.pipeline -> configuration path (None: a section given as a mapping)
 _KWARG_PATHS = {

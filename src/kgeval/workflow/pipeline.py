@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from ..data.splits import split_attribute
 from ..errors import InvalidInputError
 from .config import PipelineConfig, Restriction
 from .evaluation import check_split_to_evaluate, evaluate_model, resolve_whitelist, validation_filter_sets
+from .replicates import ReplicatesResult, replicate_seeds
 
 #: Graphs with at most this many entities train on one torch thread by default (see :func:`pipeline`).
 SMALL_GRAPH_ENTITIES = 1000
@@ -185,10 +187,58 @@ def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bo
     ``dataset``: a name, a directory or a :class:`~kgeval.data.Dataset` (default: the
     configuration's). ``callback(epoch, loss, model)`` runs after every epoch.
 
-    ``num_replicates=k`` (k >= 2): train and evaluate k times with seeds ``seed, seed + 1, ...``
-    and return a :class:`~kgeval.workflow.replicates.ReplicatesResult` (the runs and a summary
-    across seeds) instead of one :class:`PipelineResult`.
+    ``num_replicates=k`` is deprecated: it returns :func:`replicates`'s
+    :class:`~kgeval.workflow.replicates.ReplicatesResult` instead of one :class:`PipelineResult`;
+    call :func:`kgeval.replicates` instead.
     """
+    config = _configured(config, dataset, overrides)
+    if num_replicates is not None:
+        warnings.warn("pipeline(num_replicates=k) is deprecated: call kgeval.replicates(config, k, ...), which "
+                      "returns the ReplicatesResult; pipeline() returns one PipelineResult", DeprecationWarning,
+                      stacklevel=2)
+        return _replicates(config, num_replicates, dataset=dataset, progress=progress, data_dir=data_dir,
+                           callback=callback)
+    return _run(config, dataset, progress=progress, data_dir=data_dir, callback=callback)
+
+
+def replicates(config: PipelineConfig | None = None, num_replicates: int | None = None, *, dataset=None,
+               progress: bool = True, data_dir=None, callback=None, **overrides) -> ReplicatesResult:
+    """Train and evaluate one configuration ``num_replicates`` times, with seeds ``seed, seed + 1, ...``.
+
+    Parameters
+    ----------
+    config, dataset, progress, data_dir, callback, **overrides
+        As :func:`pipeline`.
+    num_replicates : int
+        The number of runs, at least 2; the seeds must stay below ``2**32``.
+
+    Returns
+    -------
+    ReplicatesResult
+        The runs (a :class:`PipelineResult` each, run ``i`` exactly ``pipeline(random_seed=seed + i)``)
+        and the summary across seeds (mean, sample sd and t interval of each headline metric).
+
+    Examples
+    --------
+    >>> import kgeval
+    >>> rep = kgeval.replicates(dataset="nations", model="distmult", epochs=1,  # doctest: +SKIP
+    ...                         random_seed=0, num_replicates=3)
+    >>> rep.seeds  # doctest: +SKIP
+    [0, 1, 2]
+    """
+    config = _configured(config, dataset, overrides)
+    return _replicates(config, num_replicates, dataset=dataset, progress=progress, data_dir=data_dir,
+                       callback=callback)
+
+
+def _replicates(config: PipelineConfig, num_replicates, *, dataset, **kwargs) -> ReplicatesResult:
+    seeds = replicate_seeds(config.seed, num_replicates)
+    dataset = None if isinstance(dataset, str) else dataset  # a name is the configuration's dataset
+    return ReplicatesResult([_run(config.replace(seed=s), dataset, **kwargs) for s in seeds], seeds)
+
+
+def _configured(config, dataset, overrides: dict) -> PipelineConfig:
+    """The configuration of a :func:`pipeline` call, checked before any loading or training."""
     if config is not None and not isinstance(config, PipelineConfig):
         config = PipelineConfig.from_dict(config)
     if isinstance(dataset, str):
@@ -204,11 +254,10 @@ def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bo
         from ..evaluation.inputs import usable_device
 
         usable_device(torch.device(config.device))
-    if num_replicates is not None:
-        from .replicates import run_replicates
+    return config
 
-        return run_replicates(config, num_replicates, dataset=None if isinstance(dataset, str) else dataset,
-                              progress=progress, data_dir=data_dir, callback=callback)
+
+def _run(config: PipelineConfig, dataset, *, progress: bool, data_dir, callback) -> PipelineResult:
     t_start = time.perf_counter()
     ds, config = _handle_dataset(config, dataset, data_dir)
     config = config.resolve()

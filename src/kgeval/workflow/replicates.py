@@ -1,4 +1,4 @@
-"""The same configuration trained with several seeds: ``pipeline(..., num_replicates=k)``.
+"""The same configuration trained with several seeds: :func:`kgeval.replicates` (``kgeval.workflow.pipeline``).
 
 Replicate ``i`` (0-based) uses seed ``seed + i`` (the configuration's seed, default 42), so a
 replicate set is reproducible and its first run is the single run of the same configuration.
@@ -126,14 +126,6 @@ class ReplicatesResult:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-
-
-def run_replicates(config, num_replicates: int, **kwargs) -> ReplicatesResult:
-    """Run ``pipeline(config.replace(seed=s), **kwargs)`` for each seed of :func:`replicate_seeds`."""
-    from .pipeline import pipeline
-
-    seeds = replicate_seeds(config.seed, num_replicates)
-    return ReplicatesResult([pipeline(config.replace(seed=s), **kwargs) for s in seeds], seeds)
 
 
 def load_replicates(directory: str | os.PathLike) -> list[Path]:

@@ -61,7 +61,7 @@ def versions() -> dict[str, str]:
     import numpy as np
     import torch
 
-    from .. import __version__
+    from .._version import __version__
 
     return {"kgeval": __version__, "torch": torch.__version__, "numpy": np.__version__,
             "python": platform.python_version()}

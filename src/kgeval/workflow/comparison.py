@@ -1,0 +1,97 @@
+"""``kgeval.compare`` on run directories: each run (or replicate directory) read into a model of
+:mod:`kgeval.significance.align`, then compared by :func:`kgeval.significance.compare.compare`.
+
+The statistics take loaded Results and never read a directory; reading them is this layer's job.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..ranks import RankTable
+from ..results import Results
+from ..significance.align import Model, replicates
+from ..significance.compare import DEFAULT_METRICS
+from ..significance.compare import compare as compare_models
+from .replicates import REPLICATES_FILE, load_replicates
+from .runs import load_run
+
+__all__ = ["compare", "run_model"]
+
+
+def _load_run(directory: Path, name: str) -> Model:
+    run = load_run(directory)
+    table = RankTable.load(directory / "rank_table.npz")
+    results = Results.load_json(directory / "results.json", table)
+    return Model(name, [table], results.protocol, run.metadata.get("dataset"), path=directory)
+
+
+def run_model(path: str | os.PathLike) -> Model:
+    """The compared model of a run directory, or of a replicate directory (``replicates.json``: one rank
+    table per run, every run evaluated under the first run's protocol). Named by the directory.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A run directory (``kgeval pipeline -o``) or a replicate directory (``--replicates``).
+
+    Returns
+    -------
+    kgeval.significance.align.Model
+        Its name, rank tables, protocol, dataset identity and path.
+
+    Raises
+    ------
+    InvalidInputError
+        Not a kgeval run directory; a replicate set whose runs were evaluated differently
+        (:class:`~kgeval.significance.align.ProtocolMismatchError`).
+    """
+    path = Path(path)
+    if (path / REPLICATES_FILE).is_file():
+        members = [_load_run(r, f"{path.name}/{r.name}") for r in load_replicates(path)]
+        return replicates(path.name, members, f"the runs of the replicate set {str(path)!r}", path)
+    return _load_run(path, path.name)
+
+
+def compare(results_a, results_b, *more, metrics=DEFAULT_METRICS, side: str = "both",
+            rank_type: str = "realistic", test: str = "permutation", num_resamples: int = 10_000, seed=None,
+            correction: str | None = "holm", baseline=None, confidence: float = 0.95):
+    """Paired comparison of two or more models evaluated on the same tasks (``kgeval.compare``).
+
+    Parameters
+    ----------
+    results_a, results_b, *more
+        Models: :class:`~kgeval.Results` (with their rank table), :class:`~kgeval.RankTable`, lists of
+        replicate Results, run directories or replicate directories, each optionally as ``(name, model)``.
+    metrics, side, rank_type, test, num_resamples, seed, correction, baseline, confidence
+        As :func:`kgeval.significance.compare.compare`.
+
+    Returns
+    -------
+    pandas.DataFrame or list of dict
+        One row per pair, metric and level (see :func:`kgeval.significance.compare.compare`).
+
+    Examples
+    --------
+    >>> import numpy as np, kgeval
+    >>> rng = np.random.default_rng(0)
+    >>> C = np.full(60, 50)
+    >>> a = kgeval.RankTable.from_ranks(rng.integers(1, 51, 60), num_candidates=C)
+    >>> b = kgeval.RankTable.from_ranks(rng.integers(1, 51, 60), num_candidates=C)
+    >>> rows = compare(a, b, metrics=["mrr"], num_resamples=100, seed=0)
+    >>> len(rows)
+    1
+    """
+    items = [_loaded(item) for item in (results_a, results_b, *more)]
+    return compare_models(*items, metrics=metrics, side=side, rank_type=rank_type, test=test,
+                          num_resamples=num_resamples, seed=seed, correction=correction, baseline=baseline,
+                          confidence=confidence)
+
+
+def _loaded(item):
+    if isinstance(item, (str, os.PathLike)):
+        return run_model(item)
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], (str, os.PathLike)):
+        return item[0], run_model(item[1])
+    return item
