@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 import kgeval
-from kgeval.evaluation import DistMultScorer
+from kgeval.models import DistMultScorer
 from kgeval.models import EntityShard, from_embeddings, get_model, shard_embeddings
 
 

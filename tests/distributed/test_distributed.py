@@ -127,7 +127,7 @@ def test_without_process_group_is_a_named_error(mode):
     import torch
 
     import kgeval
-    from kgeval.evaluation import DistMultScorer
+    from kgeval.models import DistMultScorer
 
     scorer = DistMultScorer(torch.ones(5, 2), torch.ones(2, 2))
     with pytest.raises(InvalidInputError, match="process group"):
@@ -498,7 +498,7 @@ def test_candidates_mode_refuses_distributed(mode):
     import torch
 
     import kgeval
-    from kgeval.evaluation import DistMultScorer
+    from kgeval.models import DistMultScorer
 
     scorer = DistMultScorer(torch.ones(5, 2), torch.ones(2, 2))
     with pytest.raises(InvalidInputError, match="candidates= cannot be combined with distributed="):

@@ -1,8 +1,8 @@
 """Filtered link-prediction evaluation: scorer protocol, filter index, streaming evaluator.
 
 Modules:
-- :mod:`.scorers`: the scorer protocol and adapters (:class:`FunctionScorer`,
-  :class:`PyKEENScorer`, reference :class:`DistMultScorer`);
+- :mod:`.scorers`: the scorer protocol, written down in full, and the adapters
+  (:class:`FunctionScorer`, :class:`PyKEENScorer` from :mod:`.pykeen_scorer`);
 - :mod:`.filter_index`: the CSR index of known true answers;
 - :mod:`.options`: :class:`EvaluationOptions`, every option of an evaluation, validated once;
 - :mod:`.evaluator`: the streaming evaluator producing the rank table and the protocol, over
@@ -23,7 +23,7 @@ from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
 from .options import EvaluationOptions, as_options, canonical_names
 from .filter_index import FilterIndex
 from .sampling import sample_negatives
-from .scorers import DistMultScorer, FunctionScorer, PyKEENScorer, Scorer, as_scorer
+from .scorers import FunctionScorer, PyKEENScorer, Scorer, as_scorer
 
 __all__ = [
     "evaluate",
@@ -35,7 +35,6 @@ __all__ = [
     "Scorer",
     "FunctionScorer",
     "PyKEENScorer",
-    "DistMultScorer",
     "as_scorer",
     "sample_negatives",
     "default_memory_budget",

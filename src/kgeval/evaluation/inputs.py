@@ -51,7 +51,7 @@ def _filter_sets(filter_triples) -> list[tuple[str, object]]:
     if isinstance(filter_triples, Mapping):
         return [(str(k), v) for k, v in filter_triples.items()]
     # one array: numpy, torch, or any 2-d table (a pandas DataFrame, whose iteration would give column names)
-    from ..interop.pykeen import is_triples_factory
+    from .scorers import is_triples_factory
 
     if (isinstance(filter_triples, (np.ndarray, torch.Tensor)) or getattr(filter_triples, "ndim", None) == 2
             or is_triples_factory(filter_triples)):  # (a PyKEEN TriplesFactory: as_triples names it)

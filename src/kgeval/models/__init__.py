@@ -19,6 +19,7 @@ from .complex import ComplEx
 from .distmult import DistMult
 from .embeddings import from_embeddings
 from .pairre import PairRE
+from .plain import DistMultScorer
 from .rotate import RotatE
 from .shard import EntityShard, shard_embeddings
 from .transe import TransE
@@ -28,7 +29,7 @@ MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (TransE, DistMult, Co
 
 __all__ = ["Model", "TransE", "DistMult", "ComplEx", "RotatE", "TuckER", "PairRE", "MODELS",
            "get_model", "model_names", "load_model", "from_pykeen", "from_embeddings", "EntityShard",
-           "shard_embeddings"]
+           "shard_embeddings", "DistMultScorer"]
 
 
 def model_names() -> list[str]:
