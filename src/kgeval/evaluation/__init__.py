@@ -8,8 +8,8 @@ Modules:
 - :mod:`.evaluator`: the streaming evaluator producing the rank table and the protocol, over
   :mod:`.inputs` (data checks), :mod:`.scoring` (one adapter per side), :mod:`.counting`
   (better/tied counts, NaN rule, consistency check), :mod:`.batching` (memory budget, the
-  out-of-memory-aware batch driver), :mod:`.full` and :mod:`.sampled` ranking;
-- :mod:`.sampling`: negatives for the sampled protocol;
+  out-of-memory-aware batch driver), :mod:`.full` ranking and :mod:`.listed` ranking against listed
+  candidates (sampled negatives, given candidates);
 - :mod:`.query_metrics`: query-level precision@k / recall@k.
 """
 
@@ -22,7 +22,7 @@ from .batching import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
 from .options import EvaluationOptions, as_options, canonical_names
 from .filter_index import FilterIndex
-from .sampling import sample_negatives
+from .listed import sample_negatives
 from .scorers import FunctionScorer, PyKEENScorer, Scorer, as_scorer
 
 __all__ = [
@@ -66,7 +66,7 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         an :class:`EvaluationOptions` or a mapping of its fields (default: all defaults).
     candidates:
         ``{"head_neg": (n, K), "tail_neg": (n, K)}`` entity ids: rank each true answer against its
-        task's given negatives only (OGB's protocol, unfiltered; see :mod:`.candidates`).
+        task's given negatives only (OGB's protocol, unfiltered; see :mod:`.listed`).
     overrides:
         any field of :class:`EvaluationOptions` (``sides``, ``filtered``, ``num_negatives``,
         ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
@@ -81,9 +81,10 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     if overrides:
         opts = dataclasses.replace(opts, **canonical_names(overrides))
     if candidates is not None:
-        from .candidates import evaluate_candidates
+        from .listed import evaluate_candidates
 
-        out = evaluate_candidates(scorer, triples, candidates, filter_triples, opts)
+        table, protocol = evaluate_candidates(scorer, triples, candidates, filter_triples, opts)
+        out = EvaluationOutput(table, protocol)
     else:
         out = run_evaluation(scorer, triples, filter_triples, opts)
     from ..results import Results
