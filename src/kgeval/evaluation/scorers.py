@@ -50,6 +50,31 @@ Optional capabilities, each used when present
 - ``light_prepare: bool``: declares ``prepare_*`` cheap enough to run on the scoring thread
   without its own thread pool (DistMult's ``h * r``; TuckER's core products are not).
 
+Entity shards (``distributed="entities"``, see :mod:`.distributed`)
+-----------------------------------------------------------------
+No rank holds the whole entity table; each holds a shard (``model.shard(rank, world)`` of a
+built-in model, :func:`kgeval.models.shard_embeddings`, or your own object) with
+
+- ``num_entities``: the number of entities of the *whole* model;
+- ``entity_range``: ``(lo, hi)``, the ids held here; must be ``shard_range(num_entities, rank, world)``;
+- ``entity_rows(ids) -> (k, w)``: the rows of local entities (global ids) from which any rank forms
+  a query on them (an embedding row; same width and float dtype on every rank);
+- ``score_tails_from(head_rows, relations, entities=None) -> (b, m)``: scores of ``(h_i, r_i, e)``
+  for local entities ``e``, ``h_i`` given by its row; ``entities``: None = every local entity in id
+  order, a slice or 1-d tensor of global ids inside ``entity_range``;
+- ``score_heads_from(relations, tail_rows, entities=None) -> (b, m)``: likewise for ``(e, r_i, t_i)``;
+- optionally ``num_relations``, ``device``, ``score_bytes``, ``out=`` and ``concurrent_scoring`` as
+  above, ``prepare_tails_from`` / ``prepare_heads_from`` with ``score_prepared_from`` (prepared
+  queries, as above), and ``replicated_digest() -> str``: a hash of the parameters every rank
+  holds (relations, configuration), compared at the start. Without it the ranks compare the float
+  tensors of the shard that are not entity rows (:func:`.distributed.replicated_tensors`); a shard
+  holding none is not checked, with a warning.
+
+A shard range other than ``shard_range(n, rank, world)``, rows of another width or dtype, another
+``replicated_digest()`` (or other replicated tensors) or another ``num_entities`` fail at the start
+with :class:`~kgeval.evaluation.distributed.DistributedMismatchError` on every rank; more ranks than
+entities with :class:`~kgeval.evaluation.distributed.TooManyRanksError`.
+
 Adapters: :class:`FunctionScorer` (a plain ``fn(h, r, t)``) and :class:`PyKEENScorer` (a PyKEEN
 model, :mod:`.pykeen_scorer`); :func:`as_scorer` wraps a PyKEEN model and refuses anything else.
 
