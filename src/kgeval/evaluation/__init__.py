@@ -10,7 +10,9 @@ Modules:
   (better/tied counts, NaN rule, consistency check), :mod:`.batching` (memory budget, the
   out-of-memory-aware batch driver), :mod:`.full` ranking and :mod:`.listed` ranking against listed
   candidates (sampled negatives, given candidates);
-- :mod:`.query_metrics`: query-level precision@k / recall@k.
+- :mod:`.query_metrics`: query-level precision@k / recall@k;
+- :mod:`.distributed`: the two distributed modes, over :mod:`.collectives` (the collectives and
+  their fault handling) and :mod:`.sharded` (entity-sharded ranking).
 """
 
 from __future__ import annotations

@@ -47,8 +47,9 @@ Optional capabilities, each used when present
   chunk by chunk, bit for bit the scores of ``score_tails`` / ``score_heads``; ``prepared.rows(a, b)``
   gives queries ``a:b``, and ``prepared.product(entities)`` returns ``(q, C)`` when the scores are
   the product ``q @ C.T`` (else None).
-- ``light_prepare: bool``: declares ``prepare_*`` cheap enough to run on the scoring thread
-  without its own thread pool (DistMult's ``h * r``; TuckER's core products are not).
+- ``light_prepare: bool``: declares ``prepare_*`` cheap (DistMult's ``h * r``; TuckER's core
+  products are not), so a batch's preparation may run on one thread beside one-thread scoring
+  walkers; without the declaration the evaluator decides for itself.
 
 Entity shards (``distributed="entities"``, see :mod:`.distributed`)
 -----------------------------------------------------------------
