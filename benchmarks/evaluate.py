@@ -4,7 +4,7 @@
     python benchmarks/evaluate.py --scaling           # 1e5 and 1e6 random entities
     python benchmarks/evaluate.py --datasets FB15k-237 --pykeen-python /tmp/pk/bin/python
 
-Model: DistMult (``kgeval.evaluation.DistMultScorer``) with random float32 embeddings, dim 200
+Model: DistMult (``kgeval.models.DistMultScorer``, a plain scorer) with random float32 embeddings, dim 200
 (dim 64 for the scaling runs); filtered with train + valid; both sides.
 
 Columns:
@@ -83,7 +83,8 @@ def matmul_floor(scorer, test, batch_size, num_relations) -> float:
 
 
 def run_single(args) -> dict:
-    from kgeval.evaluation import DistMultScorer, evaluate_ranks
+    from kgeval.evaluation import evaluate_ranks
+    from kgeval.models import DistMultScorer
     from kgeval.evaluation.batching import auto_batch, default_memory_budget
     from kgeval.models import from_embeddings
 

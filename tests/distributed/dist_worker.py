@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 import kgeval
-from kgeval.evaluation import DistMultScorer
+from kgeval.models import DistMultScorer
 from kgeval.models import EntityShard, from_embeddings, get_model, shard_embeddings
 
 
@@ -415,7 +415,7 @@ def entities(rank, world, train, test):
                                                      "protocol_diff": _protocol_diff(one, many, exact=True)}
     name, full, shard = entity_models(rank, world)[0]
     # the sums as all_reduce (NCCL, or more than 4 gloo ranks) instead of all-gather + local sum
-    from kgeval.evaluation import distributed as kdist
+    from kgeval.evaluation import collectives as kdist
 
     gather_ranks = kdist._GATHER_SUM_RANKS
     kdist._GATHER_SUM_RANKS = 0

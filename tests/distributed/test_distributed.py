@@ -127,7 +127,7 @@ def test_without_process_group_is_a_named_error(mode):
     import torch
 
     import kgeval
-    from kgeval.evaluation import DistMultScorer
+    from kgeval.models import DistMultScorer
 
     scorer = DistMultScorer(torch.ones(5, 2), torch.ones(2, 2))
     with pytest.raises(InvalidInputError, match="process group"):
@@ -498,7 +498,7 @@ def test_candidates_mode_refuses_distributed(mode):
     import torch
 
     import kgeval
-    from kgeval.evaluation import DistMultScorer
+    from kgeval.models import DistMultScorer
 
     scorer = DistMultScorer(torch.ones(5, 2), torch.ones(2, 2))
     with pytest.raises(InvalidInputError, match="candidates= cannot be combined with distributed="):
@@ -542,3 +542,19 @@ def test_the_input_fingerprint_streams_the_known_sets_without_concatenating_them
     d["num_entities"], d["num_relations"] = 30, 3
     h.update(json.dumps(d, sort_keys=True, default=str).encode())
     assert h.hexdigest() == digest
+
+
+def test_init_from_env_without_a_launcher_is_a_named_error(monkeypatch):
+    """Without torchrun's variables the CLI's process-group start names the launcher (torch reads the
+    environment; kgeval does not), instead of torch's ValueError about env:// rendezvous."""
+    import torch.distributed as dist
+
+    from kgeval.evaluation.distributed import init_from_env
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(InvalidInputError, match="torchrun's environment"):
+        init_from_env(5)
+    assert not dist.is_initialized()

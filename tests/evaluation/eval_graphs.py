@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kgeval.evaluation import DistMultScorer
+from kgeval.models import DistMultScorer
 
 #: entities and relations of :func:`small_graph`
 E, R = 12, 3

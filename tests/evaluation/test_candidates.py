@@ -3,15 +3,19 @@ against OGB's _eval_mrr formula (reimplemented here from its documented definiti
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
 import kgeval
-from kgeval.errors import InvalidInputError
+from kgeval.errors import InvalidInputError, NaNScoresError
+from kgeval.evaluation import evaluate_ranks
 from kgeval.evaluation.scorers import FunctionScorer
 from kgeval.metrics import ogb_metrics
 from kgeval.models import get_model
+from kgeval.ranks import Side
 
 NE, NR, N, K = 40, 5, 30, 12
 
@@ -196,7 +200,197 @@ def test_batch_size_is_honoured_not_ignored():
             calls.append(r.shape[0])
             return model.score_heads(r, t)
 
-    res = kgeval.evaluate(Counting(), tri, candidates=negs, batch_size=7, progress=False)
+    # (the consistency check's single-triple calls would interleave; it has its own test below)
+    res = kgeval.evaluate(Counting(), tri, candidates=negs, batch_size=7, progress=False, check_consistency=False)
     assert calls == [7, 7, 7, 7, 2] * 2
     ref = kgeval.evaluate(model, tri, candidates=negs, progress=False)
     np.testing.assert_array_equal(res.rank_table.ranks("realistic"), ref.rank_table.ranks("realistic"))
+
+
+# ---------------------------------------------------------------- one driver for listed candidates
+# Sampled negatives and given candidates rank through evaluation.listed.rank_listed, with full
+# ranking's contract: checked scorer output, the counting and NaN rule, the OOM retry, the
+# consistency check. Each test checks both modes against a loop over the listed candidates.
+
+def _tie_scores(h, r, t):
+    """Integer scores with many ties; NaN where (h + 2 t) % 9 == 4 (true scores and candidates)."""
+    s = ((h * 7 + r * 3 + t * 5) % 5).double()
+    return torch.where((h + 2 * t) % 9 == 4, torch.nan, s)
+
+
+class _RowsOnly:
+    """Whole score rows only (no candidates method, no entities=): the gathered path."""
+
+    def __init__(self, fn):
+        self.fn, self.num_entities, self.num_relations = fn, NE, NR
+
+    def score_tails(self, h, r):
+        return self.fn(h[:, None], r[:, None], torch.arange(NE)[None, :])
+
+    def score_heads(self, r, t):
+        return self.fn(torch.arange(NE)[None, :], r[:, None], t[:, None])
+
+
+def _loop_counts(fn, tri, side, cand_rows):
+    """``(optimistic, pessimistic)`` per task by a plain loop: one triple scored at a time."""
+    col = 0 if side == "head" else 2
+    one = lambda x: float(fn(*(torch.tensor([int(v)]) for v in x))[0])  # noqa: E731
+    opt, pes = [], []
+    for i, row in enumerate(cand_rows):
+        s = one(tri[i])
+        listed = [c for c in row if c >= 0]
+        if np.isnan(s):
+            opt.append(len(listed) + 1)
+            pes.append(len(listed) + 1)
+            continue
+        scores = []
+        for c in listed:
+            x = tri[i].copy()
+            x[col] = c
+            scores.append(one(x))
+        better = sum(1 for v in scores if v > s)  # NaN compares False: never better, never tied
+        tied = sum(1 for v in scores if v == s)
+        opt.append(1 + better)
+        pes.append(1 + better + tied)
+    return np.array(opt), np.array(pes)
+
+
+@pytest.mark.parametrize("rows_only", [False, True])
+@pytest.mark.parametrize("mode", ["given", "sampled", "sampled-filtered", "sampled-restricted"])
+def test_listed_candidates_match_a_loop_over_them(mode, rows_only):
+    tri, negs = _data(4)
+    scorer = _RowsOnly(_tie_scores) if rows_only else FunctionScorer(_tie_scores, NE, NR)
+    if mode == "given":
+        res = kgeval.evaluate(scorer, tri, candidates=negs, nan_policy="worst", batch_size=8)
+        table, lists = res.rank_table, {"head": negs["head_neg"], "tail": negs["tail_neg"]}
+        keep = np.arange(N)
+    else:
+        extra = {}
+        if mode == "sampled-restricted":
+            extra = {"restrict_entities": list(range(0, NE, 2)) + [int(x) for x in tri[:, [0, 2]].ravel()],
+                     "restrict_relations": [0, 2, 3]}
+        out = evaluate_ranks(scorer, tri, filter_triples=tri[::3] + 0, num_negatives=9, seed=5,
+                             filtered=mode == "sampled-filtered", nan_policy="worst", batch_size=8,
+                             progress=False, **extra)
+        table, lists = out.rank_table, out.sampled_negatives
+        keep = np.arange(N) if mode != "sampled-restricted" else np.flatnonzero(np.isin(tri[:, 1], [0, 2, 3]))
+        if mode == "sampled-restricted":
+            assert len(keep) < N and all(set(lists[s].ravel()) - {-1} <= set(extra["restrict_entities"])
+                                         for s in lists)
+    seen_nan = False
+    for side in ("head", "tail"):
+        sel = table.side == Side.parse(side)
+        np.testing.assert_array_equal(np.asarray(table.triple_index)[sel], keep)
+        opt, pes = _loop_counts(_tie_scores, tri[keep], side, lists[side])
+        np.testing.assert_array_equal(np.asarray(table.optimistic)[sel], opt)
+        np.testing.assert_array_equal(np.asarray(table.pessimistic)[sel], pes)
+        np.testing.assert_array_equal(np.asarray(table.num_candidates)[sel], 1 + (lists[side] >= 0).sum(1))
+        seen_nan |= bool(np.isnan(_tie_scores(torch.as_tensor(tri[keep, 0]), torch.as_tensor(tri[keep, 1]),
+                                              torch.as_tensor(tri[keep, 2])).numpy()).any())
+    assert (np.asarray(table.pessimistic) > np.asarray(table.optimistic)).any()  # ties really occur
+    if mode == "given":
+        assert seen_nan  # a NaN true score really occurs
+
+
+class _Broken:
+    """A scorer whose outputs break the protocol one way (``how``), on every path."""
+
+    def __init__(self, how):
+        self.how, self.num_entities, self.num_relations = how, NE, NR
+
+    def _out(self, x):
+        if self.how == "shape":
+            return x[:, :-1]
+        if self.how == "dtype":
+            return x.long()
+        if self.how == "nan":
+            return torch.full_like(x, torch.nan)
+        return x.numpy()
+
+    def score_tails(self, h, r):
+        return self._out(torch.ones(h.shape[0], NE))
+
+    def score_heads(self, r, t):
+        return self._out(torch.ones(r.shape[0], NE))
+
+    def score_tail_candidates(self, h, r, c):
+        return self._out(torch.ones(c.shape, dtype=torch.float32))
+
+    def score_head_candidates(self, r, t, c):
+        return self._out(torch.ones(c.shape, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("how, error, match", [
+    ("shape", InvalidInputError, "returned shape"),
+    ("dtype", InvalidInputError, "must return floating-point scores"),
+    ("numpy", InvalidInputError, "must return a torch.Tensor"),
+    ("nan", NaNScoresError, "NaN scores for triple 0 of the batch"),
+])
+def test_a_broken_scorer_gets_full_rankings_named_error_in_both_listed_modes(how, error, match):
+    tri, negs = _data()
+    with pytest.raises(error, match=match):  # full ranking: the reference
+        kgeval.evaluate(_Broken(how), tri)
+    with pytest.raises(error, match=match):
+        kgeval.evaluate(_Broken(how), tri, candidates=negs)
+    with pytest.raises(error, match=match):
+        kgeval.evaluate(_Broken(how), tri, num_negatives=5)
+
+
+@pytest.mark.parametrize("mode", ["given", "sampled"])
+def test_an_out_of_memory_batch_is_retried_in_both_listed_modes(mode):
+    tri, negs = _data(3)
+    model = get_model("distmult", NE, NR, dim=8, seed=1)
+    sizes = []
+
+    class FailsBig:
+        num_entities, num_relations = NE, NR
+
+        def score_tails(self, h, r):
+            sizes.append(h.shape[0])
+            if h.shape[0] > 5:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return model.score_tails(h, r)
+
+        def score_heads(self, r, t):
+            sizes.append(r.shape[0])
+            if r.shape[0] > 5:
+                raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 GB")
+            return model.score_heads(r, t)
+
+        def score_triples(self, h, r, t):
+            return model.score_triples(h, r, t)
+
+    kw = {"candidates": negs} if mode == "given" else {"num_negatives": 6, "seed": 2}
+    with pytest.warns(UserWarning, match="out of memory: retrying with batch size"):
+        got = kgeval.evaluate(FailsBig(), tri, batch_size=16, **kw).rank_table
+    want = kgeval.evaluate(model, tri, batch_size=16, **kw).rank_table
+    np.testing.assert_array_equal(got.optimistic, want.optimistic)
+    np.testing.assert_array_equal(got.pessimistic, want.pessimistic)
+    assert {16, 8, 4} <= set(sizes)  # failed at 16 and 8, went on at 4 (each side starts at batch_size again)
+
+
+def test_check_consistency_catches_a_batch_dependent_scorer_with_given_candidates():
+    tri, negs = _data()
+    model = get_model("distmult", NE, NR, dim=8, seed=0)
+
+    class BatchDependent:  # the scores of a batch depend on its size (as dropout or batch norm would)
+        num_entities, num_relations = NE, NR
+
+        def score_tails(self, h, r):
+            return model.score_tails(h, r) + 0.5 * h.shape[0]
+
+        def score_heads(self, r, t):
+            return model.score_heads(r, t) + 0.5 * r.shape[0]
+
+        def score_triples(self, h, r, t):
+            return model.score_triples(h, r, t)
+
+    with pytest.warns(UserWarning, match="consistency check failed"):
+        res = kgeval.evaluate(BatchDependent(), tri, candidates=negs, batch_size=10)
+    assert res.protocol["consistency_check"]["mismatches"] > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a consistent scorer passes silently
+        ok = kgeval.evaluate(model, tri, candidates=negs, batch_size=10)
+    assert ok.protocol["consistency_check"]["mismatches"] == 0 and ok.protocol["consistency_check"]["checked"] > 0
+    off = kgeval.evaluate(BatchDependent(), tri, candidates=negs, batch_size=10, check_consistency=False)
+    assert off.protocol["consistency_check"] is None

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval.evaluation import DistMultScorer, FunctionScorer, evaluate_ranks
+from kgeval.evaluation import FunctionScorer, evaluate_ranks
+from kgeval.models import DistMultScorer
 
 SHARED = Path(__file__).parents[2].parent / "shared"
 NAMES = ["Nations", "Kinships", "UMLS"]

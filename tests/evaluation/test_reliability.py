@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from kgeval.errors import InvalidInputError
-from kgeval.evaluation import DistMultScorer, evaluate_ranks
+from kgeval.evaluation import evaluate_ranks
+from kgeval.models import DistMultScorer
 from kgeval.evaluation.batching import is_out_of_memory
 from kgeval.evaluation.scoring import SideScorer
 from kgeval.ranks import SIDE_TAIL

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kgeval.evaluation import DistMultScorer, evaluate_ranks
+from kgeval.evaluation import evaluate_ranks
+from kgeval.models import DistMultScorer
 
 
 class Recording(DistMultScorer):

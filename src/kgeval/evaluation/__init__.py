@@ -1,16 +1,18 @@
 """Filtered link-prediction evaluation: scorer protocol, filter index, streaming evaluator.
 
 Modules:
-- :mod:`.scorers`: the scorer protocol and adapters (:class:`FunctionScorer`,
-  :class:`PyKEENScorer`, reference :class:`DistMultScorer`);
+- :mod:`.scorers`: the scorer protocol, written down in full, and the adapters
+  (:class:`FunctionScorer`, :class:`PyKEENScorer` from :mod:`.pykeen_scorer`);
 - :mod:`.filter_index`: the CSR index of known true answers;
 - :mod:`.options`: :class:`EvaluationOptions`, every option of an evaluation, validated once;
 - :mod:`.evaluator`: the streaming evaluator producing the rank table and the protocol, over
   :mod:`.inputs` (data checks), :mod:`.scoring` (one adapter per side), :mod:`.counting`
   (better/tied counts, NaN rule, consistency check), :mod:`.batching` (memory budget, the
-  out-of-memory-aware batch driver), :mod:`.full` and :mod:`.sampled` ranking;
-- :mod:`.sampling`: negatives for the sampled protocol;
-- :mod:`.query_metrics`: query-level precision@k / recall@k.
+  out-of-memory-aware batch driver), :mod:`.full` ranking and :mod:`.listed` ranking against listed
+  candidates (sampled negatives, given candidates);
+- :mod:`.query_metrics`: query-level precision@k / recall@k;
+- :mod:`.distributed`: the two distributed modes, over :mod:`.collectives` (the collectives and
+  their fault handling) and :mod:`.sharded` (entity-sharded ranking).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from .batching import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
 from .options import EvaluationOptions, as_options, canonical_names
 from .filter_index import FilterIndex
-from .sampling import sample_negatives
-from .scorers import DistMultScorer, FunctionScorer, PyKEENScorer, Scorer, as_scorer
+from .listed import sample_negatives
+from .scorers import FunctionScorer, PyKEENScorer, Scorer, as_scorer
 
 __all__ = [
     "evaluate",
@@ -35,7 +37,6 @@ __all__ = [
     "Scorer",
     "FunctionScorer",
     "PyKEENScorer",
-    "DistMultScorer",
     "as_scorer",
     "sample_negatives",
     "default_memory_budget",
@@ -67,7 +68,7 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         an :class:`EvaluationOptions` or a mapping of its fields (default: all defaults).
     candidates:
         ``{"head_neg": (n, K), "tail_neg": (n, K)}`` entity ids: rank each true answer against its
-        task's given negatives only (OGB's protocol, unfiltered; see :mod:`.candidates`).
+        task's given negatives only (OGB's protocol, unfiltered; see :mod:`.listed`).
     overrides:
         any field of :class:`EvaluationOptions` (``sides``, ``filtered``, ``num_negatives``,
         ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
@@ -82,9 +83,10 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     if overrides:
         opts = dataclasses.replace(opts, **canonical_names(overrides))
     if candidates is not None:
-        from .candidates import evaluate_candidates
+        from .listed import evaluate_candidates
 
-        out = evaluate_candidates(scorer, triples, candidates, filter_triples, opts)
+        table, protocol = evaluate_candidates(scorer, triples, candidates, filter_triples, opts)
+        out = EvaluationOutput(table, protocol)
     else:
         out = run_evaluation(scorer, triples, filter_triples, opts)
     from ..results import Results

@@ -1,5 +1,5 @@
 """The streaming, filtered link-prediction evaluator: one side after the other (on the CPU, two sides at
-once on a thread each, see :mod:`.side_threads`), the tasks of a side ranked in batches (:mod:`.full` against every candidate, :mod:`.sampled` against sampled
+once on a thread each, see :mod:`.side_threads`), the tasks of a side ranked in batches (:mod:`.full` against every candidate, :mod:`.listed` against sampled
 negatives), collected into a :class:`~kgeval.ranks.RankTable` and described by an
 :class:`~kgeval.protocol.EvaluationProtocol`.
 
@@ -38,8 +38,7 @@ from .full import _walkers, plan_full, rank_full
 from .inputs import Inputs, prepare_inputs
 from .options import EvaluationOptions, as_options
 from .query_metrics import QueryMetricAccumulator
-from .sampled import rank_sampled
-from .sampling import sample_negatives
+from .listed import rank_listed, sample_negatives
 from .scorers import eval_mode
 from .scoring import SideScorer
 from .side_threads import WalkShare
@@ -335,7 +334,7 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
                 from .sharded import rank_sampled_sharded
 
                 return rank_sampled_sharded(ctx, sc, sub, eval_idx, negs, bar)
-            return rank_sampled(ctx, sc, sub[part], eval_idx[part], negs[part], bar)
+            return rank_listed(ctx, sc, sub[part], eval_idx[part], negs[part], bar)
     # "entities": every rank holds every task's summed counts already
     res = local() if ctx.dist is None or sharded else ctx.dist.gather_side(local)
     ti = np.concatenate(res.triple_index)

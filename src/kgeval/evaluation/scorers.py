@@ -1,36 +1,91 @@
-"""The scorer protocol and adapters.
+"""The scorer protocol, written down in one place, and the adapters.
 
-A *scorer* is any object with
+Everything here is duck-typed: the evaluator asks an object for attributes, never for its class
+(``kgeval.models`` and third-party scorers implement the same protocol).
 
+Required
+--------
 - ``num_entities: int``;
 - ``score_tails(heads, relations) -> Tensor (batch, num_entities)``: score of ``(h_i, r_i, e)``
   for every entity ``e``; larger = more plausible;
 - ``score_heads(relations, tails) -> Tensor (batch, num_entities)``: score of ``(e, r_i, t_i)``.
 
-Optional extras, used by the evaluator when present:
+Returned scores must be floating point; float16/bfloat16 are widened to float32 and scores on
+another device are moved to the evaluation device. A wrong type, shape or dtype raises
+:class:`~kgeval.errors.InvalidInputError` naming the method. The evaluator writes into a returned
+score tensor only when it holds the tensor's whole storage and the storage is none of the
+scorer's own tensors; otherwise (``expand`` views, slices, cached buffers) it works on a copy.
 
-- an ``entities`` keyword on ``score_tails`` / ``score_heads``: ``entities`` is a 1-d int64
-  tensor of entity ids (or a ``slice``) and the result has one column per listed entity, in
-  that order. Used to score only the entities of a restriction instead of masking full rows.
-  A scorer whose ``entities=`` only slices whole rows declares ``entity_subsets = False``:
-  it is then used like a scorer without the keyword (whole rows, no entity chunks).
+Optional capabilities, each used when present
+---------------------------------------------
+- ``entities=`` keyword on ``score_tails`` / ``score_heads``: a 1-d int64 tensor of entity ids
+  (or a ``slice``); the result has one column per listed entity, in that order. Used for
+  restrictions and entity chunks. A scorer whose ``entities=`` only slices whole rows declares
+  ``entity_subsets = False`` and is then used like one without the keyword.
+- ``out=`` keyword on ``score_tails`` / ``score_heads`` (CPU): a float32 ``(batch, columns)``
+  block the scorer may write its scores into (and return); reused between calls.
+- ``concurrent_scoring: bool``: True when several threads may score at once (stateless scoring);
+  only then does the evaluator score column chunks on several threads.
 - ``score_tail_candidates(heads, relations, candidates)`` /
-  ``score_head_candidates(relations, tails, candidates)``: ``candidates`` is a ``(batch, m)``
-  int64 tensor, the result ``(batch, m)`` holds the score of each listed candidate. Used by
-  sampled evaluation, so only the sampled candidates are scored.
-- ``score_triples(heads, relations, tails) -> Tensor (batch,)``: used by the consistency check.
-- ``score_head_triples(heads, relations, tails) -> Tensor (batch,)``: the score head prediction
-  gives the true triple, when it differs from ``score_triples`` (models answering ``(?, r, t)``
-  through an inverse relation); used by the consistency check of head prediction.
-- ``score_bytes: float``: working memory per score entry beyond the score matrix itself (a
-  scorer that broadcasts ``batch x entities x dim`` declares ``dim * itemsize``); the batch
-  size planner adds it to its per-score cost.
+  ``score_head_candidates(relations, tails, candidates)``: ``candidates`` is ``(batch, m)``
+  int64, the result ``(batch, m)`` the score of each listed candidate. Used when ranking
+  against listed candidates (sampled negatives, given candidates: :mod:`.listed`); without it
+  whole rows are scored and the candidates gathered.
+- ``score_triples(heads, relations, tails) -> Tensor (batch,)``: a triple scored alone, for the
+  consistency check; ``score_head_triples`` (same signature) when head prediction scores the
+  true triple differently (models answering ``(?, r, t)`` through an inverse relation, which
+  also declare ``inverse_relations = True``).
+- ``score_bytes: float``: working memory per score entry beyond the score matrix (a scorer
+  broadcasting ``batch x entities x dim`` declares ``dim * itemsize``); added to the batch
+  planner's per-score cost.
+- ``map_triples(triples, filter_triples) -> (triples, filter_triples)``: turns the caller's
+  triples (labels, a PyKEEN ``TriplesFactory``) into id arrays before any check.
+- ``device``: where the scorer wants its id tensors and where scoring runs (default: CPU).
 - ``num_relations: int``: enables the relation-id range check.
+- ``prepare_tails(heads, relations)`` / ``prepare_heads(relations, tails)`` with
+  ``score_prepared(prepared, entities=None, out=None)``: queries built once per batch and scored
+  chunk by chunk, bit for bit the scores of ``score_tails`` / ``score_heads``; ``prepared.rows(a, b)``
+  gives queries ``a:b``, and ``prepared.product(entities)`` returns ``(q, C)`` when the scores are
+  the product ``q @ C.T`` (else None).
+- ``light_prepare: bool``: declares ``prepare_*`` cheap (DistMult's ``h * r``; TuckER's core
+  products are not), so a batch's preparation may run on one thread beside one-thread scoring
+  walkers; without the declaration the evaluator decides for itself.
 
-Returned scores may be float16/bfloat16 (widened to float32) and on any device (moved to the
-evaluation device). The evaluator writes into a returned score tensor only when it holds the
-tensor's whole storage and the storage is none of the scorer's own tensors; otherwise (``expand``
-views, slices, cached buffers) it works on a copy.
+Entity shards (``distributed="entities"``, see :mod:`.distributed`)
+-----------------------------------------------------------------
+No rank holds the whole entity table; each holds a shard (``model.shard(rank, world)`` of a
+built-in model, :func:`kgeval.models.shard_embeddings`, or your own object) with
+
+- ``num_entities``: the number of entities of the *whole* model;
+- ``entity_range``: ``(lo, hi)``, the ids held here; must be ``shard_range(num_entities, rank, world)``;
+- ``entity_rows(ids) -> (k, w)``: the rows of local entities (global ids) from which any rank forms
+  a query on them (an embedding row; same width and float dtype on every rank);
+- ``score_tails_from(head_rows, relations, entities=None) -> (b, m)``: scores of ``(h_i, r_i, e)``
+  for local entities ``e``, ``h_i`` given by its row; ``entities``: None = every local entity in id
+  order, a slice or 1-d tensor of global ids inside ``entity_range``;
+- ``score_heads_from(relations, tail_rows, entities=None) -> (b, m)``: likewise for ``(e, r_i, t_i)``;
+- optionally ``num_relations``, ``device``, ``score_bytes``, ``out=`` and ``concurrent_scoring`` as
+  above, ``prepare_tails_from`` / ``prepare_heads_from`` with ``score_prepared_from`` (prepared
+  queries, as above), and ``replicated_digest() -> str``: a hash of the parameters every rank
+  holds (relations, configuration), compared at the start. Without it the ranks compare the float
+  tensors of the shard that are not entity rows (:func:`.distributed.replicated_tensors`); a shard
+  holding none is not checked, with a warning.
+
+A shard range other than ``shard_range(n, rank, world)``, rows of another width or dtype, another
+``replicated_digest()`` (or other replicated tensors) or another ``num_entities`` fail at the start
+with :class:`~kgeval.evaluation.distributed.DistributedMismatchError` on every rank; more ranks than
+entities with :class:`~kgeval.evaluation.distributed.TooManyRanksError`.
+
+Adapters: :class:`FunctionScorer` (a plain ``fn(h, r, t)``) and :class:`PyKEENScorer` (a PyKEEN
+model, :mod:`.pykeen_scorer`); :func:`as_scorer` wraps a PyKEEN model and refuses anything else.
+
+Example
+-------
+>>> import torch
+>>> from kgeval.evaluation.scorers import FunctionScorer
+>>> s = FunctionScorer(lambda h, r, t: (h == t).float(), num_entities=3)
+>>> s.score_tails(torch.tensor([1]), torch.tensor([0])).tolist()
+[[0.0, 1.0, 0.0]]
 """
 
 from __future__ import annotations
@@ -43,11 +98,11 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from .._tensor import matmul_into
 from ..errors import InvalidInputError
-from ..interop.pykeen import PyKEENScorer, is_pykeen_model
+from .pykeen_scorer import PyKEENScorer, is_pykeen_model, is_triples_factory
 
-__all__ = ["Scorer", "FunctionScorer", "DistMultScorer", "PyKEENScorer", "accepts_entities", "accepts_keyword", "as_scorer"]
+__all__ = ["Scorer", "FunctionScorer", "PyKEENScorer", "accepts_entities", "accepts_keyword", "as_scorer",
+           "is_pykeen_model", "is_triples_factory"]
 
 
 @runtime_checkable
@@ -131,48 +186,6 @@ class FunctionScorer:
 
     def score_triples(self, heads, relations, tails):
         return self.fn(heads, relations, tails)
-
-
-class DistMultScorer:
-    """Reference DistMult scorer: ``score(h, r, t) = sum_i e_h[i] * w_r[i] * e_t[i]``.
-
-    All-entity scoring is one matrix product ``(e_h * w_r) @ E^T``; used by the tests (with
-    integer embeddings, so every score is exact) and the benchmark.
-    """
-
-    #: stateless: several threads may score at once (the evaluator's chunk walkers)
-    concurrent_scoring = True
-
-    def __init__(self, entity_embeddings, relation_embeddings):
-        self.entity = torch.as_tensor(entity_embeddings)
-        self.relation = torch.as_tensor(relation_embeddings, dtype=self.entity.dtype, device=self.entity.device)
-        self.num_entities = int(self.entity.shape[0])
-        self.num_relations = int(self.relation.shape[0])
-        self.device = self.entity.device
-
-    def _targets(self, entities):
-        if entities is None:
-            return self.entity
-        if isinstance(entities, slice):
-            return self.entity[entities]
-        return self.entity.index_select(0, entities)
-
-    def score_tails(self, heads, relations, entities=None, out=None):
-        return matmul_into(self.entity[heads] * self.relation[relations], self._targets(entities), out)
-
-    def score_heads(self, relations, tails, entities=None, out=None):
-        return matmul_into(self.entity[tails] * self.relation[relations], self._targets(entities), out)
-
-    def score_tail_candidates(self, heads, relations, candidates):
-        q = self.entity[heads] * self.relation[relations]
-        return torch.einsum("bd,bmd->bm", q, self.entity[candidates])
-
-    def score_head_candidates(self, relations, tails, candidates):
-        q = self.entity[tails] * self.relation[relations]
-        return torch.einsum("bd,bmd->bm", q, self.entity[candidates])
-
-    def score_triples(self, heads, relations, tails):
-        return (self.entity[heads] * self.relation[relations] * self.entity[tails]).sum(-1)
 
 
 def as_scorer(obj):

@@ -11,7 +11,7 @@ C. better / tied counts against the local entities, known answers in the local s
    (``2 x #tasks`` int64; ``3 x #tasks`` when the local slice is chunked, see below).
 
 The counts then go through the same NaN policy and ``num_candidates`` rule as one process
-(:mod:`.full`, :mod:`.sampled`); the rank table is the same on every rank.
+(:mod:`.full`, :mod:`.listed`); the rank table is the same on every rank.
 
 Local slices are planned as one process plans its columns (:func:`.full.plan_batches`: on the CPU score
 blocks of 1M entries, so a wide slice is streamed in entity chunks, e.g. 1,024 queries x 1,024

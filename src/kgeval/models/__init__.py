@@ -18,6 +18,7 @@ from .complex import ComplEx
 from .distmult import DistMult
 from .embeddings import from_embeddings, shard_embeddings
 from .pairre import PairRE
+from .plain import DistMultScorer
 from .registry import MODELS, get_model, model_names
 from .rotate import RotatE
 from .shard import EntityShard
@@ -26,7 +27,7 @@ from .tucker import TuckER
 
 __all__ = ["Model", "TransE", "DistMult", "ComplEx", "RotatE", "TuckER", "PairRE", "MODELS",
            "get_model", "model_names", "load_model", "from_embeddings", "EntityShard",
-           "shard_embeddings"]
+           "shard_embeddings", "DistMultScorer"]
 
 
 def load_model(path, *, shard: tuple[int, int] | None = None) -> Model:
