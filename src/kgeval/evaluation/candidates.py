@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from .._validation import as_whole_numbers
+from .._validation import as_whole_numbers, check_score_tensor
 from ..errors import InvalidInputError, NaNScoresError
 from ..protocol import EvaluationProtocol, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable, Side
@@ -153,8 +153,10 @@ def _count_side(scorer, tri: np.ndarray, side: Side, negs: np.ndarray, ne: int, 
         cand = torch.cat([answers[:, None], torch.as_tensor(negs[lo:lo + step]).to(device)], dim=1)
         if per_candidates is not None:
             scores = per_candidates(r, t, cand) if side == Side.HEAD else per_candidates(h, r, cand)
+            check_score_tensor(f"scorer.score_{side.label}_candidates", scores, tuple(cand.shape))
         else:
             rows = torch.as_tensor(scorer.score_heads(r, t) if side == Side.HEAD else scorer.score_tails(h, r))
+            check_score_tensor(f"scorer.score_{side.label}s", rows, (len(cand), ne))
             scores = rows.gather(1, cand.to(rows.device))
         # counted where the scores live (a GPU scorer's scores never cross to the host; only counts do)
         scores = scores.detach()

@@ -19,6 +19,7 @@ import time
 import torch
 
 from .._threads import torch_threads
+from .._validation import check_score_tensor
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL
 from .scorers import accepts_entities, accepts_keyword
@@ -110,15 +111,7 @@ class SideScorer:
 
     def _checked(self, out, shape: tuple[int, ...], name: str) -> torch.Tensor:
         """``out`` checked against ``shape``, widened to float32 if half precision, on our device."""
-        if not isinstance(out, torch.Tensor):
-            raise InvalidInputError(f"scorer.{name} must return a torch.Tensor, got {type(out).__name__}")
-        if tuple(out.shape) != shape:
-            raise InvalidInputError(
-                f"scorer.{name} returned shape {tuple(out.shape)}, expected {shape} "
-                f"({SIDE_NAMES[self.side]} prediction of {shape[0]} queries)"
-            )
-        if not out.is_floating_point():
-            raise InvalidInputError(f"scorer.{name} must return floating-point scores, got dtype {out.dtype}")
+        check_score_tensor(f"scorer.{name}", out, shape, f"{SIDE_NAMES[self.side]} prediction of {shape[0]} queries")
         self.returned_dtype = out.dtype  # as the scorer returned them (the consistency check's tolerance)
         if out.dtype in _WIDEN:
             out = out.float()
@@ -262,6 +255,8 @@ class SideScorer:
         """The single score a triple scorer returned for one triple (a named error for any other count)."""
         if not isinstance(out, torch.Tensor):
             raise InvalidInputError(f"scorer.{name} must return a torch.Tensor, got {type(out).__name__}")
+        if out.numel() == 1:
+            check_score_tensor(f"scorer.{name}", out, tuple(out.shape))
         if out.numel() != 1:
             raise InvalidInputError(f"scorer.{name} returned shape {tuple(out.shape)} for one triple, expected 1 score")
         return float(out.reshape(-1)[0])
