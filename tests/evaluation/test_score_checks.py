@@ -115,3 +115,20 @@ def test_check_entity_count_arithmetic():
     with pytest.raises(InvalidInputError, match="on the device"):
         check_entity_count(100, host_free=800, device_free=399)
     check_entity_count(10**15, host_free=None)  # unknown free memory: no check
+
+
+def test_consistency_check_names_meta_triple_scores():
+    class S:
+        num_entities, num_relations = E, R
+
+        def score_tails(self, h, r):
+            return TABLE[h, r]
+
+        def score_heads(self, r, t):
+            return TABLE[:, r, t].T.contiguous()
+
+        def score_triples(self, h, r, t):
+            return torch.empty(len(h), device="meta")
+
+    with pytest.raises(InvalidInputError, match=r"scorer\.score_triples returned scores on the 'meta' device"):
+        kgeval.evaluate(S(), GOOD, progress=False)
