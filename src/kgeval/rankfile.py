@@ -43,6 +43,7 @@ _EXACT_FLOAT = 2**53  # from here on a float-spelled integer may already have lo
 #: the longest field accepted: an int64 is 20 characters, a float's repr at most 24, a side label 5;
 #: the margin is for zero-padding and spelled-out decimals
 MAX_FIELD_CHARS = 1000
+_FAST_WIDTH = 40  # numbers this wide parse through one numpy string array (see _column)
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -170,20 +171,23 @@ def _header(names: list[str], source: str) -> list[str]:
 
 def _column(name: str, values: list[str], line_of: list[int], source: str):
     """Parse one column's text fields; errors name the line."""
+    # numpy's string array is as wide as the longest field, for every row: one 1000-character field in a
+    # million-row file would make a 4 GB array. Wide columns take the per-field paths (linear memory).
+    narrow = not values or max(map(len, values)) <= _FAST_WIDTH
     if name == "side":
-        labels, inverse = np.unique(np.asarray(values), return_inverse=True)
-        codes = []
-        for label in labels.tolist():
+        codes = {}
+        for label in set(values):
             try:
-                codes.append(int(parse_side(label)))
+                codes[label] = int(parse_side(label))
             except InvalidInputError as exc:
                 raise InvalidInputError(f"{source}, line {line_of[values.index(label)]}: {exc}") from None
-        return np.asarray(codes, dtype=np.int8)[inverse.reshape(-1)]
+        return np.fromiter(map(codes.__getitem__, values), dtype=np.int8, count=len(values))
     integer = name in _INTEGER_COLUMNS
-    try:  # fast path: numpy parses every field exactly, or raises
-        return np.asarray(values).astype(np.int64 if integer else np.float64)
-    except (ValueError, OverflowError):
-        pass
+    if narrow:
+        try:  # fast path: numpy parses every field exactly, or raises
+            return np.asarray(values).astype(np.int64 if integer else np.float64)
+        except (ValueError, OverflowError):
+            pass
     parse = _integer if integer else _real
     out = []
     for i, v in enumerate(values):
