@@ -286,7 +286,8 @@ def check_score_tensor(name: str, out, shape: tuple[int, ...], what: str = "") -
         raise InvalidInputError(f"{name} must return floating-point scores, got dtype {out.dtype}")
 
 
-def check_entity_count(num_entities: int, host_free: int | None, device_free: int | None = None) -> None:
+def check_entity_count(num_entities: int, host_free: int | None, device_free: int | None = None, *,
+                       score_row: bool = True) -> None:
     """Refuse a declared entity count whose per-entity arrays cannot fit, before any is allocated.
 
     Ranking over ``n`` entities holds at least the int64 candidate ids (``8 n`` bytes, on the host)
@@ -300,6 +301,8 @@ def check_entity_count(num_entities: int, host_free: int | None, device_free: in
         The scorer's declared ``num_entities``.
     host_free, device_free : int or None
         Free bytes on the host and, for an accelerator evaluation, on the device.
+    score_row : bool
+        Whether a whole score row is needed (False for an entity shard, which scores its slice only).
 
     Raises
     ------
@@ -315,9 +318,10 @@ def check_entity_count(num_entities: int, host_free: int | None, device_free: in
     kgeval.errors.InvalidInputError: the scorer's num_entities=2147483648 does not fit in memory: ...
     """
     n = int(num_entities)
-    needs = [("host", 8 * n + (4 * n if device_free is None else 0), host_free)]
-    if device_free is not None:
-        needs.append(("device", 4 * n, device_free))
+    row = 4 * n if score_row else 0
+    needs = [("host", 8 * n + (row if device_free is None else 0), host_free)]
+    if device_free is not None and row:
+        needs.append(("device", row, device_free))
     for where, need, free in needs:
         if free is not None and need > free:
             raise InvalidInputError(

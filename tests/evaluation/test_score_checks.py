@@ -132,3 +132,10 @@ def test_consistency_check_names_meta_triple_scores():
 
     with pytest.raises(InvalidInputError, match=r"scorer\.score_triples returned scores on the 'meta' device"):
         kgeval.evaluate(S(), GOOD, progress=False)
+
+
+def test_an_entity_shard_needs_no_whole_score_row():
+    check_entity_count(100, host_free=800, score_row=False)  # the candidate ids only
+    with pytest.raises(InvalidInputError, match="on the host"):
+        check_entity_count(100, host_free=799, score_row=False)
+    check_entity_count(100, host_free=800, device_free=0, score_row=False)

@@ -104,7 +104,8 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     if callable(getattr(scorer, "map_triples", None)):  # labels / PyKEEN TriplesFactory -> ids
         triples, filter_triples = scorer.map_triples(triples, filter_triples)
     device = evaluation_device(opts, scorer)
-    check_entity_count(num_entities, available_memory_bytes(), None if device.type == "cpu" else available_memory_bytes(device))
+    check_entity_count(num_entities, available_memory_bytes(), None if device.type == "cpu" else available_memory_bytes(device),
+                       score_row=opts.distributed != "entities")
     tri = as_triples("triples", triples, allow_empty=False)
     fsets = [(name, as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
     scorer_relations = getattr(scorer, "num_relations", None)
