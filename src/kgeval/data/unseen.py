@@ -31,8 +31,24 @@ TRAINING_NAMES = ("train", "training")
 
 
 def unseen_mask(training: np.ndarray, triples: np.ndarray) -> np.ndarray:
-    """Boolean mask of the rows of ``triples`` (``(n, 3)`` ids) with a head, tail or relation that no
-    row of ``training`` has (head or tail for entities)."""
+    """Which evaluation triples have an entity or relation that training never has.
+
+    Parameters
+    ----------
+    training, triples : numpy.ndarray
+        ``(m, 3)`` and ``(n, 3)`` int64 id triples ``(head, relation, tail)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n,)`` bool: ``h ∉ E_train or t ∉ E_train or r ∉ R_train``, where ``E_train`` holds the
+        heads and tails of ``training`` and ``R_train`` its relations.
+
+    Example
+    -------
+    >>> unseen_mask(np.array([[0, 0, 1]]), np.array([[1, 0, 0], [0, 1, 1], [2, 0, 1]])).tolist()
+    [False, True, True]
+    """
     if len(triples) == 0:
         return np.zeros(0, dtype=bool)
     ents = np.unique(training[:, [0, 2]]) if len(training) else np.zeros(0, np.int64)
@@ -41,7 +57,24 @@ def unseen_mask(training: np.ndarray, triples: np.ndarray) -> np.ndarray:
 
 
 def count_unseen(training, triples, *, policy: str = "kept", reference: str = "train", twins: int | None = None) -> Unseen:
-    """The :class:`~kgeval.protocol.Unseen` record of ``triples`` against ``training`` (id arrays).
+    """The :class:`~kgeval.protocol.Unseen` record of ``triples`` against ``training``.
+
+    Parameters
+    ----------
+    training, triples : array-like
+        ``(m, 3)`` / ``(n, 3)`` integer id triples.
+    policy : str
+        ``"kept"`` (ranked) or ``"dropped"`` (removed before the evaluation).
+    reference : str
+        The name of the training set, as reports print it.
+    twins : int or None
+        Groups of labels equal up to Unicode normalisation (:func:`unicode_twins`), None if unknown.
+
+    Returns
+    -------
+    Unseen
+        ``triples``: rows of :func:`unseen_mask`; ``entities`` / ``relations``: distinct ids among
+        those rows that training lacks.
 
     Example
     -------
@@ -71,7 +104,17 @@ def training_triples_of(filter_triples) -> tuple[str, object] | None:
 
 
 def unicode_twins(labels: Iterable[str]) -> list[tuple[str, ...]]:
-    """Groups of distinct labels with the same NFC normal form (each group sorted; groups sorted).
+    """Groups of distinct labels with the same NFC normal form.
+
+    Parameters
+    ----------
+    labels : iterable of str
+        Entity or relation labels.
+
+    Returns
+    -------
+    list of tuple of str
+        Each group sorted, the groups sorted; labels alone in their normal form are left out.
 
     Example
     -------
