@@ -41,3 +41,11 @@ def decode_text(data: bytes, source: str) -> str:
 def text_lines(data: bytes, source: str) -> list[str]:
     """The decoded lines of ``data`` (1-based line ``i`` is element ``i - 1``)."""
     return decode_text(data, source).split("\n")
+
+
+def shorten(text: str, limit: int = 200) -> str:
+    """``repr(text)``, cut to about ``limit`` characters with the full length said: an error message
+    quoting a line must not carry a 300 MB line (nor print it to a terminal)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"

@@ -28,6 +28,8 @@ __all__ = [
     "check_weights",
     "check_same_length",
     "check_seed",
+    "check_score_tensor",
+    "check_entity_count",
 ]
 
 
@@ -239,3 +241,91 @@ def check_seed(name: str, value, *, allow_none: bool = False):
             f"{name} must be an integer in [0, 2**32){' or None' if allow_none else ''}, got {value!r}"
         )
     return int(value)
+
+
+def check_score_tensor(name: str, out, shape: tuple[int, ...], what: str = "") -> None:
+    """A scorer's returned scores: a dense (strided) real floating-point torch tensor of ``shape``
+    on a device that holds data, else one :class:`~kgeval.errors.InvalidInputError` naming the
+    scorer method ``name`` (e.g. ``"scorer.score_tails"``).
+
+    Checked before any use, because each of these fails later deep inside torch with a message that
+    names neither the scorer nor the problem: the ``meta`` device ("Cannot copy out of meta
+    tensor"), sparse / MKL-DNN layouts ("Could not run 'aten::index.Tensor' with arguments from the
+    'SparseCPU' backend"), nested tensors ("NestedTensorImpl doesn't support sizes"). ``what``
+    describes the call for a shape mismatch (e.g. "tail prediction of 4 queries").
+
+    Example
+    -------
+    >>> import torch
+    >>> check_score_tensor("scorer.score_tails", torch.zeros(2, 5), (2, 5))
+    >>> check_score_tensor("scorer.score_tails", torch.zeros(2, 5, device="meta"), (2, 5))
+    Traceback (most recent call last):
+    ...
+    kgeval.errors.InvalidInputError: scorer.score_tails returned scores on the 'meta' device, which holds no data; return them on a real device (e.g. 'cpu')
+    """
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        raise InvalidInputError(f"{name} must return a torch.Tensor, got {type(out).__name__}")
+    if out.is_nested:
+        raise InvalidInputError(f"{name} returned a nested tensor; return one dense (b, n) tensor of scores")
+    if out.layout != torch.strided:
+        raise InvalidInputError(
+            f"{name} returned a {str(out.layout).replace('torch.', '')} tensor; return dense scores "
+            "(e.g. .to_dense()): every candidate needs a score"
+        )
+    if out.device.type == "meta":
+        raise InvalidInputError(
+            f"{name} returned scores on the 'meta' device, which holds no data; "
+            "return them on a real device (e.g. 'cpu')"
+        )
+    if tuple(out.shape) != tuple(shape):
+        extra = f" ({what})" if what else ""
+        raise InvalidInputError(f"{name} returned shape {tuple(out.shape)}, expected {tuple(shape)}{extra}")
+    if not out.is_floating_point():
+        raise InvalidInputError(f"{name} must return floating-point scores, got dtype {out.dtype}")
+
+
+def check_entity_count(num_entities: int, host_free: int | None, device_free: int | None = None, *,
+                       score_row: bool = True) -> None:
+    """Refuse a declared entity count whose per-entity arrays cannot fit, before any is allocated.
+
+    Ranking over ``n`` entities holds at least the int64 candidate ids (``8 n`` bytes, on the host)
+    and one float32 score row (``4 n`` bytes, on the host, or on the device when ``device_free`` is
+    given). Without this check a scorer declaring ``2**31`` entities ended in numpy's raw
+    ``_ArrayMemoryError`` for a 16 GiB ``arange``; ``None`` for a free size means unknown (no check).
+
+    Parameters
+    ----------
+    num_entities : int
+        The scorer's declared ``num_entities``.
+    host_free, device_free : int or None
+        Free bytes on the host and, for an accelerator evaluation, on the device.
+    score_row : bool
+        Whether a whole score row is needed (False for an entity shard, which scores its slice only).
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the count, the bytes needed and the bytes free.
+
+    Example
+    -------
+    >>> check_entity_count(1000, host_free=2**30)
+    >>> check_entity_count(2**31, host_free=2**30)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    kgeval.errors.InvalidInputError: the scorer's num_entities=2147483648 does not fit in memory: ...
+    """
+    n = int(num_entities)
+    row = 4 * n if score_row else 0
+    needs = [("host", 8 * n + (row if device_free is None else 0), host_free)]
+    if device_free is not None and row:
+        needs.append(("device", row, device_free))
+    for where, need, free in needs:
+        if free is not None and need > free:
+            raise InvalidInputError(
+                f"the scorer's num_entities={n} does not fit in memory: ranking needs at least "
+                f"{need / 2**30:.1f} GiB on the {where} for its per-entity arrays (candidate ids and one "
+                f"score row), {free / 2**30:.1f} GiB is free. Is num_entities right?"
+            )

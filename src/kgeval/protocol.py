@@ -22,7 +22,7 @@ import numpy as np
 
 from .keys import RANK_TYPES
 
-__all__ = ["EvaluationProtocol", "FilterSet", "Sampling", "RANK_TYPE_MEANINGS", "tasks_digest"]
+__all__ = ["EvaluationProtocol", "FilterSet", "Sampling", "Unseen", "RANK_TYPE_MEANINGS", "tasks_digest"]
 
 #: What each rank type means (one definition, printed by :meth:`EvaluationProtocol.describe`).
 RANK_TYPE_MEANINGS = {
@@ -73,6 +73,32 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class Unseen:
+    """Evaluation triples with an entity or relation that no training triple has (see
+    :mod:`kgeval.data.unseen`): ranked with an untrained embedding when ``policy="kept"``, removed
+    before the evaluation when ``policy="dropped"`` (PyKEEN's default)."""
+
+    policy: str  #: "kept" or "dropped"
+    triples: int  #: evaluation triples with an unseen entity or relation
+    entities: int  #: distinct unseen entities among them
+    relations: int  #: distinct unseen relations among them
+    reference: str = "train"  #: the training set they were counted against
+    #: labels differing from another label only in their Unicode normal form (NFC vs NFD), kept distinct
+    #: (None: not checked, e.g. id triples without labels)
+    twins: int | None = None
+
+    def describe(self) -> str:
+        what = (f"{_n(self.triples)} evaluation triple(s) with an entity or relation unseen in {self.reference} "
+                f"({_n(self.entities)} entities, {_n(self.relations)} relations)")
+        what += (": kept, ranked with untrained embeddings (drop_unseen=True / --drop-unseen drops them, as PyKEEN)"
+                 if self.policy == "kept" else ": dropped before the evaluation (as PyKEEN)")
+        if self.twins:
+            what += (f"; {_n(self.twins)} group(s) of labels differ only in Unicode normal form (NFC/NFD) "
+                     "and count as distinct entities or relations")
+        return f"unseen: {what}" if self.triples or self.twins else f"unseen: none in {self.reference}"
+
+
+@dataclass(frozen=True)
 class EvaluationProtocol(Mapping):
     """What was evaluated and how. Every field may be None when an old results file lacks it."""
 
@@ -117,6 +143,8 @@ class EvaluationProtocol(Mapping):
     tasks_sha256: str | None = None
     #: set by :class:`kgeval.Results`: whether tasks carry weights, whether null moments are approximate
     weighted: bool | None = None
+    #: evaluation triples unseen in training (None: the training triples were not known to the evaluation)
+    unseen: Unseen | None = None
     approximate_null_moments: object = None  # bool, or the keys whose null moments are approximate
     #: keys of a loaded protocol that this version does not know, written back unchanged
     extra: Mapping = field(default_factory=dict)
@@ -165,6 +193,8 @@ class EvaluationProtocol(Mapping):
         for name in ("tasks_sha256", "weighted", "approximate_null_moments"):
             if getattr(self, name) is not None:
                 d[name] = getattr(self, name)
+        if self.unseen is not None:
+            d["unseen"] = dataclasses.asdict(self.unseen)
         d.update(self.extra)
         return d
 
@@ -179,7 +209,10 @@ class EvaluationProtocol(Mapping):
         samp = d.get("sampling") if isinstance(d.get("sampling"), Mapping) else None
         qm = d.get("query_metrics") if isinstance(d.get("query_metrics"), Mapping) else {}
         cc = d.get("consistency_check") if isinstance(d.get("consistency_check"), Mapping) else {}
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "filter_sets", "sampling", "macro"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "filter_sets", "sampling", "macro", "unseen"}
+        unseen = d.get("unseen") if isinstance(d.get("unseen"), Mapping) else None
+        if unseen is not None and not {"policy", "triples", "entities", "relations"} <= unseen.keys():
+            unseen = None  # not this version's record: kept unread in extra
         kw = {k: d[k] for k in names if k in d}
         kw.pop("restrict_entities", None)
         kw.pop("restrict_relations", None)
@@ -198,7 +231,11 @@ class EvaluationProtocol(Mapping):
             query_metrics_k=tuple(qm.get("k") or ()),
             consistency_checked=cc.get("checked"),
             consistency_mismatches=cc.get("mismatches"),
-            extra={k: v for k, v in d.items() if k not in names and k not in _DERIVED and k != "macro"},
+            unseen=None if unseen is None else Unseen(**{k: unseen[k] for k in
+                                                         ("policy", "triples", "entities", "relations", "reference",
+                                                          "twins") if k in unseen}),
+            extra={k: v for k, v in d.items() if k not in names and k not in _DERIVED and k != "macro"
+                   and not (k == "unseen" and unseen is not None)},
         )
         for k in ("tie_tolerance",):
             if kw.get(k) is None:
@@ -254,6 +291,8 @@ class EvaluationProtocol(Mapping):
                 lines.append(f"filtered: {sets}{known}")
             else:
                 lines.append("filtered" if self.filtered else "unfiltered: known answers stay candidates")
+        if self.unseen is not None:
+            lines.append(self.unseen.describe())
         if self.restrict_entities is not None or self.restrict_relations is not None:
             parts = [f"{n(c)} {w}" for c, w in ((self.restrict_relations, "relations"),
                                                 (self.restrict_entities, "entities")) if c is not None]

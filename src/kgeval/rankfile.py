@@ -12,6 +12,9 @@ and any line ending are accepted. Integer columns must hold whole numbers writte
 (``12`` or ``12.0``, never ``12.5``); a column named twice, an unknown column, or ``rank``
 next to ``optimistic``/``pessimistic`` is refused: a file is never read in a way that
 changes its data. Everything :meth:`RankTable.save` writes reads back to an equal table.
+A field longer than :data:`MAX_FIELD_CHARS` characters is refused with its line and column:
+numpy parses a column through a fixed-width string array as wide as its longest field, so one
+300 MB field made a 1.1 GiB array per row (a ``MemoryError``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ._json import atomic_path
-from ._textio import decode_text
+from ._textio import decode_text, shorten
 from .errors import InvalidInputError
 from .ranks import SIDE_NAMES, RankTable, parse_side
 
@@ -37,6 +40,10 @@ HEADER_ALIASES = {
 }
 _INTEGER_COLUMNS = ("optimistic", "pessimistic", "rank", "num_candidates", "triple_index", "relation")
 _EXACT_FLOAT = 2**53  # from here on a float-spelled integer may already have lost digits
+#: the longest field accepted: an int64 is 20 characters, a float's repr at most 24, a side label 5;
+#: the margin is for zero-padding and spelled-out decimals
+MAX_FIELD_CHARS = 1000
+_FAST_WIDTH = 40  # numbers this wide parse through one numpy string array (see _column)
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -71,12 +78,16 @@ def parse_rank_bytes(data: bytes, source: str = "<rank file>") -> RankTable:
         raise InvalidInputError(f"{source}: the rank file is empty")
     header_line = lines[keep[0]]
     delim = next((d for d in ("\t", ",", ";") if d in header_line), None)
-    header = _header(_fields(header_line, delim, source, keep[0] + 1), source)
+    names = _fields(header_line, delim, source, keep[0] + 1)
+    _check_lengths(names, [keep[0] + 1] * len(names), source, "the header", columns=True)
+    header = _header(names, source)
     line_of = [i + 1 for i in keep[1:]]
     if not line_of:
         raise InvalidInputError(f"{source}: the rank file has a header but no rows")
     body = [lines[i - 1] for i in line_of]
     values = dict(zip(header, _split_columns(text, body, line_of, delim, len(header), source)))
+    for j, (name, fields) in enumerate(values.items()):
+        _check_lengths(fields, line_of, source, f"column {j + 1} ({name!r})")
     cols = {h: _column(h, v, line_of, source) for h, v in values.items()}
     try:
         return RankTable.from_ranks(
@@ -105,7 +116,7 @@ def _split_columns(text: str, body: list[str], line_of: list[int], delim, width:
         flat = delim.join(body).split(delim)
     if set(counts) != {width}:
         bad = next(i for i, c in enumerate(counts) if c != width)
-        raise InvalidInputError(f"{source}, line {line_of[bad]}: expected {width} fields, got {counts[bad]}: {body[bad]!r}")
+        raise InvalidInputError(f"{source}, line {line_of[bad]}: expected {width} fields, got {counts[bad]}: {shorten(body[bad])}")
     return [flat[j::width] for j in range(width)]
 
 
@@ -116,8 +127,20 @@ def _fields(line: str, delim: str | None, source: str, lineno: int) -> list[str]
     try:
         parsed = list(csv.reader([line], delimiter=delim, strict=True))
     except csv.Error as exc:
-        raise InvalidInputError(f"{source}, line {lineno}: malformed CSV ({exc}): {line!r}") from None
+        raise InvalidInputError(f"{source}, line {lineno}: malformed CSV ({exc}): {shorten(line)}") from None
     return [f.strip() for f in (parsed[0] if parsed else [])]
+
+
+def _check_lengths(fields: list[str], line_of: list[int], source: str, where: str, columns: bool = False) -> None:
+    """Refuse a field over :data:`MAX_FIELD_CHARS` before numpy sizes a string array by it."""
+    if not fields or max(map(len, fields)) <= MAX_FIELD_CHARS:
+        return
+    i = next(i for i, f in enumerate(fields) if len(f) > MAX_FIELD_CHARS)
+    at = f"column {i + 1} of the header" if columns else where
+    raise InvalidInputError(
+        f"{source}, line {line_of[i]}, {at}: a field of {len(fields[i])} characters "
+        f"({shorten(fields[i], 40)}); rank file fields are numbers or side labels of at most {MAX_FIELD_CHARS}"
+    )
 
 
 def _header(names: list[str], source: str) -> list[str]:
@@ -148,27 +171,30 @@ def _header(names: list[str], source: str) -> list[str]:
 
 def _column(name: str, values: list[str], line_of: list[int], source: str):
     """Parse one column's text fields; errors name the line."""
+    # numpy's string array is as wide as the longest field, for every row: one 1000-character field in a
+    # million-row file would make a 4 GB array. Wide columns take the per-field paths (linear memory).
+    narrow = not values or max(map(len, values)) <= _FAST_WIDTH
     if name == "side":
-        labels, inverse = np.unique(np.asarray(values), return_inverse=True)
-        codes = []
-        for label in labels.tolist():
+        codes = {}
+        for label in set(values):
             try:
-                codes.append(int(parse_side(label)))
+                codes[label] = int(parse_side(label))
             except InvalidInputError as exc:
                 raise InvalidInputError(f"{source}, line {line_of[values.index(label)]}: {exc}") from None
-        return np.asarray(codes, dtype=np.int8)[inverse.reshape(-1)]
+        return np.fromiter(map(codes.__getitem__, values), dtype=np.int8, count=len(values))
     integer = name in _INTEGER_COLUMNS
-    try:  # fast path: numpy parses every field exactly, or raises
-        return np.asarray(values).astype(np.int64 if integer else np.float64)
-    except (ValueError, OverflowError):
-        pass
+    if narrow:
+        try:  # fast path: numpy parses every field exactly, or raises
+            return np.asarray(values).astype(np.int64 if integer else np.float64)
+        except (ValueError, OverflowError):
+            pass
     parse = _integer if integer else _real
     out = []
     for i, v in enumerate(values):
         try:
             out.append(parse(v))
         except ValueError as exc:
-            raise InvalidInputError(f"{source}, line {line_of[i]}: column {name!r} {exc}: {v!r}") from None
+            raise InvalidInputError(f"{source}, line {line_of[i]}: column {name!r} {exc}: {shorten(v)}") from None
     return np.asarray(out, dtype=np.int64 if integer else np.float64)
 
 

@@ -226,3 +226,15 @@ def test_unknown_name_messages_use_english_plurals():
     assert "Known entities: a" in str(unknown_name("entity", "x", ["a"]))
     assert "Known metrics: mrr" in str(unknown_name("metric", "x", ["mrr"]))
     assert "Known keys: k" in str(unknown_name("key", "x", ["k"]))
+
+
+@pytest.mark.parametrize("bad, match", [(lambda s: s.to_sparse(), "sparse_coo tensor"),
+                                        (lambda s: torch.empty(s.shape, device="meta"), "'meta' device"),
+                                        (lambda s: s.to(torch.complex64), "floating-point scores")])
+def test_impossible_training_scores_are_named(monkeypatch, bad, match):
+    """Before: torch's 'Cannot assign to a sparse tensor' / 'Cannot copy out of meta tensor' from the loss."""
+    model = get_model("distmult", N_ENT, N_REL, dim=4)
+    real = model.score_tails
+    monkeypatch.setattr(model, "score_tails", lambda *a, **k: bad(real(*a, **k)))
+    with pytest.raises(InvalidInputError, match=f"the model's score_tails .*{match}"):
+        train(model, TRIPLES, loop="lcwa", epochs=1, progress=False)

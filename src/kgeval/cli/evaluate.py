@@ -66,6 +66,9 @@ from .common import check_no_filter_validation, data_dir_option, format_option, 
 @click.option("--entity-whitelist", help="Comma-separated entity labels or ids [default: as trained].")
 @click.option("--no-filter-validation", is_flag=True, default=None,
               help="Do not filter validation triples when testing [default: as trained].")
+@click.option("--drop-unseen/--keep-unseen", default=None,
+              help="With --model-file: drop the split's triples whose entity or relation never occurs in training "
+                   "(PyKEEN drops them), or keep them [default: as trained, else keep]. The header says how many.")
 @click.option("--allow-dataset-mismatch", is_flag=True,
               help="Evaluate even on a dataset whose labels or splits differ from the training dataset's.")
 @click.option("--output", "-o", type=click.Path(), callback=nonempty_path,
@@ -85,7 +88,8 @@ from .common import check_no_filter_validation, data_dir_option, format_option, 
 def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, entity_ids, relation_ids,
             interaction,
             libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,
-            no_filter_validation, allow_dataset_mismatch, output, data_dir, fmt, distributed, dist_timeout):
+            no_filter_validation, drop_unseen, allow_dataset_mismatch, output, data_dir, fmt, distributed,
+            dist_timeout):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
     from ..workflow.runs import check_output_file
@@ -97,7 +101,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     _check_source_options(model_file, pykeen_dir, libkge_checkpoint, interaction=interaction, entity_ids=entity_ids,
                           relation_ids=relation_ids,
                           libkge_data=libkge_data, trust_pickle=trust_pickle,
-                          allow_dataset_mismatch=allow_dataset_mismatch, distributed=distributed)
+                          allow_dataset_mismatch=allow_dataset_mismatch, distributed=distributed,
+                          drop_unseen=drop_unseen is not None)
     if distributed == "entities":  # refused by name before any rank starts waiting for the others
         from ..interop.external import ENTITIES_REFUSED, OUTPUT_REFUSED
 
@@ -162,7 +167,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False,
-                             distributed=distributed,
+                             distributed=distributed, drop_unseen=drop_unseen,
                              **({} if defaults["options"] is None else {"options": defaults["options"]}))
     if not leader:  # every rank holds the same results: one of them reports
         return
@@ -180,10 +185,12 @@ def _check_source_options(model_file, pykeen_dir, libkge_checkpoint, **given) ->
               else "--libkge-checkpoint" if libkge_checkpoint is not None else "--entity-embeddings")
     readers = {"interaction": ("--entity-embeddings",), "entity_ids": ("--entity-embeddings",),
                "relation_ids": ("--entity-embeddings",), "libkge_data": ("--libkge-checkpoint",),
-               "trust_pickle": ("--pykeen-dir",), "allow_dataset_mismatch": ("--model-file",)}
+               "trust_pickle": ("--pykeen-dir",), "allow_dataset_mismatch": ("--model-file",),
+               "drop_unseen": ("--model-file",)}
     for name, sources in readers.items():
         if given[name] and source not in sources:
-            raise InvalidInputError(f"--{name.replace('_', '-')} applies to {' and '.join(sources)} only, "
+            flag = "--drop-unseen/--keep-unseen" if name == "drop_unseen" else f"--{name.replace('_', '-')}"
+            raise InvalidInputError(f"{flag} applies to {' and '.join(sources)} only, "
                                     f"not to {source}")
     ctx = click.get_current_context()
     if given["distributed"] is None and ctx.get_parameter_source("dist_timeout") not in (

@@ -49,6 +49,10 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
 @click.option("--relation-whitelist", help="Comma-separated relation labels or ids to evaluate on.")
 @click.option("--entity-whitelist", help="Comma-separated entity labels or ids (triples and candidates).")
 @click.option("--no-filter-validation", is_flag=True, help="Do not filter validation triples when testing.")
+@click.option("--drop-unseen/--keep-unseen", default=False, show_default=True,
+              help="Drop evaluation triples whose entity or relation never occurs in training (PyKEEN drops "
+                   "them; the vocabulary is then the training split's), or keep them, ranked with embeddings "
+                   "training never updated. Either way the header says how many there are.")
 @data_dir_option
 @format_option
 @click.option("--threads", type=click.IntRange(min=1, max=1024),
@@ -57,8 +61,8 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
               help="Train K times with seeds seed, seed+1, ...; save each run in OUTPUT/seed<s> and a summary "
                    "across seeds (mean, sd, t-based 95% CI) in OUTPUT/replicates.json.")
 @click.option("--progress/--no-progress", default=False, show_default=True, help="Show progress bars (stderr).")
-def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist, no_filter_validation, output,
-            data_dir, fmt, progress, replicates, **options):
+def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist, no_filter_validation, drop_unseen,
+            output, data_dir, fmt, progress, replicates, **options):
     """Train MODEL on DATASET, evaluate on test and save everything to an output directory.
 
     Example: kgeval pipeline --dataset nations --model complex
@@ -77,10 +81,10 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     paths = {"dataset": str(dataset), "model.name": model, "early_stopping": {} if early_stopping else None,
              "restriction.relations": split_list(relation_whitelist),
              "restriction.entities": split_list(entity_whitelist),
-             "evaluation.filter_validation_when_testing": not no_filter_validation}
+             "evaluation.filter_validation_when_testing": not no_filter_validation, "drop_unseen": drop_unseen}
     paths.update({OPTION_PATHS[name]: value for name, value in options.items() if value is not None})
     config = PipelineConfig().with_paths(paths)  # validates model name, seed, ... before any loading
-    ds = get_dataset(dataset, data_dir=data_dir)
+    ds = get_dataset(dataset, data_dir=data_dir, drop_unseen=drop_unseen)
     out_dir = check_output(output or Path("kgeval-output") / default_run_name(ds.name, model, config.seed))
     if replicates is not None:
         _replicates(run_replicates(config, replicates, dataset=ds, progress=progress), ds, out_dir, fmt)

@@ -95,13 +95,14 @@ def _load_registered(info: DatasetInfo, data_dir, drop_unseen: bool) -> Dataset:
 def get_dataset(name_or_path, *, data_dir=None, drop_unseen: bool = False) -> Dataset:
     """Load a dataset by name (``nations``, ``fb15k-237``, ...; any case, ``-``/``_`` ignored) or directory path.
 
-    A :class:`Dataset` passes through unchanged (``drop_unseen`` must then be False).
+    A :class:`Dataset` passes through unchanged (``drop_unseen=True`` only for one built with it).
     Unknown names raise :class:`~kgeval.errors.UnknownNameError` suggesting the closest;
     missing or corrupt files raise :class:`~kgeval.errors.InvalidInputError`.
     """
     if isinstance(name_or_path, Dataset):
-        if drop_unseen:
-            raise InvalidInputError("drop_unseen=True needs a dataset name or path, not a Dataset object")
+        if drop_unseen and not name_or_path.dropped:
+            raise InvalidInputError("drop_unseen=True needs a dataset name or path, or a Dataset built with "
+                                    "drop_unseen=True, not a Dataset object that kept unseen entities")
         return name_or_path
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise InvalidInputError(f"dataset must be a name, a directory path or a Dataset, got {type(name_or_path).__name__}")

@@ -150,6 +150,7 @@ class Dataset:
         #: absolute directory path); None for in-memory datasets
         self.reference: str | None = reference
         self.dropped = {k: dict(v) for k, v in (dropped or {}).items()}
+        self._twins: int | None = None
 
     # ------------------------------------------------------------------ basics
     @property
@@ -225,6 +226,26 @@ class Dataset:
         if self.source:
             out["source"] = self.source
         return out
+
+    def unseen(self, split: str, *, drop: bool = False):
+        """The :class:`~kgeval.protocol.Unseen` record of an evaluation split against ``training``.
+
+        A dataset loaded with ``drop_unseen=True`` has already dropped them (policy ``"dropped"``, the
+        counts of :attr:`dropped`); otherwise they are counted in the split, ``"dropped"`` when the
+        evaluation drops them (``drop=True``), else ``"kept"``. ``twins``: groups of labels equal up to
+        Unicode normalisation (:func:`kgeval.data.unseen.unicode_twins`).
+        """
+        from ..protocol import Unseen
+        from .unseen import count_unseen, unicode_twins
+
+        if self._twins is None:  # labels never change: counted once
+            self._twins = len(unicode_twins(self.entity_labels)) + len(unicode_twins(self.relation_labels))
+        attr = split_attribute(split)
+        if attr in self.dropped:
+            d = self.dropped[attr]
+            return Unseen("dropped", d["triples"], d["entities"], d["relations"], "training", self._twins)
+        return count_unseen(self.training, self.split(split), policy="dropped" if drop else "kept",
+                            reference="training", twins=self._twins)
 
     def __repr__(self) -> str:
         return (

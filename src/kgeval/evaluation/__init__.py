@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import InvalidInputError
 from ..protocol import EvaluationProtocol
 from .batching import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
@@ -44,7 +45,7 @@ __all__ = [
 
 
 def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None, candidates=None,
-             **overrides):
+             train_triples=None, drop_unseen: bool = False, **overrides):
     """Rank-based link-prediction evaluation of ``scorer`` on ``triples``; returns :class:`kgeval.Results`.
 
     For each evaluation triple ``(h, r, t)`` and side, the true answer's score ``s`` is compared
@@ -69,6 +70,13 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     candidates:
         ``{"head_neg": (n, K), "tail_neg": (n, K)}`` entity ids: rank each true answer against its
         task's given negatives only (OGB's protocol, unfiltered; see :mod:`.listed`).
+    train_triples:
+        the training triples (default: the ``filter_triples`` set named ``train`` or ``training``, if any).
+        When known, the evaluation triples with an entity or relation that no training triple has are
+        counted in ``results.protocol.unseen`` (:mod:`kgeval.data.unseen`).
+    drop_unseen:
+        drop those triples before the evaluation (PyKEEN's default); False (default): rank them, with
+        the embeddings training never updated, and report how many there are.
     overrides:
         any field of :class:`EvaluationOptions` (``sides``, ``filtered``, ``num_negatives``,
         ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
@@ -82,6 +90,12 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     opts = as_options(options)
     if overrides:
         opts = dataclasses.replace(opts, **canonical_names(overrides))
+    from ..data.unseen import for_evaluation
+
+    if drop_unseen and candidates is not None:
+        raise InvalidInputError("drop_unseen=True cannot be used with candidates= (each row of negatives belongs "
+                                "to one evaluation triple): drop the triples and their negatives beforehand")
+    triples, unseen = for_evaluation(triples, filter_triples, train_triples, drop_unseen)
     if candidates is not None:
         from .listed import evaluate_candidates
 
@@ -91,4 +105,5 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         out = run_evaluation(scorer, triples, filter_triples, opts)
     from ..results import Results
 
-    return Results(out.rank_table, protocol=out.protocol, extra=out.extra)
+    protocol = out.protocol if unseen is None else out.protocol.replace(unseen=unseen)
+    return Results(out.rank_table, protocol=protocol, extra=out.extra)

@@ -230,12 +230,41 @@ def init_from_env(timeout_s: float) -> int:
             torch.cuda.set_device(dist.get_node_local_rank(fallback_rank=0))
         try:
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
+        except RuntimeError as exc:  # torch's DistStoreError / DistNetworkError are RuntimeErrors
+            raise _join_error(exc, timeout_s) from exc
         except ValueError as exc:  # env:// rendezvous: "environment variable RANK expected, but not set"
             if "environment variable" not in str(exc):
                 raise
             raise InvalidInputError("--distributed needs torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR): "
                                     "launch with torchrun --nproc-per-node N -m kgeval evaluate ...") from None
     return dist.get_rank()
+
+
+def _join_error(exc: RuntimeError, timeout_s: float) -> CollectiveError:
+    """The process group did not form: which rank is missing, as far as torch's message tells.
+
+    Rank 0 hosting the store says "1/2 clients joined"; under torchrun (the agent hosts the store)
+    gloo waits for the missing rank's key, ``.../<rank>``; a rank that cannot reach rank 0 says "connect".
+    """
+    import re
+
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    key = re.search(r"keys?: \S*/(\d+)\s*$", text)
+    joined = re.search(r"(\d+)/(\d+) clients joined", text)
+    if key:
+        who = f"rank {key.group(1)} did not join"
+    elif joined:
+        n, w = int(joined.group(1)), int(joined.group(2))
+        missing = f"rank {w - 1}" if w == 2 else f"{w - n} of ranks 1..{w - 1}"
+        who = f"only {n} of {w} ranks joined ({missing} missing)"
+    elif "connect" in text.lower():
+        who = "rank 0 (the process group's host, MASTER_ADDR:MASTER_PORT) could not be reached"
+    else:
+        who = "not every rank joined"
+    return CollectiveError(
+        f"the process group did not form within {float(timeout_s):g} s: {who} ({text}). "
+        "Every rank must start and reach the evaluation (torchrun --nproc-per-node N starts N, all with the same "
+        "MASTER_ADDR and MASTER_PORT); raise --dist-timeout if some start slowly")
 
 
 #: "tasks": the ranks compare the score rows of up to this many evaluation queries per side (see check_replicas)

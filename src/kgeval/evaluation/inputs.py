@@ -8,11 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._validation import check_positive_int
+from .._validation import check_entity_count, check_positive_int
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
 from ..triples import as_triples, check_ids, restrict_mask
 from . import known_cache
+from .batching import available_memory_bytes
 from .options import EvaluationOptions
 from .scorers import as_scorer
 
@@ -102,6 +103,9 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     scorer, num_entities, side_codes = _check_scorer(scorer, opts.sides, opts.distributed == "entities")
     if callable(getattr(scorer, "map_triples", None)):  # labels / PyKEEN TriplesFactory -> ids
         triples, filter_triples = scorer.map_triples(triples, filter_triples)
+    device = evaluation_device(opts, scorer)
+    check_entity_count(num_entities, available_memory_bytes(), None if device.type == "cpu" else available_memory_bytes(device),
+                       score_row=opts.distributed != "entities")
     tri = as_triples("triples", triples, allow_empty=False)
     fsets = [(name, as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
     scorer_relations = getattr(scorer, "num_relations", None)
@@ -132,7 +136,7 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     if ents is not None and ents.size == num_entities:
         ents = None  # restricting to everything is no restriction
     return Inputs(scorer, num_entities, rel_limit, side_codes, tri, fsets, keep, ents, rels,
-                  evaluation_device(opts, scorer), fingerprint)
+                  device, fingerprint)
 
 
 def evaluation_device(opts: EvaluationOptions, scorer) -> torch.device:

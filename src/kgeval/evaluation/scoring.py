@@ -19,6 +19,7 @@ import time
 import torch
 
 from .._threads import torch_threads
+from .._validation import check_score_tensor
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL
 from .scorers import accepts_entities, accepts_keyword
@@ -90,11 +91,14 @@ class SideScorer:
         self.num_columns = num_entities if allowed is None else int(allowed.shape[0])
         self.threads = threads
         self.method = scorer.score_heads if side == SIDE_HEAD else scorer.score_tails
+        # the protocol's names for messages (a lambda or functools.partial has no useful __name__)
+        self.method_name = "score_heads" if side == SIDE_HEAD else "score_tails"
         # entity_subsets=False: entities= is served from whole rows (e.g. a PyKEEN model that cannot
         # score subsets), so chunks would each cost a whole row: score whole rows instead
         self.accepts_entities = accepts_entities(self.method) and getattr(scorer, "entity_subsets", True) is not False
         cand = getattr(scorer, "score_head_candidates" if side == SIDE_HEAD else "score_tail_candidates", None)
         self.candidates_method = cand if callable(cand) else None
+        self.candidates_name = "score_head_candidates" if side == SIDE_HEAD else "score_tail_candidates"
         #: declared working memory per score entry beyond the score matrix (see the scorer protocol)
         self.score_bytes = float(getattr(scorer, "score_bytes", 0.0) or 0.0)
         #: on the CPU a scorer taking ``out=`` writes each score block into one reused buffer
@@ -110,15 +114,7 @@ class SideScorer:
 
     def _checked(self, out, shape: tuple[int, ...], name: str) -> torch.Tensor:
         """``out`` checked against ``shape``, widened to float32 if half precision, on our device."""
-        if not isinstance(out, torch.Tensor):
-            raise InvalidInputError(f"scorer.{name} must return a torch.Tensor, got {type(out).__name__}")
-        if tuple(out.shape) != shape:
-            raise InvalidInputError(
-                f"scorer.{name} returned shape {tuple(out.shape)}, expected {shape} "
-                f"({SIDE_NAMES[self.side]} prediction of {shape[0]} queries)"
-            )
-        if not out.is_floating_point():
-            raise InvalidInputError(f"scorer.{name} must return floating-point scores, got dtype {out.dtype}")
+        check_score_tensor(f"scorer.{name}", out, shape, f"{SIDE_NAMES[self.side]} prediction of {shape[0]} queries")
         self.returned_dtype = out.dtype  # as the scorer returned them (the consistency check's tolerance)
         if out.dtype in _WIDEN:
             out = out.float()
@@ -158,9 +154,9 @@ class SideScorer:
             return self._tile(ent, rel, 0, self.num_columns, self._reused(b, self.num_columns, slot), prepared)
         if self.allowed is not None and self.accepts_entities:
             out = self._call(self.method, ent, rel, entities=self.allowed, **self._reused(b, self.num_columns, slot))
-            return self._checked(out, (b, self.num_columns), self.method.__name__)
+            return self._checked(out, (b, self.num_columns), self.method_name)
         kw = self._reused(b, self.num_entities, slot) if self.allowed is None else {}
-        out = self._checked(self._call(self.method, ent, rel, **kw), (b, self.num_entities), self.method.__name__)
+        out = self._checked(self._call(self.method, ent, rel, **kw), (b, self.num_entities), self.method_name)
         return out if self.allowed is None else out.index_select(1, self.allowed)
 
     def prepared(self, ent: torch.Tensor, rel: torch.Tensor, walkers: int = 1):
@@ -224,13 +220,13 @@ class SideScorer:
                 out = self.scorer.score_prepared(prepared, entities=entities, **kw)
         else:
             out = self._call(self.method, ent, rel, entities=entities, **kw)
-        return self._checked(out, (ent.shape[0], c1 - c0), self.method.__name__)
+        return self._checked(out, (ent.shape[0], c1 - c0), self.method_name)
 
     def columns(self, ent: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Scores of the allowed entities at the (sorted) column positions ``cols``: ``(b, len(cols))``."""
         entities = cols if self.allowed is None else self.allowed[cols]
         out = self._call(self.method, ent, rel, entities=entities)
-        return self._checked(out, (ent.shape[0], int(cols.shape[0])), self.method.__name__)
+        return self._checked(out, (ent.shape[0], int(cols.shape[0])), self.method_name)
 
     def candidates(self, ent: torch.Tensor, rel: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         """Scores of the listed candidates ``cand`` ``(b, m)`` of each query: ``(b, m)``.
@@ -239,8 +235,8 @@ class SideScorer:
         """
         if self.candidates_method is not None:
             out = self._call(self.candidates_method, ent, rel, cand)
-            return self._checked(out, tuple(cand.shape), self.candidates_method.__name__)
-        full = self._checked(self._call(self.method, ent, rel), (ent.shape[0], self.num_entities), self.method.__name__)
+            return self._checked(out, tuple(cand.shape), self.candidates_name)
+        full = self._checked(self._call(self.method, ent, rel), (ent.shape[0], self.num_entities), self.method_name)
         return full.gather(1, cand)
 
     def alone(self, h: int, r: int, t: int) -> float:
@@ -262,6 +258,8 @@ class SideScorer:
         """The single score a triple scorer returned for one triple (a named error for any other count)."""
         if not isinstance(out, torch.Tensor):
             raise InvalidInputError(f"scorer.{name} must return a torch.Tensor, got {type(out).__name__}")
+        if out.numel() == 1:
+            check_score_tensor(f"scorer.{name}", out, tuple(out.shape))
         if out.numel() != 1:
             raise InvalidInputError(f"scorer.{name} returned shape {tuple(out.shape)} for one triple, expected 1 score")
         return float(out.reshape(-1)[0])

@@ -88,6 +88,9 @@ def describe_protocol(protocol: dict) -> str:
         parts.append(f"{protocol['num_tasks']} tasks")
     if protocol.get("weighted"):
         parts.append("weighted")
+    unseen = protocol.get("unseen")
+    if isinstance(unseen, dict) and isinstance(unseen.get("triples"), int):
+        parts.append(f"{unseen['triples']:,} triples unseen in training ({unseen.get('policy')})")
     nc = protocol.get("num_candidates")
     if nc:
         parts.append(f"candidates: {nc}")

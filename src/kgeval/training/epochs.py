@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from .._csr import csr_pairs
-from .._validation import Side
+from .._validation import Side, check_score_tensor
 from ..errors import InvalidInputError
 from .config import TrainingConfig
 from .losses import lcwa_labels, regularization
@@ -72,10 +72,9 @@ class Penalty:
 
 
 def _check_shape(what: str, scores: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    """Refuse a score tensor of the wrong shape with its method's name (torch would fail deep inside the loss)."""
-    if tuple(getattr(scores, "shape", ())) != shape:
-        raise InvalidInputError(f"the model's {what} returned shape {tuple(getattr(scores, 'shape', ()))}, "
-                                f"expected {shape}")
+    """Refuse scores of the wrong shape, layout (sparse), device (meta) or dtype with the method's name
+    (torch would fail deep inside the loss: "Cannot assign to a sparse tensor")."""
+    check_score_tensor(f"the model's {what}", scores, shape)
     return scores
 
 

@@ -93,11 +93,14 @@ def validation_filter_sets(dataset) -> dict[str, np.ndarray]:
 
 def evaluate_model(model, dataset, *, split: str = "test", filter_validation_when_testing: bool = True,
                    evaluation_relation_whitelist=None, evaluation_entity_whitelist=None, progress: bool = False,
-                   **evaluate_kwargs):
+                   drop_unseen: bool | None = None, **evaluate_kwargs):
     """Evaluate ``model`` on one split of ``dataset`` with the pipeline's filtering rules.
 
     ``split="test"``: filter training + validation + test (or training + test);
     ``split="valid"``: filter training + validation, never reading the test split.
+    ``drop_unseen``: drop the split's triples with an entity or relation unseen in training (None:
+    as the dataset was loaded, i.e. dropped already by ``get_dataset(..., drop_unseen=True)``, else
+    kept). Either way ``results.protocol["unseen"]`` says how many there are.
     Returns :class:`~kgeval.Results`.
     """
     import torch
@@ -118,10 +121,20 @@ def evaluate_model(model, dataset, *, split: str = "test", filter_validation_whe
         filters = testing_filter_sets(dataset, filter_validation_when_testing=filter_validation_when_testing)
     else:
         filters = validation_filter_sets(dataset)
+    already = split_name in dataset.dropped
+    if drop_unseen is False and already:
+        raise InvalidInputError(f"dataset {dataset.name!r} was loaded with drop_unseen=True: its {split} split has no "
+                                "unseen triples left to keep (the model has no entities for them)")
+    drop = bool(drop_unseen) and not already
     model.eval()
     with torch.no_grad():
-        return evaluate(model, dataset.split(split_name), filter_triples=filters, restrict_entities=ent,
-                        restrict_relations=rel, progress=progress, **evaluate_kwargs)
+        results = evaluate(model, dataset.split(split_name), filter_triples=filters, restrict_entities=ent,
+                           restrict_relations=rel, progress=progress, drop_unseen=drop, **evaluate_kwargs)
+    import dataclasses
+
+    # the dataset's record: the same counts, plus what only labels tell (Unicode twins) and an earlier drop
+    results.protocol["unseen"] = dataclasses.asdict(dataset.unseen(split_name, drop=drop))
+    return results
 
 
 def check_model_fits(model, dataset) -> None:

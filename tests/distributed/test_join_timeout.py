@@ -1,0 +1,66 @@
+"""A rank that never joins the process group is a CollectiveError naming it, not torch's raw
+DistStoreError (issue 31, 7a)."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).parents[2] / "src")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(**extra):
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
+            "OMP_NUM_THREADS": "1", **extra}
+
+
+def test_cli_rank_0_alone_names_the_missing_rank(tmp_path):
+    """``kgeval evaluate --distributed tasks`` as rank 0 of 2 with no rank 1 (rank 0 hosts the store):
+    before, a traceback ending in 'DistStoreError: Timed out after 3 seconds waiting for clients. 1/2
+    clients joined.'; now one line naming rank 1, exit code 1."""
+    (tmp_path / "m.pt").write_bytes(b"never read: the process group forms first")
+    env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    proc = subprocess.run([sys.executable, "-m", "kgeval", "evaluate", "--model-file", str(tmp_path / "m.pt"),
+                           "--dataset", "nations", "--distributed", "tasks", "--dist-timeout", "2"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "the process group did not form within 2 s: only 1 of 2 ranks joined (rank 1 missing)" \
+        in proc.stderr, proc.stderr[-2000:]
+
+
+WORKER = """
+import os, sys, time
+from kgeval.evaluation.distributed import CollectiveError, init_from_env
+if os.environ["RANK"] == sys.argv[1]:
+    time.sleep(6)  # started by torchrun, never joins
+    raise SystemExit(0)
+try:
+    init_from_env(2)
+    print("RANK", os.environ["RANK"], "joined", flush=True)
+except CollectiveError as exc:
+    print("RANK", os.environ["RANK"], "CollectiveError", exc, flush=True)
+"""
+
+
+@pytest.mark.slow  # one torchrun with three interpreters
+def test_torchrun_worker_that_never_joins_is_named_on_every_other_rank(tmp_path):
+    """Under torchrun the agent hosts the store and gloo waits for the missing rank's key."""
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3", "--master-port",
+                           str(_free_port()), str(script), "2"], env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RANK")]
+    assert sorted(x.split(":")[0] for x in lines) == [
+        f"RANK {r} CollectiveError the process group did not form within 2 s" for r in (0, 1)], proc.stdout + proc.stderr[-2000:]
+    assert all("rank 2 did not join" in x for x in lines), lines
