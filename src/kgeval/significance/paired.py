@@ -23,7 +23,7 @@ additive scale is ``D = Σᵤ dᵤ / Σᵤ Wᵤ`` with ``dᵤ = Sᵤᴬ − Sᵤ
 pair of models) and use *one* set of draws for all of them: per chunk of resamples, one matrix
 product of the sign bits / unit multiplicities with all columns. Sign patterns are random bits
 (``rng.bytes``); bootstrap resamples are ``n`` uniform unit indices per resample (``rng.integers``)
-counted per unit by ``bincount`` (the multinomial multiplicities, drawn ~10x faster than by
+counted per unit by ``bincount`` (the multinomial multiplicities, drawn far faster than by
 ``rng.multinomial``). All resampling is chunked to about :data:`CHUNK_ENTRIES` matrix entries
 (~32 MB of float64), so memory does not grow with ``num_resamples``.
 """
