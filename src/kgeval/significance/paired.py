@@ -115,8 +115,8 @@ def replicate_mean(values, axis: int = 0):
 def _column_products(m: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``m @ x`` one column at a time. A BLAS matrix product rounds a column differently depending on
     its position (OpenBLAS's edge kernels: of 9-12 columns, the last ones), so a model and itself with
-    its replicates listed in another order got bootstrap bounds of ±2e-18 instead of 0; a matrix-vector
-    product per column treats every column alike."""
+    its replicates listed in another order would get bootstrap bounds a rounding away from 0; a
+    matrix-vector product per column treats every column alike."""
     return np.column_stack([m @ np.ascontiguousarray(x[:, c]) for c in range(x.shape[1])])
 
 
