@@ -167,33 +167,13 @@ def _residual_moments(num_candidates, weights, p: float, betas) -> tuple[float, 
     if not (0 < t0 < t1 < math.inf):
         return None
     t = np.exp(np.arange(math.log(t0) + _H / 2, math.log(t1) + _H, _H))
-    if p == 1.0:
-        log_l_of = lambda tt: _log_l_identity(tt, cv, wv, cnt)  # noqa: E731
-    elif few:
-        log_l_of = lambda tt: _log_l_prefix(tt, cv, wv, cnt, p)  # noqa: E731
-    else:
-        log_l_of = lambda tt: _pair_sum(tt, cv, wv, cnt, _log_phi_reciprocal)  # noqa: E731
     # L is decreasing (X > 0): once L(t)·t₁^{|β|}/|β| and e^{−μt} are below 1e-18 of the
     # answer, the remaining nodes cannot matter; stop there (saves most large-u work). The
     # answer: the residual's size (μ^β·spread), not μ^β (against μ^β the neglected tail is a large
     # part of a residual with Var/E² ~ 1e-16)
     stop = min(math.log(1e-18 * min(spread, 1.0)) + b * math.log(mu) + math.lgamma(-b) + math.log(-b) + b * math.log(t1)
                for b in betas)
-    # The residual L − e^{−μt} = e^{−μt}·expm1(excess), excess = ln L + μt ≈ t²Var[X]/2: where it is
-    # small, ln L + μt keeps only ln L's absolute accuracy, and ln L sums terms of size ~ n·ln n
-    # (large errors in Var with many tasks, see benchmarks/results/engineering-notes-2026-11-28.md). For f = j the excess is
-    # summed from non-negative per-pair terms instead (:func:`_excess_identity`); ln L directly
-    # where the excess is large (there excess − μt would cancel).
-    # For f = j^p, p < 0 (1/j: HMR; power means) likewise from per-pair terms ln E[e^{−s(Y − E Y)}] ≥ 0
-    # (:func:`_excess_reciprocal`).
-    if p == 1.0:
-        excess_of = lambda tt: _excess_identity(tt, cv, wv, cnt)  # noqa: E731
-    elif p < 0 and (p == -1.0 or few):  # other p < 0 always take the cumulative sums (few)
-        coef = _central_coef(cv, mean_f, p)
-        log_phi = (lambda tt: _log_phi_prefix(tt, cv, wv, p)) if few else None  # noqa: E731
-        excess_of = lambda tt: _excess_reciprocal(tt, cv, wv, cnt, mean_f, coef, log_phi)  # noqa: E731
-    else:
-        excess_of = None
+    log_l_of, excess_of = _integrands(p, few, cv, wv, cnt, mean_f)
     log_l = np.full(t.shape, -np.inf)
     excess = np.zeros(t.shape)
     for start in range(0, t.size, 16):
@@ -212,6 +192,33 @@ def _residual_moments(num_candidates, weights, p: float, betas) -> tuple[float, 
         log_l[far] = log_l_of(t[far])
     resid = np.where(far, np.exp(log_l) - np.exp(-mu * t), np.exp(-mu * t) * np.expm1(np.minimum(excess, 0.5)))
     return mu, [_H * float(np.sum(resid * t ** (-b))) / math.gamma(-b) for b in betas]
+
+
+def _integrands(p: float, few: bool, cv, wv, cnt, mean_f):
+    """``(log_l_of, excess_of)``: functions of the nodes t giving ln L(t), and ln L(t) + μt summed
+    from per-pair terms (None where only ln L is available) for :func:`_residual_moments`."""
+    if p == 1.0:
+        log_l_of = lambda tt: _log_l_identity(tt, cv, wv, cnt)  # noqa: E731
+    elif few:
+        log_l_of = lambda tt: _log_l_prefix(tt, cv, wv, cnt, p)  # noqa: E731
+    else:
+        log_l_of = lambda tt: _pair_sum(tt, cv, wv, cnt, _log_phi_reciprocal)  # noqa: E731
+    # The residual L − e^{−μt} = e^{−μt}·expm1(excess), excess = ln L + μt ≈ t²Var[X]/2: where it is
+    # small, ln L + μt keeps only ln L's absolute accuracy, and ln L sums terms of size ~ n·ln n
+    # (large errors in Var with many tasks, see benchmarks/results/engineering-notes-2026-11-28.md).
+    # For f = j the excess is summed from non-negative per-pair terms instead
+    # (:func:`_excess_identity`); ln L directly where the excess is large (there excess − μt would cancel).
+    # For f = j^p, p < 0 (1/j: HMR; power means) likewise from per-pair terms ln E[e^{−s(Y − E Y)}] ≥ 0
+    # (:func:`_excess_reciprocal`).
+    if p == 1.0:
+        excess_of = lambda tt: _excess_identity(tt, cv, wv, cnt)  # noqa: E731
+    elif p < 0 and (p == -1.0 or few):  # other p < 0 always take the cumulative sums (few)
+        coef = _central_coef(cv, mean_f, p)
+        log_phi = (lambda tt: _log_phi_prefix(tt, cv, wv, p)) if few else None  # noqa: E731
+        excess_of = lambda tt: _excess_reciprocal(tt, cv, wv, cnt, mean_f, coef, log_phi)  # noqa: E731
+    else:
+        excess_of = None
+    return log_l_of, excess_of
 
 
 #: the quadrature's E[X^β] degrades as |β| = 1/|p| grows (Var ~3e-14 relative at p = −0.5, ~1e-5 at
