@@ -361,7 +361,7 @@ class Dataset:
         if nr is None:
             nr = max(int(allt[:, 1].max()) + 1, 0) if len(allt) else 0
         for what, n in (("entities", ne), ("relations", nr)):
-            # one label per id: 2**62 ids (a hashed id, an overflowed one) were a bare MemoryError after minutes
+            # one label per id: 2**62 ids (a hashed id, an overflowed one) would be a bare MemoryError after minutes
             if n > MAX_IDS:
                 raise InvalidInputError(
                     f"{n} {what} (ids must be dense, 0 to n - 1): more than {MAX_IDS} cannot be labelled in "

@@ -17,9 +17,9 @@ weights. Tasks are grouped into distinct (Cᵢ, wᵢ) pairs; each costs O(1) per
 Quadrature: t = eʸ makes the integrand analytic in the strip |Im y| < π/2, where the
 trapezoid rule on the infinite line (nodes y₀ + (k + ½)h, which is also the midpoint rule)
 converges like exp(−π²/h). h = 0.2: Var ≤ 5e-15 relative, E ≤ 2e-15, against exact fractions,
-mpmath enumeration and binomial sums (p = −3 … −0.5, HMR, IAMR). The former h = 0.25 gave E to
-~1e-16 but left the variances' residual integrals high by 1.2e-13 (β = −1/2), 1.05e-12 (β = −1:
-HMR, IAMR) and 3.8e-11 (β = −2) relative; h = 0.2 costs ~25% more nodes. We integrate the residual
+mpmath enumeration and binomial sums (p = −3 … −0.5, HMR, IAMR); a coarser step keeps E but not
+the variances' residual integrals, which need the smaller step (errors per step in
+benchmarks/results/engineering-notes-2026-11-28.md). We integrate the residual
 L(t) − e^{−μt} (O(t²) at 0; μ = E[X]) and add ∫e^{−μt} = 1/μ, ∫t e^{−μt} = 1/μ². The range is
 cut where the neglected parts are below 10⁻¹⁸ relative: below t₀ the residual is at most
 t²E[X²]/2, and above t₁ = (100 + 2 ln(μ/x_min))/x_min, L(t) ≤ e^{−t·x_min} with
@@ -34,25 +34,32 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from .asymptotics import EM_BASE, _EM_COEF, _bernoulli_even
-from .moments import _DIRECT_EXPONENT, power_mean, power_moment, power_sums, power_variance
+
+# the per-node terms and G(u, C) live in their own modules; the names tests and benchmarks reach
+# through this module (monkeypatched switches, caches) stay importable from here
+from .laplace_terms import (  # noqa: F401
+    _central_coef,
+    _excess_identity,
+    _excess_reciprocal,
+    _log_l_identity,
+    _log_l_prefix,
+    _log_phi_prefix,
+    _pair_sum,
+)
+from .moments import _DIRECT_EXPONENT, power_mean, power_moment, power_variance
+from .reciprocal_sums import _H_CACHE, _harmonic, _log_phi_reciprocal, reciprocal_exp_sum  # noqa: F401
 
 _H = 0.2  # trapezoid step in y = ln t
-_SERIES_MAX_U = 2.0  # G(u, C) by its power series in u below this (C ≥ EM_BASE)
-_SERIES_TERMS = 30  # 2³⁰/30! < 1e-23
-_EM_K = 10  # Euler–Maclaurin terms for e^{−u/x} from x = 32: remainder < 1e-21
-_H_CACHE: dict = {}
-_PREFIX_MAX = 2**20  # cumulative-sum path up to this C (cost nodes × max C, as before the asymptotics)
-# f(j) = 1/j has both paths: the cumulative sum costs ≈ 5 ns per node, weight and j ≤ max C, the
-# per-pair series / Euler–Maclaurin ≈ 0.2 µs per node and pair (measured, 2-core VM): the cheaper
-# one is taken, so the cost is O(nodes × pairs) and never grows with C (10⁶ candidates, 20 pairs:
-# 0.68 s → 4 ms; memory 69 MB → 2 MB at 5,000 tasks). The pair path is also the more accurate
-# one at large C: a float64 cumulative sum's rounding grows with C (2·10⁵ candidates, 2,000 tasks:
-# E[1/X] off by 5.5e-12 against the same sums in extended precision, the pair path by 3.5e-14).
+_PREFIX_MAX = 2**20  # cumulative-sum path up to this C (its time and memory grow as nodes × max C)
+# f(j) = 1/j has both paths: a cumulative sum over j ≤ max C per node and weight, or O(1) per node
+# and (C, w) pair (series / Euler–Maclaurin), which costs about as much as _PAIR_COST cumulative-sum
+# cells. The cheaper one is taken, so the cost is O(nodes × pairs) and never grows with C. The pair
+# path is also the more accurate one at large C: a float64 cumulative sum's rounding grows with C.
+# (Timings and errors of both paths: benchmarks/results/engineering-notes-2026-11-28.md.)
 _PAIR_COST = 64
-# ... except up to 2¹⁶ cells per node (≤ 50 ms a call): the series path imports scipy.special
-# (0.15 s), and the shipped null-model tables (max C ≤ 40,943, WN18RR) were computed by the
-# cumulative sums; moving them to the pair path changes HMR moments by ~1e-12 relative
+# ... except up to 2¹⁶ cells per node, where the cumulative sum is cheap anyway: the series path
+# would import scipy.special, and the shipped null-model tables (max C ≤ 40,943, WN18RR) were
+# computed by the cumulative sums; the pair path differs from them by ~1e-12 relative
 _PREFIX_SMALL = 2**16
 
 
@@ -160,32 +167,13 @@ def _residual_moments(num_candidates, weights, p: float, betas) -> tuple[float, 
     if not (0 < t0 < t1 < math.inf):
         return None
     t = np.exp(np.arange(math.log(t0) + _H / 2, math.log(t1) + _H, _H))
-    if p == 1.0:
-        log_l_of = lambda tt: _log_l_identity(tt, cv, wv, cnt)  # noqa: E731
-    elif few:
-        log_l_of = lambda tt: _log_l_prefix(tt, cv, wv, cnt, p)  # noqa: E731
-    else:
-        log_l_of = lambda tt: _pair_sum(tt, cv, wv, cnt, _log_phi_reciprocal)  # noqa: E731
     # L is decreasing (X > 0): once L(t)·t₁^{|β|}/|β| and e^{−μt} are below 1e-18 of the
     # answer, the remaining nodes cannot matter; stop there (saves most large-u work). The
-    # answer: the residual's size (μ^β·spread), not μ^β (with Var/E² ~ 1e-16 the tail left was ~1% of it)
+    # answer: the residual's size (μ^β·spread), not μ^β (against μ^β the neglected tail is a large
+    # part of a residual with Var/E² ~ 1e-16)
     stop = min(math.log(1e-18 * min(spread, 1.0)) + b * math.log(mu) + math.lgamma(-b) + math.log(-b) + b * math.log(t1)
                for b in betas)
-    # The residual L − e^{−μt} = e^{−μt}·expm1(excess), excess = ln L + μt ≈ t²Var[X]/2: where it is
-    # small, ln L + μt keeps only ln L's absolute accuracy, and ln L sums terms of size ~ n·ln n
-    # (f = j: Var[IAMR] of 10⁶ tasks with C = 2 was 0.55% off, E 3e-10). For f = j the excess is
-    # summed from non-negative per-pair terms instead (:func:`_excess_identity`); ln L directly
-    # where the excess is large (there excess − μt would cancel).
-    # For f = j^p, p < 0 (1/j: HMR; power means) likewise from per-pair terms ln E[e^{−s(Y − E Y)}] ≥ 0
-    # (:func:`_excess_reciprocal`).
-    if p == 1.0:
-        excess_of = lambda tt: _excess_identity(tt, cv, wv, cnt)  # noqa: E731
-    elif p < 0 and (p == -1.0 or few):  # other p < 0 always take the cumulative sums (few)
-        coef = _central_coef(cv, mean_f, p)
-        log_phi = (lambda tt: _log_phi_prefix(tt, cv, wv, p)) if few else None  # noqa: E731
-        excess_of = lambda tt: _excess_reciprocal(tt, cv, wv, cnt, mean_f, coef, log_phi)  # noqa: E731
-    else:
-        excess_of = None
+    log_l_of, excess_of = _integrands(p, few, cv, wv, cnt, mean_f)
     log_l = np.full(t.shape, -np.inf)
     excess = np.zeros(t.shape)
     for start in range(0, t.size, 16):
@@ -206,9 +194,36 @@ def _residual_moments(num_candidates, weights, p: float, betas) -> tuple[float, 
     return mu, [_H * float(np.sum(resid * t ** (-b))) / math.gamma(-b) for b in betas]
 
 
-#: the quadrature's E[X^β] degrades as |β| = 1/|p| grows (against enumeration, C = 50, 60, 70:
-#: Var to 3e-14 at p = −0.5, 9e-10 at −0.25, 1.3e-5 at −0.1; Γ(−β) overflows below p ≈ −0.012)
-_QUAD_EXACT_P = -0.5  # p ≤ this: exact (E ~1e-15; Var measured ≤ 5e-15 for p = −3 … −0.5)
+def _integrands(p: float, few: bool, cv, wv, cnt, mean_f):
+    """``(log_l_of, excess_of)``: functions of the nodes t giving ln L(t), and ln L(t) + μt summed
+    from per-pair terms (None where only ln L is available) for :func:`_residual_moments`."""
+    if p == 1.0:
+        log_l_of = lambda tt: _log_l_identity(tt, cv, wv, cnt)  # noqa: E731
+    elif few:
+        log_l_of = lambda tt: _log_l_prefix(tt, cv, wv, cnt, p)  # noqa: E731
+    else:
+        log_l_of = lambda tt: _pair_sum(tt, cv, wv, cnt, _log_phi_reciprocal)  # noqa: E731
+    # The residual L − e^{−μt} = e^{−μt}·expm1(excess), excess = ln L + μt ≈ t²Var[X]/2: where it is
+    # small, ln L + μt keeps only ln L's absolute accuracy, and ln L sums terms of size ~ n·ln n
+    # (large errors in Var with many tasks, see benchmarks/results/engineering-notes-2026-11-28.md).
+    # For f = j the excess is summed from non-negative per-pair terms instead
+    # (:func:`_excess_identity`); ln L directly where the excess is large (there excess − μt would cancel).
+    # For f = j^p, p < 0 (1/j: HMR; power means) likewise from per-pair terms ln E[e^{−s(Y − E Y)}] ≥ 0
+    # (:func:`_excess_reciprocal`).
+    if p == 1.0:
+        excess_of = lambda tt: _excess_identity(tt, cv, wv, cnt)  # noqa: E731
+    elif p < 0 and (p == -1.0 or few):  # other p < 0 always take the cumulative sums (few)
+        coef = _central_coef(cv, mean_f, p)
+        log_phi = (lambda tt: _log_phi_prefix(tt, cv, wv, p)) if few else None  # noqa: E731
+        excess_of = lambda tt: _excess_reciprocal(tt, cv, wv, cnt, mean_f, coef, log_phi)  # noqa: E731
+    else:
+        excess_of = None
+    return log_l_of, excess_of
+
+
+#: the quadrature's E[X^β] degrades as |β| = 1/|p| grows (Var ~3e-14 relative at p = −0.5, ~1e-5 at
+#: −0.1 against enumeration; Γ(−β) overflows below p ≈ −0.012)
+_QUAD_EXACT_P = -0.5  # p ≤ this: exact (E ~1e-15; Var ≤ 5e-15 for p = −3 … −0.5)
 _QUAD_MAX_P = -0.1  # p ≤ this: quadrature, flagged approximate above _QUAD_EXACT_P; else none
 
 
@@ -226,7 +241,7 @@ def power_mean_null_gap(num_candidates, weights, p: float) -> tuple[float, float
     - one task with positive weight: M is that rank: ((C+1)/2, (C²−1)/12);
     - Π Cᵢ ≤ 2¹⁶ outcomes: enumeration (all equally likely);
     - p ≤ −0.1: Laplace quadrature with β = 1/p and 2/p (:func:`power_moments`), when its φ is
-      cheap; exact for p ≤ −0.5, approximate (measured ≤ 1.3e-5 relative) between.
+      cheap; exact for p ≤ −0.5, approximate (≤ 1.3e-5 relative against enumeration) between.
     """
     c = np.asarray(num_candidates, dtype=np.int64)
     w = np.full(c.size, 1.0 / c.size) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -264,9 +279,8 @@ def _enumerated(cols, w, p: float) -> tuple[float, float, bool, float | None]:
 
     M's deviations are computed without forming M: with X = Σ wᵢ Yᵢ, μ = E[X] and the centred
     sum D = X − μ = Σ wᵢ (Zᵢ − E[Zᵢ]), Zᵢ = Yᵢ − 1 = expm1(p·ln rᵢ) (each term to its own relative accuracy),
-    M − μ^{1/p} = μ^{1/p}·expm1(log1p(D/μ)/p). The variance of M itself kept only M's rounding
-    where Var ≪ E² (a C = 1 task of large weight: p = −2, C = [1, 65,536], weights [1, 1e-12]
-    was 5% off, [1, 60,000] and [1, 1e-9] 2e-7, flagged exact). Where r^p is not a normal number
+    M − μ^{1/p} = μ^{1/p}·expm1(log1p(D/μ)/p). The variance of M itself would keep only M's
+    rounding where Var ≪ E² (a C = 1 task of large weight). Where r^p is not a normal number
     (|p·ln r| > 600) the means are formed as before (:func:`power_mean`, no overflow) and the
     moments are flagged exact only where Var/E² ≥ :data:`_ROUNDED_MIN_RATIO`.
     """
@@ -300,269 +314,3 @@ def _enumerated(cols, w, p: float) -> tuple[float, float, bool, float | None]:
     # 1 − E = −(μ^{1/p} − 1) − E[M − μ^{1/p}], each to its own relative accuracy (for p < 0 both ≤ 0
     # by Jensen; for p > 1 the second is of second order in the spread: no cancellation near E = 1)
     return base + mean_dev, float(dev.var()), True, -math.expm1(log_base) - mean_dev
-
-
-def _pair_sum(t, cv, wv, cnt, log_phi) -> np.ndarray:
-    """Σ_pairs cnt · log φ_C(t·w) per node, in blocks of pairs (memory ≤ ~2²⁰ node × pair cells)."""
-    out = np.zeros(t.shape)
-    step = max(1, 2**20 // t.size)
-    for s in range(0, cv.size, step):
-        sl = slice(s, s + step)
-        u = t[:, None] * wv[None, sl]
-        out += log_phi(u, cv[None, sl].astype(np.float64)) @ cnt[sl]
-    return out
-
-
-def _log_sinhc(y: np.ndarray) -> np.ndarray:
-    """``ln(sinh(y)/y)`` for y ≥ 0 to relative accuracy (≈ y²/6 near 0, where ln of the ratio
-    would keep only its absolute accuracy): the series Σ 2²ᵏ B₂ₖ/(2k (2k)!) y²ᵏ below 1/2, else
-    ``y − ln 2y + log1p(−e^{−2y})`` (no overflow for any y)."""
-    y = np.asarray(y, dtype=np.float64)
-    out = np.empty(y.shape)
-    small = y < 0.5
-    y2 = y[small] ** 2
-    series = np.zeros(y2.shape)
-    for coef in reversed(_SINHC_COEF):  # Horner in y²: (0.5/π)^{2k} < 1e-19 beyond 12 terms
-        series = (series + coef) * y2
-    out[small] = series
-    yl = y[~small]
-    out[~small] = yl - np.log(2 * yl) + np.log1p(-np.exp(-2 * yl))
-    return out
-
-
-_SINHC_COEF = [float(4**k * f / (2 * k)) for k, f in enumerate(_bernoulli_even(12), start=1)]
-
-
-def _log_l_identity(t, cv, wv, cnt) -> np.ndarray:
-    """Σ cnt · log φ_C(tw) for f(j) = j, φ_C(s) = e^{−s}(1 − e^{−sC}) / (C(1 − e^{−s})): only
-    log(1 − e^{−sC}) needs every pair; the rest is summed per distinct weight and per pair once."""
-    uw, inv = np.unique(wv, return_inverse=True)
-    s = t[:, None] * uw[None, :]
-    with np.errstate(divide="ignore"):
-        out = (-s - np.log(-np.expm1(-s))) @ np.bincount(inv, weights=cnt, minlength=uw.size)
-        out -= float(np.sum(cnt * np.log(cv.astype(np.float64))))
-        return out + _pair_sum(t, cv, wv, cnt, lambda u, c: np.log(-np.expm1(-u * c)))
-
-
-def _excess_identity(t, cv, wv, cnt) -> np.ndarray:
-    """``ln L(t) + μt`` for f(j) = j: φ_C(s) = e^{−s(C+1)/2} sinh(Cs/2) / (C sinh(s/2)), so each pair
-    adds cnt · (ln sinhc(Cs/2) − ln sinhc(s/2)) ≥ 0, s = tw, and C = 1 adds 0. No term cancels
-    against μt: the former ln L summed terms of size ~ n·ln n to a total of ~ μt and lost its excess
-    over −μt (Var[IAMR] of 10⁶ tasks with C = 2 was 0.55% off, of 40,000 with C = 14,541 6e-6).
-    ln sinhc(s/2) depends on the weight only: summed per distinct weight (C ≥ 2 makes the pair
-    part at least 4 times the weight part, so the difference keeps its digits)."""
-    keep = cv > 1
-    if not keep.any():
-        return np.zeros(t.shape)
-    cv, wv, cnt = cv[keep], wv[keep], cnt[keep]
-    uw, inv = np.unique(wv, return_inverse=True)
-    out = -(_log_sinhc(0.5 * t[:, None] * uw[None, :]) @ np.bincount(inv, weights=cnt, minlength=uw.size))
-    return out + _pair_sum(t, cv, wv, cnt, lambda u, c: _log_sinhc(0.5 * u * c))
-
-
-_CENTRAL_K = 20  # central-moment terms for s ≤ 1: 2·e·s^{K−1}/(K+1)! < 1e-17 relative
-_CENTRAL_MAX_S = 1.0  # per-pair series up to this s = t·w; ln φ_C(s) + s·m₁ above (≤ 24× cancellation)
-_CENTRAL_DIRECT_C = 64  # central moments by direct sums up to this C (else from H_C^{(k)}, no cancellation)
-_MATMUL_MAX_W = 8  # up to this many distinct weights in a block of pairs: the series as matrix products
-
-
-def _central_coef(cv, m1, p: float = -1.0) -> np.ndarray:
-    """``μ_k(C)/k!`` for k = 1..K per pair (rows k − 1): central moments of Y = j^p (p < 0),
-    j ~ U{1..C}, about m1 (the pair's E[Y] as used in μ, so μ₁ is its rounding). Up to C = 64 by
-    direct sums (the binomial expansion in raw moments cancels there: C = 2, p = −1 has
-    μ_k = 4^{−k}, raw moments ≥ 1/2); above by the binomial expansion in the raw moments, from
-    H_C^{(k)} = ζ(k) − ζ(k, C + 1) for p = −1 (m1 ≤ 0.07 there), else from the library's exact
-    power sums Σ j^{pk}; in long double where m1 > 0.1 (p → 0: m1 up to ~1)."""
-    uc, first, inv = np.unique(cv, return_index=True, return_inverse=True)
-    mu = np.asarray(m1, dtype=np.float64)[first]
-    k = np.arange(1, _CENTRAL_K + 1)
-    out = np.zeros((_CENTRAL_K, uc.size))
-    small = uc <= _CENTRAL_DIRECT_C
-    if small.any():
-        j = np.arange(1, _CENTRAL_DIRECT_C + 1, dtype=np.float64)
-        cs = uc[small].astype(np.float64)
-        d = np.where(j[None, :] <= cs[:, None], (1.0 / j if p == -1.0 else j**p)[None, :] - mu[small][:, None], 0.0)
-        out[:, small] = (d[None, :, :] ** k[:, None, None]).sum(axis=2) / cs[None, :]
-    big = np.flatnonzero(~small)
-    if big.size:
-        cb = uc[big]
-        # m₁ ≤ 0.1: the binomial terms stay within ~(1.1/0.9)^k of μ_k (the j = 1 term), float64
-        # suffices; above (p → 0, m₁ up to ~1) they are summed in long double
-        for sel, dt in ((mu[big] <= 0.1, np.float64), (mu[big] > 0.1, np.longdouble)):
-            if not sel.any():
-                continue
-            c_sel, m_sel = cb[sel], mu[big][sel].astype(dt)
-            cf = c_sel.astype(dt)
-            if p == -1.0:  # H_C^{(i)} = ζ(i) − ζ(i, C + 1) (digamma for i = 1)
-                raw = [np.ones(cf.shape, dtype=dt)] + [_harmonic(c_sel.astype(np.float64), i).astype(dt) / cf for i in k]
-            else:
-                raw = [np.ones(cf.shape, dtype=dt)] + [(power_sums(c_sel, p * i) / c_sel.astype(np.longdouble)).astype(dt) for i in k]
-            neg = [np.ones(cf.shape, dtype=dt)]
-            for _ in k:
-                neg.append(neg[-1] * -m_sel)  # (−m₁)^i
-            for kk in k:
-                out[kk - 1, big[sel]] = sum(math.comb(kk, i) * raw[i] * neg[kk - i] for i in range(kk + 1)).astype(np.float64)
-    return out[:, inv] / np.array([math.factorial(kk) for kk in k], dtype=np.float64)[:, None]
-
-
-def _excess_reciprocal(t, cv, wv, cnt, m1, coef, log_phi=None) -> np.ndarray:
-    """``ln L(t) + μt`` for f(j) = 1/j (or any j^p, p < 0, with its ``coef`` and ``log_phi``) as
-    Σ_pairs cnt · ln E[e^{−s(Y − m₁)}] (each ≥ 0), Y = f(j), s = tw:
-    for s ≤ 1 ``log1p(Σ_k (−s)^k μ_k/k!)`` (|Y − m₁| < 1, so |μ_k| ≤ μ₂ and the terms beyond K are
-    below 1e-17 of the sum), else ln φ_C(s) + s·m₁. The former ln L + μt summed terms ~ ln φ
-    that cancel to the excess ≈ t²Var/2 and kept only ln L's absolute accuracy (Var[HMR] of
-    10⁶ tasks with C = 2 was 3.3e-5 off, of 10⁶ with C = 14,541 1.7e-6). ``log_phi(t)``, if
-    given, is ln φ_C(tw) for all pairs (the cumulative sums), used in nodes with some s > 1."""
-    out = np.zeros(t.shape)
-    step = cv.size if log_phi is not None else max(1, 2**20 // t.size)
-    m1 = np.asarray(m1, dtype=np.float64)
-    for b in range(0, cv.size, step):
-        sl = slice(b, b + step)
-        s = t[:, None] * wv[None, sl]
-        small = s <= _CENTRAL_MAX_S
-        all_small = bool(small.all())
-        ex = np.empty(s.shape)
-        if all_small or small.any():
-            smax = min(float(s.max()), _CENTRAL_MAX_S)
-            nk = next(  # fewest terms with 2·e^s·s^{K−1}/(K+1)! < 1e-17
-                (kk for kk in range(2, _CENTRAL_K) if 2 * math.exp(smax) * smax ** (kk - 1) < 1e-17 * math.factorial(kk + 1)),
-                _CENTRAL_K,
-            )
-            uw = np.unique(wv[sl])
-            if uw.size <= _MATMUL_MAX_W:  # s = t·w per weight: Σ_k (−s)^k μ_k/k! is one matrix product
-                acc = np.empty(s.shape)
-                powers = np.arange(1, nk + 1)
-                for w in uw:
-                    cols = np.flatnonzero(wv[sl] == w)
-                    neg_s = -np.minimum(t * w, _CENTRAL_MAX_S)  # rows above 1 are replaced below
-                    # einsum, not @: BLAS threads cost twice the CPU time at these shapes on a busy machine
-                    acc[:, cols] = np.einsum("nk,kp->np", neg_s[:, None] ** powers[None, :], coef[:nk, sl][:, cols])
-            else:
-                acc = np.zeros(s.shape)
-                for kk in range(nk, 0, -1):  # Horner: Σ_k μ_k/k! (−s)^k
-                    acc = (acc + coef[kk - 1, sl][None, :]) * (-s)
-            if all_small:
-                ex = np.log1p(acc)
-            else:
-                ex[small] = np.log1p(acc[small])
-        if not all_small and log_phi is not None:
-            rows = ~small.all(axis=1)
-            big = ~small[rows]
-            ex[rows] = np.where(big, log_phi(t[rows]) + s[rows] * m1[None, :], ex[rows])
-        elif not all_small:
-            cs = np.broadcast_to(cv[None, sl].astype(np.float64), s.shape)[~small]
-            ms = np.broadcast_to(m1[None, sl], s.shape)[~small]
-            ex[~small] = _log_phi_reciprocal(s[~small], cs) + s[~small] * ms
-        out += np.einsum("np,p->n", ex, cnt[sl])  # terms ≥ 0: plain sums keep their relative accuracy
-    return out
-
-
-def _log_phi_reciprocal(u, c):
-    return np.log(reciprocal_exp_sum(u, c)) - np.log(c)
-
-
-def reciprocal_exp_sum(u, c) -> np.ndarray:
-    """``G(u, C) = Σ_{j=1..C} e^{−u/j}`` elementwise (u ≥ 0, any C), O(1) per element.
-
-    - C ≥ 32 and u ≤ 2: the series Σ_m (−u)^m/m! · H_m(C), H_m(C) = Σ_{j≤C} j^{−m} (all terms
-      but the first are ≤ e²·ln C ≪ C, so no cancellation);
-    - otherwise the terms j < 32 directly and the rest by Euler–Maclaurin with
-      ∫ e^{−u/x} dx = x E₂(u/x) and derivatives g⁽ᵐ⁾(x) = e^{−y} x^{−m} Qₘ(y), y = u/x,
-      Qₘ(y) = Σₖ (−1)^{m+k} L(m, k) yᵏ (Lah numbers L(m, k) = C(m−1, k−1) m!/k!), bounded by
-      2^{m−1} m!/x^m: 10 terms from x = 32 leave < 1e-21 absolute (each term ≤ 1).
-    """
-    uniq = np.unique(np.asarray(c, dtype=np.float64))  # before broadcasting: pairs, not pairs × nodes
-    u, c = np.broadcast_arrays(np.asarray(u, dtype=np.float64), np.asarray(c, dtype=np.float64))
-    out = np.empty(u.shape)
-    series = (c >= EM_BASE) & (u <= _SERIES_MAX_U)
-    if series.any():
-        cs, us = c[series], u[series]
-        inv = np.searchsorted(uniq, cs)
-        acc = np.zeros(us.shape)
-        for m in range(_SERIES_TERMS, -1, -1):  # nested form of Σ H_m (−u)^m / m!
-            acc = _harmonic(uniq, m)[inv] + acc * (-us) / (m + 1)
-        out[series] = acc
-    rest = ~series
-    if rest.any():
-        out[rest] = _direct_plus_em(u[rest], c[rest])
-    return out
-
-
-def _harmonic(c: np.ndarray, m: int) -> np.ndarray:
-    """H_m(C) = Σ_{j≤C} j^{−m} in float64: C, ψ(C+1) + γ, ζ(m) − ζ(m, C+1) (no cancellation:
-    the series path has C ≥ 32, where ζ(m, C+1) ≪ ζ(m))."""
-    from scipy.special import digamma, zeta  # lazy: scipy.special costs 0.2 s to import
-
-    if m == 0:
-        return c
-    key = (m, c.dtype.str, c.shape, c.tobytes())  # the same pairs come back for every block of nodes
-    hit = _H_CACHE.get(key)
-    if hit is None:
-        hit = np.asarray(digamma(c + 1.0) + np.euler_gamma if m == 1 else zeta(float(m)) - zeta(float(m), c + 1.0))
-        hit.flags.writeable = False  # shared by later calls: never changed in place
-        if len(_H_CACHE) > 4 * _SERIES_TERMS:
-            _H_CACHE.clear()
-        _H_CACHE[key] = hit
-    return hit
-
-
-def _direct_plus_em(u: np.ndarray, c: np.ndarray) -> np.ndarray:
-    from scipy.special import expn  # lazy: scipy.special costs 0.2 s to import
-
-    j = np.arange(1, EM_BASE, dtype=np.float64)
-    total = np.where(j[None, :] <= c[:, None], np.exp(-u[:, None] / j[None, :]), 0.0).sum(axis=1)
-    tail = c >= EM_BASE
-    if not tail.any():
-        return total
-    lo, hi, ut = float(EM_BASE), c[tail], u[tail]
-    part = hi * expn(2, ut / hi) - lo * expn(2, ut / lo) + 0.5 * (np.exp(-ut / lo) + np.exp(-ut / hi))
-    for k in range(1, _EM_K + 1):
-        m = 2 * k - 1
-        part += float(_EM_COEF[k - 1]) * (_deriv(ut, hi, m) - _deriv(ut, lo, m))
-    total[tail] += part
-    return total
-
-
-def _deriv(u, x, m: int) -> np.ndarray:
-    """m-th derivative of e^{−u/x} in x: e^{−y} x^{−m} Σₖ (−1)^{m+k} L(m, k) yᵏ, y = u/x."""
-    y = u / x
-    poly = np.zeros_like(y)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for k in range(m, 0, -1):  # Horner in y
-            lah = math.comb(m - 1, k - 1) * math.factorial(m) // math.factorial(k)
-            poly = (poly + (-1) ** (m + k) * lah) * y
-        val = np.exp(-y) * poly / np.power(x, m)
-    return np.where(y > 700.0, 0.0, val)  # e^{−y} underflows first: the term is 0
-
-
-def _log_phi_prefix(t, cv, wv, p: float) -> np.ndarray:
-    """ln φ_C(tw) per node and pair (t.size × pairs) by the cumulative sums of :func:`_log_l_prefix`."""
-    out = np.empty((t.size, cv.size))
-    for w in np.unique(wv):
-        sel = np.flatnonzero(wv == w)
-        cs = cv[sel]
-        f = np.arange(1, int(cs.max()) + 1, dtype=np.float64) ** p
-        block = max(1, 2**22 // f.size)
-        for start in range(0, t.size, block):
-            s = t[start : start + block] * w
-            pref = np.cumsum(np.exp(-s[:, None] * f[None, :]), axis=1)[:, cs - 1]
-            with np.errstate(divide="ignore"):  # e^{−s·j^p} underflows at large t: ln φ = −inf, L = 0 there
-                out[start : start + block, sel] = np.log(pref / cs[None, :])
-    return out
-
-
-def _log_l_prefix(t, cv, wv, cnt, p: float) -> np.ndarray:
-    """Fast path (≤ 8 distinct weights, C ≤ 2²⁰): per node and weight, one cumulative sum
-    of e^{−tw·j^p} over j ≤ max C gives C·φ_C(tw) for every C of that weight."""
-    log_l = np.zeros(t.shape)
-    for w in np.unique(wv):
-        sel = wv == w
-        cs, ns = cv[sel], cnt[sel]
-        f = np.arange(1, int(cs.max()) + 1, dtype=np.float64) ** p
-        block = max(1, 2**22 // f.size)  # bound memory: block × max C cells at a time
-        for start in range(0, t.size, block):
-            s = t[start : start + block] * w
-            pref = np.cumsum(np.exp(-s[:, None] * f[None, :]), axis=1)[:, cs - 1]
-            with np.errstate(divide="ignore", invalid="ignore"):  # underflow at large t: L = 0 (ln = −inf)
-                log_l[start : start + block] += np.log(pref / cs[None, :]) @ ns
-    return log_l

@@ -89,7 +89,8 @@ def power_sums(num_candidates, exponent, low=None) -> np.ndarray:
         if np.all(lb == 1):
             # the null moments: one number per exponent, Σ_{j≤EXACT_MAX} j^a by Euler–Maclaurin from
             # j = 32 (< 1e-19 relative, see .asymptotics) instead of an exact prefix array of 65,536
-            # extended-precision powers per exponent (0.2 s of the default result: GMR/IGMR use 12)
+            # extended-precision powers per exponent (most of the default result's time otherwise:
+            # GMR/IGMR use 12 exponents)
             head = power_sum_range(1, EXACT_MAX, a)[()]
         else:  # ranges (random tie-breaking) start anywhere: the exact prefix array
             p = power_prefix(float(a), EXACT_MAX, np.longdouble)

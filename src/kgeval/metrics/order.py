@@ -118,15 +118,15 @@ def _survival_at(x: np.ndarray, c: np.ndarray, k: int) -> tuple[np.ndarray, bool
 
 def _normal_cdf(t: np.ndarray) -> np.ndarray:
     """Φ. Outside (−40, 9) Φ is exactly 0 or 1 in float64: only the window needs erfc. Many
-    points: scipy.special.ndtr (vectorised; this was a Python loop over math.erfc, 0.8 s for
-    2²⁰ points). Few (≤ 2¹⁴): math.erfc per point (≤ 6 ms), sparing the 0.15 s import of
-    scipy.special (scipy.stats would cost more than the whole default result)."""
+    points: scipy.special.ndtr (vectorised; a Python loop over math.erfc is slow there). Few
+    (≤ 2¹⁴): math.erfc per point, sparing the import of scipy.special, which costs more than the
+    loop (scipy.stats would cost more than the whole default result)."""
     out = (t > 0).astype(np.float64)
     mid = (t > -40.0) & (t < 9.0)
     if np.count_nonzero(mid) <= _ERFC_LOOP_MAX:
         out[mid] = [0.5 * math.erfc(-v / math.sqrt(2.0)) for v in t[mid].tolist()]
     else:
-        from scipy.special import ndtr  # lazy: scipy.special costs 0.15 s to import
+        from scipy.special import ndtr  # lazy: a slow import that most results never need
 
         out[mid] = ndtr(t[mid])
     return out

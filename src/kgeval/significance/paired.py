@@ -23,7 +23,7 @@ additive scale is ``D = Σᵤ dᵤ / Σᵤ Wᵤ`` with ``dᵤ = Sᵤᴬ − Sᵤ
 pair of models) and use *one* set of draws for all of them: per chunk of resamples, one matrix
 product of the sign bits / unit multiplicities with all columns. Sign patterns are random bits
 (``rng.bytes``); bootstrap resamples are ``n`` uniform unit indices per resample (``rng.integers``)
-counted per unit by ``bincount`` (the multinomial multiplicities, drawn ~10x faster than by
+counted per unit by ``bincount`` (the multinomial multiplicities, drawn far faster than by
 ``rng.multinomial``). All resampling is chunked to about :data:`CHUNK_ENTRIES` matrix entries
 (~32 MB of float64), so memory does not grow with ``num_resamples``.
 """
@@ -115,8 +115,8 @@ def replicate_mean(values, axis: int = 0):
 def _column_products(m: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``m @ x`` one column at a time. A BLAS matrix product rounds a column differently depending on
     its position (OpenBLAS's edge kernels: of 9-12 columns, the last ones), so a model and itself with
-    its replicates listed in another order got bootstrap bounds of ±2e-18 instead of 0; a matrix-vector
-    product per column treats every column alike."""
+    its replicates listed in another order would get bootstrap bounds a rounding away from 0; a
+    matrix-vector product per column treats every column alike."""
     return np.column_stack([m @ np.ascontiguousarray(x[:, c]) for c in range(x.shape[1])])
 
 
