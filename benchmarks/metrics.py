@@ -189,8 +189,13 @@ def write_results(lines: list[str], extra: list[str]) -> Path:
         pykeen_version = pykeen.get_version()
     except Exception:  # noqa: BLE001 -- absent or without get_version: say so
         pykeen_version = "not installed"
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=path.parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
     body = [f"## {now:%Y-%m-%d %H:%M} UTC", "",
-            f"kgeval {kgeval.__version__}, PyKEEN {pykeen_version}, Python {platform.python_version()}, "
+            f"kgeval {kgeval.__version__} (commit {commit}), PyKEEN {pykeen_version}, Python {platform.python_version()}, "
             f"{platform.processor() or platform.machine()}; `python benchmarks/metrics.py {' '.join(sys.argv[1:])}`",
             "", "```", *lines, *extra, "```", ""]
     with path.open("a", encoding="utf-8") as f:
