@@ -121,7 +121,7 @@ def null_p_value(metric: str | Metric, value: float, num_candidates, weights=Non
     where tractable, else normal), ``"exact"`` (refuses where no exact method applies) or
     ``"normal"``. Adjusted and z variants take the p-value of their base metric (the same event).
     ``moments_of``: optional ``metric -> NullMoments`` of these very tasks and weights, already
-    computed (:func:`kgeval.results.compute.side_moments`), instead of computing them again.
+    computed (those a result already holds), instead of computing them again.
     """
     m = get_metric(metric) if isinstance(metric, str) else metric
     if isinstance(m, DerivedMetric):
