@@ -30,7 +30,12 @@ def test_p_value_is_the_null_p_value_of_that_side_and_rank_type(results):
 
 
 def test_flat_keys_summary_and_json_round_trip(results, tmp_path):
-    flat = results.to_flat_dict()
+    flat = results.to_flat_dict(p_values=True)
+    # the default flat dict holds the values only: the p-values are one call away
+    assert set(flat) - set(results.to_flat_dict()) == {
+        k for k in flat if k.split(".")[2].startswith(("p_", "log10_p_"))} != set()
+    assert results.to_dict(p_values=True)["tail"]["realistic"]["p_hits_at_3"] == flat["tail.realistic.p_hits_at_3"]
+    assert "p_hits_at_3" not in results.to_dict()["tail"]["realistic"]
     p = results.p_value("both.realistic.mrr")
     assert flat["both.realistic.p_inverse_harmonic_mean_rank"] == p.value
     assert flat["both.realistic.log10_p_inverse_harmonic_mean_rank"] == p.log10
@@ -39,7 +44,9 @@ def test_flat_keys_summary_and_json_round_trip(results, tmp_path):
     back = Results.load_json(results.save_json(tmp_path / "r.json"))
     # p_hits_at_3 is 6.7e-8: pytest.approx's default abs=1e-12 would let it be off by 1.5e-5 relative;
     # the JSON round trip keeps every bit
-    assert back.to_flat_dict()["tail.realistic.p_hits_at_3"] == flat["tail.realistic.p_hits_at_3"]
+    assert back.to_flat_dict(p_values=True) == flat
+    assert back.to_flat_dict() == results.to_flat_dict()
+    assert back.to_flat_dict(p_values=True)["tail.realistic.p_hits_at_3"] == flat["tail.realistic.p_hits_at_3"]
 
 
 def test_without_a_rank_table_the_saved_p_values_or_null_moments_are_used(results, tmp_path):

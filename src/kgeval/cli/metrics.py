@@ -57,7 +57,7 @@ def command(file, example, fmt, selected, rank_type):
                 click.echo(f"{k:<{width}}  {truthful(f'{v:.6g}', v)}")
         return
     if fmt == "json":
-        click.echo(json.dumps(results.to_flat_dict(), indent=2, sort_keys=True))
+        click.echo(json.dumps(results.to_flat_dict(p_values=True), indent=2, sort_keys=True))
         return
     headline = list(HEADLINE) + ["geometric_mean_rank", "median_rank", "z_hits_at_10"]
     click.echo(f"{len(table)} ranking tasks from {file}")

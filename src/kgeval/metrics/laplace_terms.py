@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from .asymptotics import _bernoulli_even
-from .moments import power_sums
+from .asymptotics import EXACT_MAX, _bernoulli_even
+from .moments import power_sums, prefix_sum
 from .reciprocal_sums import _harmonic, _log_phi_reciprocal
 
 
@@ -86,9 +86,11 @@ def _central_coef(cv, m1, p: float = -1.0) -> np.ndarray:
     """``μ_k(C)/k!`` for k = 1..K per pair (rows k − 1): central moments of Y = j^p (p < 0),
     j ~ U{1..C}, about m1 (the pair's E[Y] as used in μ, so μ₁ is its rounding). Up to C = 64 by
     direct sums (the binomial expansion in raw moments cancels there: C = 2, p = −1 has
-    μ_k = 4^{−k}, raw moments ≥ 1/2); above by the binomial expansion in the raw moments, from
-    H_C^{(k)} = ζ(k) − ζ(k, C + 1) for p = −1 (m1 ≤ 0.07 there), else from the library's exact
-    power sums Σ j^{pk}; in long double where m1 > 0.1 (p → 0: m1 up to ~1)."""
+    μ_k = 4^{−k}, raw moments ≥ 1/2); above by the binomial expansion in the raw moments, from the
+    library's exact power sums Σ j^{pk} (:func:`~kgeval.metrics.moments.power_sums`; for p = −1 and
+    C ≤ EXACT_MAX :func:`_inverse_power_prefix`: H_C^{(k)} as ζ(k) − ζ(k, C + 1) agrees with them but
+    imports scipy.special, a slow import most results never need); in long double where m1 > 0.1
+    (p → 0: m1 up to ~1)."""
     uc, first, inv = np.unique(cv, return_index=True, return_inverse=True)
     mu = np.asarray(m1, dtype=np.float64)[first]
     k = np.arange(1, _CENTRAL_K + 1)
@@ -109,16 +111,32 @@ def _central_coef(cv, m1, p: float = -1.0) -> np.ndarray:
                 continue
             c_sel, m_sel = cb[sel], mu[big][sel].astype(dt)
             cf = c_sel.astype(dt)
-            if p == -1.0:  # H_C^{(i)} = ζ(i) − ζ(i, C + 1) (digamma for i = 1)
-                raw = [np.ones(cf.shape, dtype=dt)] + [_harmonic(c_sel.astype(np.float64), i).astype(dt) / cf for i in k]
+            if p == -1.0 and int(c_sel.max()) <= EXACT_MAX:
+                sums = [_inverse_power_prefix(int(i), int(c_sel.max()))[c_sel] for i in k]
             else:
-                raw = [np.ones(cf.shape, dtype=dt)] + [(power_sums(c_sel, p * i) / c_sel.astype(np.longdouble)).astype(dt) for i in k]
+                sums = [power_sums(c_sel, p * i) for i in k]
+            raw = [np.ones(cf.shape, dtype=dt)] + [(s_ / c_sel.astype(np.longdouble)).astype(dt) for s_ in sums]
             neg = [np.ones(cf.shape, dtype=dt)]
             for _ in k:
                 neg.append(neg[-1] * -m_sel)  # (−m₁)^i
             for kk in k:
                 out[kk - 1, big[sel]] = sum(math.comb(kk, i) * raw[i] * neg[kk - i] for i in range(kk + 1)).astype(np.float64)
     return out[:, inv] / np.array([math.factorial(kk) for kk in k], dtype=np.float64)[:, None]
+
+
+def _inverse_power_prefix(i: int, max_n: int) -> np.ndarray:
+    """``Σ_{j≤n} j^{−i}`` for n = 0..max_n in long double, each term a product of i factors 1/j: within
+    i·2⁻⁶⁴ relative of ``j ** −i`` (far below the float64 moments made of them) and much cheaper than
+    long double ``**``."""
+
+    def terms(j):
+        inv = 1.0 / j
+        out = inv
+        for _ in range(i - 1):
+            out = out * inv
+        return out
+
+    return prefix_sum(("inverse_power", i), terms, max_n, np.longdouble)
 
 
 def _excess_reciprocal(t, cv, wv, cnt, m1, coef, log_phi=None) -> np.ndarray:

@@ -250,10 +250,32 @@ def _centred_series(cent: np.ndarray, a: np.ndarray) -> np.ndarray:
     return g * a
 
 
+#: recent :func:`_log_central_moments` results: the geometric means ask for the same candidate counts
+#: four times per side (GMR and IGMR, each its E and its spread), a quarter of a result's cost
+_CENTRAL_CACHE: OrderedDict = OrderedDict()
+_CENTRAL_CACHE_SIZE = 8
+
+
 def _log_central_moments(cs: np.ndarray, xmax: float) -> tuple[np.ndarray, np.ndarray]:
     """(E[L], central moments μₖ of L = ln r, k = 0..K, rows) per task of ``cs`` (C > 1), longdouble;
-    K the fewest terms with 2·xmax^{K−1}e^{xmax}/(K+1)! < 1e-20 (xmax = max |a|·ln C ≤ 1/2)."""
+    K the fewest terms with 2·xmax^{K−1}e^{xmax}/(K+1)! < 1e-20 (xmax = max |a|·ln C ≤ 1/2).
+    Read-only arrays, kept for the next call with the same counts and K."""
     terms = next((k for k in range(2, _SPREAD_TERMS) if 2 * xmax ** (k - 1) * math.exp(xmax) < 1e-20 * math.factorial(k + 1)), _SPREAD_TERMS)
+    key = (terms, cs.dtype.str, cs.shape, cs.tobytes())
+    hit = _CENTRAL_CACHE.get(key)
+    if hit is not None:
+        return hit
+    out = _central_moments_of(cs, terms)
+    for arr in out:
+        arr.flags.writeable = False  # shared by later callers
+    _CENTRAL_CACHE[key] = out
+    while len(_CENTRAL_CACHE) > _CENTRAL_CACHE_SIZE:
+        _CENTRAL_CACHE.popitem(last=False)
+    return out
+
+
+def _central_moments_of(cs: np.ndarray, terms: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_log_central_moments` with ``terms`` = K, computed."""
     # raw moments E[L^m], m = 1..terms, per distinct C
     uc, inv = np.unique(cs, return_inverse=True)
     raw = np.empty((terms + 1, uc.size), dtype=np.longdouble)

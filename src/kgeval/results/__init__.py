@@ -125,6 +125,8 @@ class Results:
         self.protocol = protocol.to_dict() if hasattr(protocol, "to_dict") else dict(protocol or {})
         self.extra = dict(extra or {})
         self._p_values: dict = {}
+        # p-values read from a file, by flat key: a result loaded without its rank table cannot redo them
+        self._saved_p: dict[str, float] = {}
 
     @classmethod
     def from_values(cls, values, *, null_moments=None, protocol=None, extra=None, rank_table=None) -> Results:
@@ -169,7 +171,7 @@ class Results:
             return float(self.extra[lowered])
         for prefix in ("log10_p_", "p_"):  # p-values against chance (see :mod:`.inference`)
             if name.lower().startswith(prefix):
-                stored = self.extra.get(_p_value_key(side, rank_type, name[len(prefix):], prefix))
+                stored = self._saved_p.get(_p_value_key(side, rank_type, name[len(prefix):], prefix))
                 if stored is not None:  # as saved (loaded results: under the canonical key only)
                     return float(stored)
                 p = self.cached_p_value(flat_key(side, rank_type, name[len(prefix):]))
@@ -234,33 +236,59 @@ class Results:
         return self._p_values[key]
 
     # ------------------------------------------------------------------ export
-    def to_flat_dict(self) -> dict[str, float]:
-        """Every value by flat key, plus p-values against chance of the headline metrics
-        (``<side>.realistic.p_<key>`` and ``log10_p_<key>``, see :mod:`kgeval.results.inference`)."""
-        out = {flat_key(s, t, k): v for s, t, k, v in self._entries()}
+    def to_flat_dict(self, *, p_values: bool = False) -> dict[str, float]:
+        """Every value by flat key (``side.rank_type.key``), plus the extra values.
+
+        Parameters
+        ----------
+        p_values : bool
+            Also the p-values against chance of the headline metrics, ``<side>.realistic.p_<key>``
+            and ``log10_p_<key>`` (:func:`kgeval.results.inference.flat_p_values`: exact for
+            unweighted hits@k and MR where tractable, as :meth:`p_value` gives them). Off by default:
+            they cost ~10x the values on a large table (at 40,932 tasks the Poisson-binomial tails
+            of hits@k alone take seconds). Any one is also :meth:`p_value`, or ``results["p_mrr"]``.
+
+        Returns
+        -------
+        dict
+            ``{flat key: value}``; a loaded result also carries the p-values it was saved with.
+
+        Examples
+        --------
+        >>> from kgeval import Results
+        >>> r = Results.from_ranks([1, 2, 4], num_candidates=[10, 10, 10])
+        >>> round(r.to_flat_dict()["both.realistic.hits_at_1"], 4)
+        0.3333
+        >>> "both.realistic.p_hits_at_1" in r.to_flat_dict(p_values=True)
+        True
+        """
+        out = {flat_key(s, t, k): v for s, t, k, v in self._entries(p_values)}
         out.update(self.extra)
         return out
 
-    def _entries(self):
-        """``(side, rank_type, key, value)`` of every value, the flat-dict p-values included."""
+    def _entries(self, p_values: bool = False):
+        """``(side, rank_type, key, value)`` of every value (and of the flat-dict p-values if ``p_values``)."""
         for (side, rt, key), v in self._values.items():
             yield side, rt, key, v
-        for fk, v in flat_p_values(self).items():
-            yield (*fk.split(".", 2), v)
+        if p_values:
+            for fk, v in flat_p_values(self).items():
+                yield (*fk.split(".", 2), v)
 
-    def to_dict(self) -> dict[str, dict[str, dict[str, float]]]:
+    def to_dict(self, *, p_values: bool = False) -> dict[str, dict[str, dict[str, float]]]:
+        """``{side: {rank_type: {key: value}}}``; ``p_values`` as in :meth:`to_flat_dict`."""
         out: dict = {}
-        for side, rt, key, v in self._entries():
+        for side, rt, key, v in self._entries(p_values):
             out.setdefault(side, {}).setdefault(rt, {})[key] = v
         return out
 
-    def to_df(self):
-        """Long-format pandas DataFrame with columns Side, Type, Metric, Value."""
+    def to_df(self, *, p_values: bool = False):
+        """Long-format pandas DataFrame with columns Side, Type, Metric, Value; ``p_values`` as in
+        :meth:`to_flat_dict`."""
         try:
             import pandas as pd
         except ImportError:  # pragma: no cover
             raise ImportError("to_df needs pandas: pip install 'kgeval[pandas]'") from None
-        rows = list(self._entries())
+        rows = list(self._entries(p_values))
         return pd.DataFrame(rows, columns=["Side", "Type", "Metric", "Value"])
 
     def to_json(self) -> dict:
@@ -274,7 +302,7 @@ class Results:
     def from_json(cls, data: dict, rank_table: RankTable | None = None, *, source: str = "results") -> Results:
         """The inverse of :meth:`to_json`: values, extra values, protocol and null moments."""
         protocol, flat, null = _io.parse(data, source)
-        values, extra = {}, {}
+        values, extra, saved_p = {}, {}, {}
         for k, v in flat.items():
             parts = k.split(".")
             if len(parts) == 3 and parts[0] in SIDES and parts[1] in RANK_TYPES:
@@ -284,8 +312,14 @@ class Results:
                     continue
                 except (UnknownNameError, InvalidInputError):
                     pass
+                prefix = next((p for p in ("log10_p_", "p_") if parts[2].startswith(p)), None)
+                if prefix is not None and _p_value_key(parts[0], parts[1], parts[2][len(prefix):], prefix) == k:
+                    saved_p[k] = float(v)  # shown by to_flat_dict(p_values=True), as a fresh result's
+                    continue
             extra[k] = v
-        return cls.from_values(values, null_moments=null, protocol=protocol, extra=extra, rank_table=rank_table)
+        self = cls.from_values(values, null_moments=null, protocol=protocol, extra=extra, rank_table=rank_table)
+        self._saved_p = saved_p
+        return self
 
     @classmethod
     def load_json(cls, path: str | os.PathLike, rank_table: RankTable | None = None) -> Results:

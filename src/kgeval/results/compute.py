@@ -5,11 +5,19 @@ metric is computed once (``Metric.null_moments``: E and Var together; bases that
 wrapper needs are skipped, since their moments can cost more than all values together), each
 base value once per rank type, and every wrapper (adjusted, z, expectation-normalised) is then ``metric.adjust(value,
 moments)`` — an affine map, no further moment computation.
+
+The moments depend on a side's candidate counts and weights only, and they are the costliest part
+of a result (the geometric means' log-moment series, the Laplace quadratures of IAMR and HMR): they
+are kept per rank table, side and base metric (:func:`side_moments`), so a second result, a key
+computed on demand or a p-value of the same table reuses them. A :class:`RankTable` cannot change
+(frozen, read-only columns), so a kept moment cannot go stale; it lives as long as its table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -24,10 +32,35 @@ def _base_of(metric: Metric) -> Metric:
     return metric.base if isinstance(metric, DerivedMetric) else metric
 
 
+#: {table: {(side, metric class, metric key): NullMoments}}; keyed by identity (RankTable has eq=False)
+_MOMENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_MOMENTS_LOCK = threading.Lock()
+
+
+def side_moments(table: RankTable, side: str, base: Metric, part: RankTable | None = None) -> NullMoments:
+    """The null moments of base metric ``base`` on ``side`` (``head``, ``tail``, ``both``) of ``table``,
+    computed once per table, side and metric (``part``: ``table.select_side(side)`` if already at hand).
+    :data:`~kgeval.metrics.base.UNKNOWN` without candidate counts."""
+    if table.num_candidates is None:
+        return UNKNOWN
+    key = (side, type(base), base.key)
+    with _MOMENTS_LOCK:
+        kept = _MOMENTS.setdefault(table, {})
+        hit = kept.get(key)
+    if hit is None:
+        part = table.select_side(side) if part is None else part
+        w = None if part.weight is None else check_weights(part.weight, len(part))
+        hit = base._null_moments(part.num_candidates, w)
+        with _MOMENTS_LOCK:
+            kept[key] = hit
+    return hit
+
+
 def _side_values(
-    table: RankTable, metrics: Sequence[Metric], rank_types: Sequence[str]
+    table: RankTable, metrics: Sequence[Metric], rank_types: Sequence[str], moments_of: Callable[[Metric], NullMoments]
 ) -> tuple[dict[tuple[str, str], float], dict[str, NullMoments]]:
-    """``(rank_type, metric_key) -> value`` and ``base_key -> NullMoments`` for one side."""
+    """``(rank_type, metric_key) -> value`` and ``base_key -> NullMoments`` for one side (``table``),
+    the moments from ``moments_of(base)``."""
     c = table.num_candidates
     w = None if table.weight is None else check_weights(table.weight, len(table))
     ranks = {rt: table.ranks(rt) for rt in rank_types if rt != "expected"}
@@ -39,7 +72,7 @@ def _side_values(
         base = _base_of(metric)
         derived = metric is not base
         if derived and base.key not in null:
-            null[base.key] = UNKNOWN if c is None else base._null_moments(c, w)
+            null[base.key] = UNKNOWN if c is None else moments_of(base)
         moments = null.get(base.key, UNKNOWN)
         if derived and (c is None or metric.coefficients(moments) is None):
             continue
@@ -84,7 +117,9 @@ def compute_values(
     for side in sides:
         if not _has_weight(table, side):
             continue  # every task of this side has weight 0: no weighted mean is defined (was NaN)
-        side_values, side_null = _side_values(table.select_side(side), metrics, rank_types)
+        part = table.select_side(side)
+        side_values, side_null = _side_values(
+            part, metrics, rank_types, lambda base, side=side, part=part: side_moments(table, side, base, part))
         values.update({MetricKey(side, rt, key): v for (rt, key), v in side_values.items()})
         if table.num_candidates is not None:
             null[side] = side_null

@@ -2,9 +2,10 @@
 
 Flat keys: ``<side>.<rank_type>.p_<metric key>`` holds the one-sided p-value against chance and
 ``<side>.<rank_type>.log10_p_<metric key>`` its base-10 logarithm (finite even where the p-value
-underflows to 0.0; see :mod:`kgeval.significance.pvalues`). ``to_flat_dict`` carries them for the
-:data:`P_VALUE_METRICS` with realistic ranks (exact methods cost up to ~0.2 s each at 40k tasks);
-:meth:`Results.p_value` computes any other.
+underflows to 0.0; see :mod:`kgeval.significance.pvalues`). ``to_flat_dict(p_values=True)``, the
+saved JSON and the summary table carry them for the :data:`P_VALUE_METRICS` with realistic ranks;
+the default flat dict does not (exact methods cost up to ~0.2 s each at 40k tasks, ~10x all values
+together). :meth:`Results.p_value` computes any one, with the null moments the result already holds.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ..errors import InvalidInputError, UnknownNameError
 from ..keys import flat_key, parse_key
 from ..metrics.derived import DerivedMetric, _centred
 
-#: base metrics whose p-values (realistic ranks) go into ``to_flat_dict`` and the summary table
+#: base metrics whose p-values (realistic ranks) go into ``to_flat_dict(p_values=True)`` and the summary table
 P_VALUE_METRICS = ("inverse_harmonic_mean_rank", "hits_at_1", "hits_at_3", "hits_at_10", "arithmetic_mean_rank",
                    "inverse_geometric_mean_rank")
 
@@ -42,7 +43,7 @@ def p_value(results, key: str, method: str = "auto"):
         if null is not None and null.mean is not None and null.variance:
             # M − E as (M − opt) + (opt − E) where the saved moments state opt − E (see metrics.derived)
             z = float(_centred(metric, value, null) / np.sqrt(null.variance) * (1 if metric.increasing else -1))
-        saved = results.extra.get(p_value_keys(side, rank_type, metric.key)[1])
+        saved = results._saved_p.get(p_value_keys(side, rank_type, metric.key)[1])
         if saved is not None and method == "auto":  # the p-value computed with the rank table, as saved
             return PValue(float(10.0**saved), float(saved), "as saved with the results (no rank table here)", z)
         if z is None:
@@ -54,11 +55,17 @@ def p_value(results, key: str, method: str = "auto"):
     part = table if side == "both" else table.select_side(side)
     if part.num_candidates is None:
         raise InvalidInputError(f"{key!r}: the rank table has no num_candidates, so no null model")
-    return null_p_value(metric, value, part.num_candidates, part.weight, method=method)
+    from .compute import side_moments
+
+    return null_p_value(metric, value, part.num_candidates, part.weight, method=method,
+                        moments_of=lambda m: side_moments(table, side, m, part))
 
 
 def flat_p_values(results) -> dict[str, float]:
-    """``{p key: p, log10 key: log10 p}`` of :data:`P_VALUE_METRICS` for every side (realistic ranks)."""
+    """``{p key: p, log10 key: log10 p}`` of :data:`P_VALUE_METRICS` for every side (realistic ranks);
+    those a loaded result was saved with, as saved."""
+    if results._saved_p:
+        return dict(results._saved_p)
     out: dict[str, float] = {}
     if results.rank_table is None or results.rank_table.num_candidates is None:
         return out

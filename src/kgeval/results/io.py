@@ -1,7 +1,8 @@
 """JSON form of :class:`~kgeval.results.Results`.
 
 The file holds ``kgeval_version``, ``protocol``, ``metrics`` (flat ``side.rank_type.key`` ->
-value, plus any extra values) and ``null_moments`` (``{side: {base_key: {expected_value,
+value, plus any extra values, plus the headline p-values against chance: ``to_flat_dict(p_values=True)``,
+computed here, so a file without the rank table still has them) and ``null_moments`` (``{side: {base_key: {expected_value,
 variance, exact}}}``), so a loaded result has everything a freshly computed one has except
 the rank table (pass it to :meth:`Results.load_json` to compute further keys).
 
@@ -33,7 +34,7 @@ def to_json(results) -> dict:
     return {
         "kgeval_version": __version__,
         "protocol": protocol,
-        "metrics": results.to_flat_dict(),
+        "metrics": results.to_flat_dict(p_values=True),
         "null_moments": {s: {k: m.to_dict() for k, m in per.items()} for s, per in results.null_moments.items()},
     }
 

@@ -91,12 +91,15 @@ def _from_log10(log10_p: float, method: str, z: float | None) -> PValue:
     return PValue(float(10.0**log10_p), float(log10_p), method, None if z is None else float(z))
 
 
-def null_p_value(metric: str | Metric, value: float, num_candidates, weights=None, *, method: str = "auto") -> PValue:
+def null_p_value(metric: str | Metric, value: float, num_candidates, weights=None, *, method: str = "auto",
+                 moments_of=None) -> PValue:
     """p-value of ``value`` of ``metric`` under the null model with ``num_candidates`` per task.
 
     ``weights``: per-task weights (relative; None = unweighted). ``method``: ``"auto"`` (exact
     where tractable, else normal), ``"exact"`` (refuses where no exact method applies) or
     ``"normal"``. Adjusted and z variants take the p-value of their base metric (the same event).
+    ``moments_of``: optional ``metric -> NullMoments`` of these very tasks and weights, already
+    computed (those a result already holds), instead of computing them again.
     """
     m = get_metric(metric) if isinstance(metric, str) else metric
     if isinstance(m, DerivedMetric):
@@ -113,8 +116,8 @@ def null_p_value(metric: str | Metric, value: float, num_candidates, weights=Non
     c = check_candidates(num_candidates)
     w = None if weights is None else check_weights(weights, c.size)
     if w is not None and np.allclose(w, w[0]):
-        w = None  # equal weights are the unweighted mean
-    moments = m._null_moments(c, w)
+        w = moments_of = None  # equal weights are the unweighted mean (the given moments are the weighted ones)
+    moments = m._null_moments(c, w) if moments_of is None else moments_of(m)
     if moments.mean is None or moments.variance is None:
         raise InvalidInputError(f"{m.key} has no null-model moments, so no p-value against chance")
     z = _z(m, float(value), moments)
@@ -123,7 +126,8 @@ def null_p_value(metric: str | Metric, value: float, num_candidates, weights=Non
         # IAMR ≥ m is MR ≤ 1/m (IGMR: GMR ≤ 1/m), the same event: its p-value, exact for MR. The
         # normal curve on the reciprocal's own scale is far too thin in its upper tail (IAMR on 200
         # tasks: 2.8e-46 where the exact MR p-value of the same rankings is 2.1e-19)
-        p = null_p_value(partner(), 1.0 / float(value), c, None if w is None else weights, method=method)
+        p = null_p_value(partner(), 1.0 / float(value), c, None if w is None else weights, method=method,
+                         moments_of=moments_of)
         return PValue(p.value, p.log10, f"{p.method} (of {partner.key} = 1/value: the same event)", z)
     exact = _exact(m, float(value), c, w, method)
     if exact is not None:
