@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Results": ("kgeval.results", "Results"),
     "evaluate": ("kgeval.evaluation", "evaluate"),
+    "KnownTriples": ("kgeval.evaluation", "KnownTriples"),
     "pipeline": ("kgeval.workflow.pipeline", "pipeline"),
     "PipelineConfig": ("kgeval.workflow.config", "PipelineConfig"),
     "hpo_pipeline": ("kgeval.workflow.hpo", "hpo_pipeline"),

@@ -20,8 +20,10 @@ import dataclasses
 from ..protocol import EvaluationProtocol
 from .batching import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
-from .options import EvaluationOptions, as_options, canonical_names
+from .count_kernel import warm_kernel
+from .options import EvaluationOptions, Tuning, as_options, canonical_names
 from .filter_index import FilterIndex
+from .inputs import KnownTriples
 from .sampling import sample_negatives
 from .scorers import DistMultScorer, FunctionScorer, PyKEENScorer, Scorer, as_scorer
 
@@ -29,9 +31,12 @@ __all__ = [
     "evaluate",
     "evaluate_ranks",
     "EvaluationOptions",
+    "Tuning",
+    "warm_kernel",
     "EvaluationProtocol",
     "EvaluationOutput",
     "FilterIndex",
+    "KnownTriples",
     "Scorer",
     "FunctionScorer",
     "PyKEENScorer",
@@ -43,7 +48,7 @@ __all__ = [
 
 
 def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None, candidates=None,
-             **overrides):
+             tuning: Tuning | None = None, **overrides):
     """Rank-based link-prediction evaluation of ``scorer`` on ``triples``; returns :class:`kgeval.Results`.
 
     For each evaluation triple ``(h, r, t)`` and side, the true answer's score ``s`` is compared
@@ -63,6 +68,8 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     filter_triples:
         known true triples beyond ``triples`` (which are always known): one array, a list of
         arrays, or a dict ``name -> array`` (names appear in the protocol). Typically train + valid.
+        A :class:`KnownTriples` built once and passed to every evaluation of a loop reuses its
+        filter indexes and distinct count.
     options:
         an :class:`EvaluationOptions` or a mapping of its fields (default: all defaults).
     candidates:
@@ -73,6 +80,9 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
         document each one. PyKEEN's spellings ``entity_whitelist`` / ``relation_whitelist``
         (and ``evaluation_*_whitelist``, ``restrict_*_to``) are accepted for the restrictions.
+    tuning:
+        a :class:`Tuning` of internal performance knobs (kernel, walkers, block sizes); default
+        :meth:`Tuning.from_env`. Ranks never depend on it.
 
     The protocol (an :class:`~kgeval.protocol.EvaluationProtocol`: sides, filter sets and counts,
     restriction, sampling, averaging, ties) is in ``results.protocol``; the rank table in
@@ -86,7 +96,7 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
 
         out = evaluate_candidates(scorer, triples, candidates, filter_triples, opts)
     else:
-        out = run_evaluation(scorer, triples, filter_triples, opts)
+        out = run_evaluation(scorer, triples, filter_triples, opts, tuning)
     from ..results import Results
 
     return Results(out.rank_table, protocol=out.protocol, extra=out.extra)

@@ -10,16 +10,13 @@ filtered answers and the answer itself, at a cost linear in the number of known 
 Entity chunks: when even a small batch of whole rows would exceed the memory budget (or when
 ``entity_chunk_size`` is given), each query batch is scored in column chunks ``[q, chunk]``
 through the scorer's ``entities=`` keyword. ``better`` / ``tied`` add exactly over chunks and the
-masking is applied per chunk. The true scores come first: predicted from the product's rounding
-for built-in product models on the CPU (:mod:`.predicted`: no scoring), else read from the batch
-scored against its answer columns only (~#rows / #columns extra work); either way they are checked
-to be bitwise the in-batch values compared against (rows that differ are re-ranked exactly, see
-:func:`_rank_chunks`). On the CPU, automatic sizes keep score blocks near 1-2M entries (rows of more
-than 16,384 entities: 1,024 queries x 1,024 entities; rows of 4,097-16,384 whose true scores are
-predicted: 4,096 queries x 256 entities; shorter rows: groups of whole rows, see
-:func:`plan_batches`), so a large (e.g. memory-mapped) entity table is read once per ~1,024
-queries; when the memory budget forces chunking elsewhere, batches aim at ``_CHUNK_ROWS`` query
-rows. A scorer without ``entities=`` cannot be chunked (whole rows, with a warning). Query-level
+masking is applied per chunk. The true scores come first, read from the batch scored against its
+answer columns only (~#rows / #columns extra work), and are checked to be bitwise the in-batch
+values compared against (rows that differ are re-ranked exactly, see :func:`_rank_chunks`). On the
+CPU, automatic sizes keep score blocks near 1-2M entries (rows of more than ``Tuning.cpu_whole_cols``
+entities: 1,024 queries x 1,024 entities; shorter rows: groups of whole rows, see :func:`plan_full`),
+so a large (e.g. memory-mapped) entity table is read once per ~1,024 queries; when the memory budget
+forces chunking elsewhere, batches aim at ``Tuning.chunk_rows`` query rows. A scorer without ``entities=`` cannot be chunked (whole rows, with a warning). Query-level
 metrics need whole rows.
 
 Memory of one batch: the score block ``rows x width`` (on the CPU one per walker, each holding
@@ -35,84 +32,61 @@ import os
 import threading
 import warnings
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
-from .._threads import env_count, thread_pool, torch_threads
+from .._threads import thread_pool, torch_threads
 from ..errors import InvalidInputError
 from .batching import auto_batch, run_batches
 from .context import RunContext, SideResult
-from .count_kernel import FusedCounts, fused_counts, kernel_ready
+from .count_kernel import FusedCounts, fused_counts
 from .counting import apply_nan_policy, check_nan
 from .filter_index import FilterIndex
 from .query_metrics import QueryMetricAccumulator, add_query_metrics
 from .querybatch import Queries, batch_tasks, first_rest, group_by_query, known_answers, redo_batch
-from .predicted import MIN_ROWS, MISS_RATE, predictable, predicted_scores
 from .scoring import SideScorer
 
-__all__ = ["rank_full"]
+__all__ = ["rank_full", "plan_full", "BatchPlan"]
 
-_MIN_CHUNK_ROWS = 64  # automatic chunking starts when the budget holds fewer whole rows than this
-_CHUNK_ROWS = 512  # ... and then aims at this many query rows per batch (fewer passes over the table)
-_MIN_TRUE_COLUMNS = 64  # pass 1 of chunked batches scores at least this many columns
-_MIN_CHUNK_COLS = 16  # a batch's last column chunk has at least this many columns (see chunk_bounds)
-CPU_BLOCK = 1 << 21  # one walker's score block on the CPU at most, in entries (8 MiB of float32; see plan_batches)
-_CPU_CHUNK_BLOCK = 1 << 20  # ... when rows are chunked: this many entries (4 MiB),
-_CPU_BLOCK_ROWS = 1024  # ... as this many query rows x 1,024 entities
-_CPU_WHOLE_COLS = 1 << 14  # whole rows up to this many candidate columns, scored in row groups of one block
-_CPU_PREDICTED_COLS = 1 << 12  # ... or up to this many where pass 1 is predicted (.predicted), which chunks
-_CPU_TALL_ROWS = 4096  # ... rows of at most _CPU_WHOLE_COLS in chunks of this many query rows (fewer batches)
-_WHOLE_BATCH_BLOCKS = 16  # a whole-row batch holds up to this many row groups per walker
-_SHARD_ROW_BLOCK = 1 << 23  # whole local rows of an entity shard, scored in one piece (split_rows=False): fewer,
-# larger batches, each paying three collectives (2 gloo ranks at 10^4 entities, 5,000 local columns, best of 5
-# twice: 2^21 entries per block 267-272 ms, 2^22 249-264, 2^23 181-194, 2^24 225-228; until 2026-11-23 the
-# block was divided by all entities instead of the local ones, i.e. 2^21 at 2 ranks)
-_TILE_COLS = 4096  # whole rows of unaligned length are scored in tiles of about this width
-_TILE_ALIGN = 128  # ... a multiple of this many columns (see tile_width)
-_CPU_CHUNK_ALIGN = 64  # automatic CPU chunk widths are a multiple of this many columns: MKL's products into
-# 349- or 1,497-column blocks ran 12-15% slower than into 320 / 1,472 (10^4 entities, 2,000-3,000 test
-# triples: 45.6 -> 39.6 ms, 66.9 -> 56.7 ms; 10^5 entities, 700: 127 -> 112 ms; 128 measured the same)
-_MIN_WALKER_ROWS = 16  # row groups (_row_groups) hold at least this many query rows
-_ROW_BLOCKS = 4  # a batch of automatic CPU chunks holds up to this many row blocks (see plan_full)
+@dataclass(frozen=True)
+class BatchPlan:
+    """How one side's tasks are batched: ``batch`` tasks per batch; ``width``: the entity chunk width
+    (None: whole rows); ``row_block``: query rows per row block of a chunked batch (None: one block)."""
+
+    batch: int
+    width: int | None = None
+    row_block: int | None = None
 
 
 def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None,
                  split_rows: bool = True) -> tuple[int, int | None]:
     """``(batch size in tasks, entity chunk width or None)``: :func:`plan_full` without row blocks."""
-    batch, width, row_block = plan_full(ctx, sc, n_tasks, row_cols, split_rows)
-    return batch if row_block is None else min(batch, row_block), width
+    plan = plan_full(ctx, sc, n_tasks, row_cols, split_rows)
+    return plan.batch if plan.row_block is None else min(plan.batch, plan.row_block), plan.width
 
 
 def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None,
-              split_rows: bool = True, quiet: bool = False) -> tuple[int, int | None, int | None]:
-    """``(batch size in tasks, entity chunk width or None, row block or None)`` for rows of ``sc.num_columns`` candidate
-    columns, whose whole-row call returns ``row_cols`` scores (default: every entity; an entity
-    shard's local slice: its own columns).
+              split_rows: bool = True, quiet: bool = False) -> BatchPlan:
+    """The :class:`BatchPlan` for rows of ``sc.num_columns`` candidate columns, whose whole-row call
+    returns ``row_cols`` scores (default: every entity; an entity shard's local slice: its own columns);
+    the sizes are the :class:`.options.Tuning` of ``ctx``. A pure function of the options, the tuning,
+    the budget, the device and the scorer's capabilities: it changes nothing (the caller records the
+    chunk width for the protocol).
 
-    On the CPU, automatic sizes keep each score block near ``CPU_BLOCK`` entries: a fresh 300 MB
-    block costs page faults and zeroing on every batch (measured: a 766 x 10^5 DistMult product took
-    4.3-4.8 ns per score into a fresh tensor vs 2.4-2.5 into a reused one; blocks of 2-4 M entries
-    cost the same fresh or reused, since the allocator keeps them), and a block that fits the cache
-    is counted from the cache. One-thread products (one per walker, both cores busy, dim 64) ran at
-    1.37 ns per pair into 1,024 x 1,024 blocks, 1.47 into 1,024 x 2,048 and 1.64 into 1,024 x 4,096;
-    whole rows of 10^4 entities at 1.49-1.59 in groups of 104-209 rows (1-2M entries) vs 1.82 in
-    419 (measured on the 2-core machine, interleaved). Rows of more than ``_CPU_WHOLE_COLS``
-    entities are chunked (``_CPU_BLOCK_ROWS`` queries x ``_CPU_CHUNK_BLOCK / _CPU_BLOCK_ROWS`` entities)
-    rather than batched a few rows at a time (each batch reads the whole entity table); so are rows
-    of more than ``_CPU_PREDICTED_COLS`` whose true scores are predicted (:func:`.predicted.predictable`:
-    no pass-1 products), in ``_CPU_TALL_ROWS`` queries x 256 entities (14,541 entities, dim 200,
-    best of 7 in 2 processes: 1.10-1.13x the floor vs 1.42-1.48x in whole-row tiles; dim 64 1.23-1.32x
-    vs 1.89-1.94x). Shorter rows are whole; a batch holds up to ``_WHOLE_BATCH_BLOCKS`` row groups of one block per walker
-    (:func:`_row_groups`; ``split_rows=False`` for callers that score a batch's rows in one piece:
-    one block of ``_SHARD_ROW_BLOCK`` entries). The memory budget stays an upper bound; explicit
-    ``batch_size`` / ``entity_chunk_size`` are used as given. ``quiet``: no warning (a plan only compared).
-
-    Automatic CPU chunks of ``rows`` query rows: a batch holds up to ``_ROW_BLOCKS`` such row blocks,
-    walked as one (:func:`count_chunks` ``row_block``): one setup and one wait for the slowest walker
-    per batch instead of per block (10^4 entities, dim 64, 5,000 tasks: one walk per side instead of
-    two; median of 5 processes x 25 evaluations, alternated: 78.7 -> 76.5 ms; 10^5 unchanged within noise).
+    On the CPU, automatic sizes keep each score block near ``cpu_block`` entries: a fresh block of
+    hundreds of MB costs page faults and zeroing on every batch, and a block that fits the cache is
+    counted from the cache. Rows of more than ``cpu_whole_cols`` entities are chunked
+    (``cpu_block_rows`` queries x ``cpu_chunk_block / cpu_block_rows`` entities, batches of equal size)
+    rather than batched a few rows at a time (each batch reads the whole entity table). Shorter rows
+    are whole; a batch holds up to ``whole_batch_blocks`` row groups of one block per walker
+    (:func:`_row_groups`; ``split_rows=False`` for callers that score a batch's rows in one piece: one
+    block of ``shard_row_block`` entries). A batch of automatic CPU chunks holds up to ``row_blocks``
+    row blocks, walked as one (:func:`count_chunks` ``row_block``). The memory budget stays an upper
+    bound; explicit ``batch_size`` / ``entity_chunk_size`` are used as given. ``quiet``: no warning.
     """
-    opts, extra = ctx.options, sc.score_bytes
+    tun, opts, extra = ctx.tuning, ctx.options, sc.score_bytes
     even_rows = None
     ncols = max(1, sc.num_columns)
     row_cols = ctx.num_entities if row_cols is None else max(1, row_cols)
@@ -120,23 +94,16 @@ def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | Non
     cpu_blocks = ctx.device.type == "cpu" and opts.batch_size is None
     if width is None and not ctx.want_query_metrics:
         # automatic: chunk when the budget does not hold a small batch of whole rows
-        if auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < min(n_tasks, _MIN_CHUNK_ROWS):
-            rows = min(n_tasks, _CHUNK_ROWS)
+        if auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < min(n_tasks, tun.min_chunk_rows):
+            rows = min(n_tasks, tun.chunk_rows)
             width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
-        if cpu_blocks and sc.accepts_entities and (
-                ncols > _CPU_WHOLE_COLS or (ncols > _CPU_PREDICTED_COLS and predictable(ctx, sc, planning=True))):
-            # short rows whose true scores are predicted: taller chunks, fewer batches (measured at
-            # 10^4 entities, dim 64, best of 11 in 3 processes: 4,096 x 256 chunks 1.37-1.60x the
-            # floor, 1,024 x 1,024 1.45-2.17x, whole rows 1.53-1.85x)
-            rows = _CPU_BLOCK_ROWS if ncols > _CPU_WHOLE_COLS else _CPU_TALL_ROWS
-            # batches of equal size, not full ones and a remainder: 5,000 tasks in 2 x 2,500 rows of
-            # 384-column chunks, not 4,096 + 904 of 256 (a short batch pays the per-batch work for few
-            # rows). Measured in process, median of 7-11 interleaved: 10^4 entities 1.38 -> 1.30-1.32x
-            # the floor (3,000 tasks 1.25 -> 1.23x, 20,000 1.31 -> 1.27x, 8,000 unchanged), 10^5
-            # 1.07 -> 1.02x, 14,541 entities dim 200 1.06 -> 0.99x
+        if cpu_blocks and sc.accepts_entities and ncols > tun.cpu_whole_cols:
+            # batches of equal size, not full ones and a remainder (a short batch pays the per-batch
+            # work for few rows)
+            rows = tun.cpu_block_rows
             rows = even_rows = -(-n_tasks // -(-n_tasks // rows)) if n_tasks else 1  # (no task: a "tasks" rank's share)
-            cap = max(1, _CPU_CHUNK_BLOCK // rows)
-            cap = max(_CPU_CHUNK_ALIGN, cap // _CPU_CHUNK_ALIGN * _CPU_CHUNK_ALIGN)
+            cap = max(1, tun.cpu_chunk_block // rows)
+            cap = max(tun.cpu_chunk_align, cap // tun.cpu_chunk_align * tun.cpu_chunk_align)
             width = cap if width is None else min(width, cap)
     if width is not None and width >= ncols:
         width = None
@@ -154,39 +121,37 @@ def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | Non
         if cpu_blocks and split_rows:
             # rows are scored and counted in groups of one block (_row_groups): a batch of several
             # groups per walker pays the per-batch work (known answers, task bookkeeping) once for
-            # all; query metrics score a batch's rows in one piece (one block per walker's share). The
-            # evaluation's walkers (both sides' when they are ranked at once): the batches (the consistency
-            # check's picks, the protocol) are those of one side after the other whichever way the sides run
-            walkers = _walkers(ctx, sc, 2, 0, evaluation=True)
-            groups = 1 if ctx.want_query_metrics else _WHOLE_BATCH_BLOCKS
-            batch = min(batch, max(_MIN_CHUNK_ROWS, groups * walkers * CPU_BLOCK // ncols))
+            # all; query metrics score a batch's rows in one piece (one block per walker's share)
+            walkers = _walkers(ctx, sc, 2, 0)
+            groups = 1 if ctx.want_query_metrics else tun.whole_batch_blocks
+            batch = min(batch, max(tun.min_chunk_rows, groups * walkers * tun.cpu_block // ncols))
         elif cpu_blocks:  # whole local rows of row_cols (an entity shard's slice: not all ncols columns)
-            batch = min(batch, max(_MIN_CHUNK_ROWS, _SHARD_ROW_BLOCK // row_cols))
-        return batch, None, None
-    ctx.note_chunk(int(width))
+            batch = min(batch, max(tun.min_chunk_rows, tun.shard_row_block // row_cols))
+        return BatchPlan(batch)
     batch = opts.batch_size or auto_batch(ctx.budget, width, n_tasks, extra=extra)
     row_block = None
     if cpu_blocks:
         if even_rows is not None and split_rows:
             row_block = max(1, min(batch, even_rows))
-            batch = min(batch, row_block * _ROW_BLOCKS)
+            batch = min(batch, row_block * tun.row_blocks)
         else:
-            batch = min(batch, max(_MIN_CHUNK_ROWS, _CPU_CHUNK_BLOCK // width))
+            batch = min(batch, max(tun.min_chunk_rows, tun.cpu_chunk_block // width))
             if even_rows is not None:
                 batch = min(batch, even_rows)
-    return batch, int(width), row_block
+    return BatchPlan(batch, int(width), row_block)
 
 
 def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
               answers: np.ndarray, index: FilterIndex | None, bar, qacc: QueryMetricAccumulator | None) -> SideResult:
     """Counts of every task of one side (``sub``: its triples, ``keys``: their query keys)."""
     queries = group_by_query(ctx, sub, eval_idx, keys, answers)
-    batch_size, width, row_block = plan_full(ctx, sc, sub.shape[0])
+    plan = plan_full(ctx, sc, sub.shape[0])
+    batch_size, width, row_block = plan.batch, plan.width, plan.row_block
+    if width is not None:
+        ctx.note_chunk(width)
     res = SideResult()
 
     def step(a0: int, a1: int) -> None:  # a0, a1 are query boundaries (run_batches aligns them)
-        if ctx.share is not None:
-            ctx.share.check_cancelled()  # the other side failed: its error is raised, this side stops
         q0 = int(np.searchsorted(queries.task_end, a0, side="right"))
         q1 = int(np.searchsorted(queries.task_end, a1, side="right"))
         better, tied, ncand = _rank_batch(ctx, sc, queries, q0, q1, a0, a1, index, qacc, width, row_block)
@@ -258,18 +223,15 @@ def _scale(abs_sum: float, picks: list, sc) -> float | None:
 def tile_width(ctx, sc) -> int | None:
     """Column tile width for scoring whole rows on the CPU, or None for one product per batch.
 
-    A product into rows whose length is not a multiple of 16 floats (64 bytes) is slow: measured
-    with DistMult at 14,541 entities (FB15k-237), interleaved in one process, dim 64: 2.22x the
-    floor with whole rows vs 1.69x in tiles, dim 200: ~1.9x vs 1.42-1.49x. Tiles are about equal,
-    their widths multiples of ``_TILE_ALIGN`` columns, near ``_TILE_COLS``.
-    Aligned rows stay whole: there tiles cost 7-10% more (10^4 entities dim 64 and 200, 16,000
-    dim 128). Only for scorers taking ``entities=``.
+    A product into rows whose length is not a multiple of 16 floats (64 bytes) is slow; tiles are
+    about equal, their widths multiples of ``Tuning.tile_align`` columns, near ``Tuning.tile_cols``.
+    Aligned rows stay whole (there tiles cost more). Only for scorers taking ``entities=``.
     """
-    ncols, w = sc.num_columns, _TILE_COLS
+    ncols, w, align = sc.num_columns, ctx.tuning.tile_cols, ctx.tuning.tile_align
     if ctx.device.type != "cpu" or not sc.accepts_entities or ncols <= w or ncols % 16 == 0:
         return None
     even = -(-ncols // -(-ncols // w))  # ceil(ncols / ceil(ncols / w)): equal tiles
-    return -(-even // _TILE_ALIGN) * _TILE_ALIGN
+    return -(-even // align) * align
 
 
 def _rank_part(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, picks, tile, slot, task0=0, prepared=None):
@@ -314,9 +276,8 @@ def known_by_column(known, bounds: list[int], as_numpy: bool = False) -> list:
     ``as_numpy`` (CPU tensors): the pairs as int64 numpy arrays, as the counting kernel takes them
     (:meth:`.count_kernel.FusedCounts.add`; :func:`_torch_pairs` turns one back), grouped by range
     (:func:`_grouped`: the pairs' order within a range does not matter) instead of sorted by column:
-    ~75 us for 10^4 pairs where torch's argsort and searchsorted took ~470, and a slice and a
-    subtraction in numpy cost ~1 us where torch's cost ~5-10 us, for every (row block, column chunk)
-    part of every batch (~1.4 ms of ~140 ms CPU at 10^4 entities with 10^6 filter triples)."""
+    small numpy operations cost a fraction of torch's per-call overhead, paid for every (row block,
+    column chunk) part of every batch."""
     if known is None:
         return [None] * (len(bounds) - 1)
     n = len(bounds) - 1
@@ -357,16 +318,8 @@ def _row_bounds(nq: int, row_block: int | None) -> list[int]:
 
 
 def chunk_bounds(ncols: int, width: int) -> list[int]:
-    """Column chunk bounds ``[0, width, 2 width, ..., ncols]`` of a batch's walk; a last chunk of fewer than
-    ``_MIN_CHUNK_COLS`` columns is evened out with the one before it (both at most ``width``): MKL rounds
-    products of fewer than 12 columns another way than wide ones (torch.mm against the same columns of a
-    1,024-column product, 1-2 threads: 1-11 columns differ), so every answer in such a chunk missed its
-    predicted true score (:mod:`.predicted`) and was re-ranked, and a batch with over 1 in ``MISS_RATE``
-    of them turned prediction off (10 of 398 tasks with 300 entities in chunks of 59)."""
-    bounds = list(range(0, ncols, width)) + [ncols]
-    if len(bounds) > 2 and width >= 2 * _MIN_CHUNK_COLS and bounds[-1] - bounds[-2] < _MIN_CHUNK_COLS:
-        bounds[-2] = bounds[-3] + (ncols - bounds[-3] + 1) // 2
-    return bounds
+    """Column chunk bounds ``[0, width, 2 width, ..., ncols]`` of a batch's walk."""
+    return list(range(0, ncols, width)) + [ncols]
 
 
 def _chunk_of(cols: np.ndarray, bounds: list[int]) -> np.ndarray:
@@ -405,17 +358,17 @@ class _RowBlocks:
 
 def _row_groups(ctx, sc, nq: int) -> list[int]:
     """Bounds of the row groups of a whole-row batch of ``nq`` query rows: on the CPU groups of one
-    block (``CPU_BLOCK`` scores, at least ``_MIN_WALKER_ROWS`` rows), and a batch that holds fewer
+    block (``Tuning.cpu_block`` scores, at least ``Tuning.min_walker_rows`` rows), and a batch that holds fewer
     groups than there are walkers is split among them; elsewhere one group (one product per batch).
 
     A group is scored and counted before the next is scored into the same block, so the counting
-    reads scores from the cache: measured at 10^4 entities, dim 64, two walkers, the products into
-    419 x 10^4 blocks (16 MiB) took ~1.15x those into blocks of 2-4 MiB.
+    reads scores from the cache.
     """
     if ctx.device.type != "cpu":
         return [0, nq]
-    size = max(_MIN_WALKER_ROWS, CPU_BLOCK // max(1, sc.num_columns))
-    n = max(-(-nq // size), _walkers(ctx, sc, nq // _MIN_WALKER_ROWS, 0), 1)
+    tun = ctx.tuning
+    size = max(tun.min_walker_rows, tun.cpu_block // max(1, sc.num_columns))
+    n = max(-(-nq // size), _walkers(ctx, sc, nq // tun.min_walker_rows, 0), 1)
     return [nq * k // n for k in range(n + 1)]
 
 
@@ -435,7 +388,7 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
     split = _RowBlocks(task_q, known, bounds)
     widest = max(b - a for a, b in zip(bounds, bounds[1:]))
     workers = _walkers(ctx, sc, ngroups, widest * sc.num_columns)
-    # the batch's queries prepared once, each group scored from its rows (~0.1-0.2 ms per group saved)
+    # the batch's queries prepared once, each group scored from its rows
     prepared = sc.prepared(ent, rel, workers) if ngroups > 1 else None
 
     def group(g: int, slot: int):
@@ -446,7 +399,7 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
                           triples[t0:t1], [p - t0 for p in picks if t0 <= p < t1], tile, slot, t0,
                           None if prepared is None else prepared.rows(q0, q1))
 
-    if workers == 1 and ctx.share is None:
+    if workers == 1:
         return [group(g, 0) for g in range(ngroups)]
     out = [None] * ngroups
     order = iter(range(ngroups))  # shared: next() is atomic under the GIL, each group is taken by one walker
@@ -463,7 +416,7 @@ def _rank_row_groups(ctx, sc, ent, rel, task_q, col, known, triples, picks, tile
             failed.append(slot)
             raise
 
-    _walk_in_parallel(sc, walk, workers, ctx.share)
+    _walk_in_parallel(sc, walk, workers)
     return out
 
 
@@ -496,17 +449,17 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a == b) | (torch.isnan(a) & torch.isnan(b))
 
 
-def answer_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+def answer_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, min_true_columns: int = 64) -> torch.Tensor:
     """Scores of each task's query row ``ent[task_q[i]]`` at its column(s) ``col[i]`` (``col``:
     ``(nt,)`` or ``(nt, m)`` positions in ``[0, sc.num_columns)``), from one call on the sorted union
     ``U`` of the batch's columns: ``#rows x |U|`` scores instead of ``#rows x sc.num_columns``.
 
-    ``U`` holds at least ``_MIN_TRUE_COLUMNS`` columns (padded with the first ones): BLAS kernels
+    ``U`` holds at least ``min_true_columns`` columns (padded with the first ones): BLAS kernels
     for very narrow products round differently from the wide products of whole rows and chunks.
     """
     ncols, dev = sc.num_columns, task_q.device
     cols = torch.unique(col)
-    pad = min(ncols, _MIN_TRUE_COLUMNS)
+    pad = min(ncols, min_true_columns)
     if cols.numel() < pad:
         cols = torch.unique(torch.cat([cols, torch.arange(pad, device=dev)]))
     part = sc.columns(ent, rel, cols)
@@ -536,43 +489,30 @@ def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, wid
 def _rank_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, row_block=None):
     """Column chunks of ``width``: ``(better, tied, true scores)``.
 
-    Pass 1 predicts the true scores from the product's rounding where it can (:mod:`.predicted`:
-    built-in product models on the CPU; no scoring at all), else scores the whole batch against the
-    batch's answer columns only (:func:`answer_scores`), ~#rows / #columns of the batch's work where
-    scoring every chunk holding an answer again doubled it. Pass 2 scores every chunk for the whole
-    batch and counts against those scores; in the answer's chunk it reads the in-batch score, and
-    all are compared bitwise with the pass-1 values at the end. A batch with more than one miss in
-    ``MISS_RATE`` predicted tasks turns prediction off for the rest of the evaluation. The queries of any
-    task that differs are ranked again on their own with true scores and counts from the same chunk
-    calls (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared
-    against. :mod:`.sharded` runs the same passes on an entity shard's local columns (pass 1 scored).
+    Pass 1 scores the whole batch against the batch's answer columns only (:func:`answer_scores`),
+    ~#rows / #columns of the batch's work. Pass 2 scores every chunk for the whole batch and counts
+    against those scores; in the answer's chunk it reads the in-batch score, and all are compared
+    bitwise with the pass-1 values at the end. The queries of any task that differs are ranked again
+    on their own with true scores and counts from the same chunk calls (:func:`_rank_chunks_exact`),
+    so the true score is always exactly the value compared against. :mod:`.sharded` runs the same
+    passes on an entity shard's local columns.
     """
     rb = _row_bounds(ent.shape[0], row_block)
     walkers = _walkers(ctx, sc, -(-sc.num_columns // width) * (len(rb) - 1),
                        max(b - a for a, b in zip(rb, rb[1:])) * width)
     prepared = sc.prepared(ent, rel, walkers)  # the batch's queries, built once for both passes
-    if ctx.predict_true:  # the chain length calibrated here, on the caller's threads, never under the walkers
-        predictable(ctx, sc)
     one = {}
 
-    # products of few rows round another way than the prediction models (predicted.MIN_ROWS): scored instead
-    rows_ok = min(b - a for a, b in zip(rb, rb[1:])) >= MIN_ROWS
-
     def pass_one() -> torch.Tensor:  # run by count_chunks while the other walkers score their first chunk
-        t = predicted_scores(sc, prepared, task_q, col) if ctx.predict_true and rows_ok else None
-        one["predicted"] = t is not None
-        one["true"] = t = answer_scores(sc, ent, rel, task_q, col) if t is None else t
+        one["true"] = t = answer_scores(sc, ent, rel, task_q, col, ctx.tuning.min_true_columns)
         return t
 
     better, tied, differ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, pass_one,
                                          verify=True, prepared=prepared, workers=walkers, row_block=row_block)
-    true, predicted = one["true"], one["predicted"]
+    true = one["true"]
     if differ is not None:
-        if predicted and differ.numel() * MISS_RATE > task_q.shape[0]:
-            ctx.predict_true = False  # this BLAS rounds another way: score the answers from here on
         redo = redo_batch(ent.shape[0], task_q, differ, known)
-        if not predicted:  # the scorer's own pass-1 scores differed (a missed prediction is this library's shortcut,
-            ctx.chunk_redone_queries += int(redo.queries.numel())  # and when it is off may depend on the other side)
+        ctx.chunk_redone_queries += int(redo.queries.numel())
         t = redo.tasks
         b, tt, tr = _rank_chunks_exact(ctx, sc, ent[redo.queries], rel[redo.queries], redo.task_q, col[t],
                                        redo.first, redo.rest, redo.known, triples[t.cpu().numpy()], width, row_block)
@@ -584,7 +524,7 @@ def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, tripl
     """As :func:`_rank_chunks`, the true scores read from whole chunks of this very batch
     (:func:`chunk_true_scores`) and counted by the very same calls: the batch's prepared queries, one
     walker on the calling thread. Walkers score on one torch thread each, and a scorer's rounding
-    may depend on the thread count (TuckER's heads, measured: up to 1.2e-7 apart), so true scores
+    may depend on the thread count (TuckER's heads), so true scores
     read on the caller's threads and counted by walkers missed their own tie, silently (a filtered
     rank one better) -- unfiltered it surfaced as ``num_tied = -1``. The count checks every answer's
     score once more; identical calls that still disagree are a named error, never a wrong rank.
@@ -601,7 +541,7 @@ def _rank_chunks_exact(ctx, sc, ent, rel, task_q, col, first, rest, known, tripl
     prepared = sc.prepared(ent, rel)
     true = chunk_true_scores(sc, ent, rel, task_q, col, width, prepared=prepared)
     better, tied, differ = count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true,
-                                         verify=True, prepared=prepared, workers=1, shared=False)
+                                         verify=True, prepared=prepared, workers=1)
     if differ is not None:
         raise nondeterministic(sc, differ.numel())
     return better, tied, true
@@ -616,47 +556,34 @@ def nondeterministic(sc, n: int) -> InvalidInputError:
     )
 
 
-def _walkers(ctx, sc, nparts: int, block: int, evaluation: bool = False) -> int:
+def _walkers(ctx, sc, nparts: int, block: int) -> int:
     """How many threads walk a batch's ``nparts`` parts (column chunks, or groups of whole rows) at
     once, each scoring on one torch thread.
 
-    On the CPU with ``t >= 2`` scorer threads, ``t`` single-threaded walkers (each scores its part,
-    then counts it with the compiled kernel, both outside the GIL) keep every core busy; one walker
-    with a ``t``-thread matmul leaves ``t - 1`` cores idle while it counts. Measured at 10^6
-    entities, dim 64, 2 cores: two walkers ~0.7-0.9x the 2-thread matmul floor of the chunk loop vs
-    ~1.0-1.2x for one. A scorer's rounding may depend on the thread count (MKL's products do not
-    here; TuckER's head scores do), which is safe because every walker reads each answer's score from
-    the very chunk it counts with, pass 2 verifies pass 1, and re-ranking scores and counts on one
-    walker (:func:`_rank_chunks_exact`). Only for scorers that say several threads may score at once
-    (``concurrent_scoring``: built-in models and shards in eval mode, ``DistMultScorer``; any scorer
-    may declare it) and take ``out=``, automatic block sizes (each walker holds one block of at most
-    ``block`` scores) and once the kernel is loaded.
-    ``KGEVAL_CHUNK_WORKERS``: a positive count overrides ``t`` (1 = off).
-    ``evaluation``: the walkers of the whole evaluation, also when the sides are ranked at once.
+    On the CPU with ``t >= 2`` walkers (``Tuning.workers``, default the caller's torch threads),
+    single-threaded walkers (each scores its part, then counts it with the compiled kernel, both
+    outside the GIL) keep every core busy; one walker with a ``t``-thread matmul leaves ``t - 1``
+    cores idle while it counts. A scorer's rounding may depend on the thread count, which is safe
+    because every walker reads each answer's score from the very block it counts with, pass 2
+    verifies pass 1, and re-ranking scores and counts on one walker (:func:`_rank_chunks_exact`).
+    Only for scorers that say several threads may score at once (``concurrent_scoring``) and take
+    ``out=``, automatic block sizes (each walker holds one block of at most ``block`` scores) and
+    when this evaluation counts with the kernel (decided at its start).
     """
-    # sides ranked at once (ctx.share): each side's share of the walkers, set by the evaluator
-    if ctx.share is not None:
-        n = ctx.share.walkers if evaluation else ctx.score_threads
-    else:
-        n = env_count("KGEVAL_CHUNK_WORKERS", minimum=1) or ctx.score_threads or 1
-    if n < 2 or nparts < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > CPU_BLOCK:
+    n = ctx.tuning.workers or ctx.score_threads or 1
+    if n < 2 or nparts < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > ctx.tuning.cpu_block:
         return 1
     if getattr(sc.scorer, "concurrent_scoring", False) is not True:
         return 1
-    # plans follow the kernel as it was when the evaluation started (ctx.kernel), so a background load
-    # finishing between the sides never re-plans the second one; walks use it once it is there
-    if not (ctx.counter.fused and (ctx.kernel if evaluation else kernel_ready())):
+    if not ctx.counter.fused:
         return 1
     return min(n, nparts)
 
 
-def _walk_in_parallel(sc, walk, workers: int, share=None) -> list:
+def _walk_in_parallel(sc, walk, workers: int) -> list:
     """``[walk(slot) for slot in range(workers)]``, slot 0 on the calling thread, the
-    others on a thread pool; the scorer's calls run on one torch thread each meanwhile.
-    ``share`` (:class:`.side_threads.WalkShare`, sides ranked at once): the walk is open to the
-    other side's thread once that has finished its own side (its results follow, slots from
-    ``workers``)."""
-    # at least one thread per core: side threads (.side_threads) submit walkers at once
+    others on a thread pool; the scorer's calls run on one torch thread each meanwhile."""
+    # at least one thread per core: evaluations run at once from several threads never queue
     pool = thread_pool("kgeval-chunks", max(workers - 1, os.cpu_count() or 1)) if workers > 1 else None
     threads = sc.threads
     sc.threads = 1  # scorer calls must not change the process-wide thread count under each other
@@ -670,7 +597,7 @@ def _walk_in_parallel(sc, walk, workers: int, share=None) -> list:
         with torch_threads(1):
             futures = [pool.submit(walker, slot) for slot in range(1, workers)]
             try:
-                parts = [walk(0)] if share is None else share.walk(walk, workers)
+                parts = [walk(0)]
             finally:  # never leave a walker running past this batch (an error is raised after all end)
                 done = [f.exception() for f in futures]
             for f, err in zip(futures, done):
@@ -683,7 +610,7 @@ def _walk_in_parallel(sc, walk, workers: int, share=None) -> list:
 
 
 def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, width, true, *, verify: bool,
-                 prepared=None, workers: int | None = None, row_block: int | None = None, shared: bool = True):
+                 prepared=None, workers: int | None = None, row_block: int | None = None):
     """Pass 2 over the ``sc.num_columns`` columns: ``(better, tied, tasks whose in-batch true score
     differs from ``true`` or None)``; tasks with ``col < 0`` (answer on another entity shard) are not verified.
     ``true``: the pass-1 true scores, or a function computing them (called once, on the calling
@@ -693,9 +620,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
     ``row_block``: score the batch's query rows in about equal blocks of at most this many (None: all
     at once). The walk's parts are then (row block, column chunk) pairs: a batch of several row
     blocks pays one walk -- one setup, one wait for the slowest walker -- where batches of one block
-    each paid one per block (see :func:`plan_full`);
-    ``shared``: with sides ranked at once (``ctx.share``), the other side's thread may help once it
-    is done (False: every chunk on the walkers given, as the exact re-rank needs)."""
+    each paid one per block (see :func:`plan_full`)."""
     dev, nt, ncols, nq = ctx.device, task_q.shape[0], sc.num_columns, ent.shape[0]
     bounds = chunk_bounds(ncols, width)
     nchunks = len(bounds) - 1
@@ -709,8 +634,8 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         blocks = [(ent, rel, prepared)]
     else:
         blocks = [(ent[a:b], rel[a:b], None if prepared is None else prepared.rows(a, b)) for a, b in zip(rb, rb[1:])]
-    # walkers take the next chunk as they finish one: measured at 1e5 entities, a fixed share of every
-    # other chunk left the first walker waiting ~5 ms per batch (~6% of the run) for the second
+    # walkers take the next chunk as they finish one: a fixed share of every other chunk leaves the
+    # faster walker waiting for the slower one at the end of every batch
     order = iter(range(nblocks * nchunks))  # part k: row block k // nchunks, column chunk k % nchunks;
     # shared: next() is atomic under the GIL, each part is taken by one walker
     st = {}  # what counting needs, made by setup() on the calling thread (slot 0)
@@ -718,8 +643,8 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
 
     def setup() -> None:
         """The batch's serial steps, on the calling thread while the other walkers already score their
-        first chunk (which needs none of it; measured at 10^4 entities, dim 64: ~1.3 ms per batch of
-        pass-1 prediction, known answers by chunk and answer sorting, that left the second core idle)."""
+        first chunk (which needs none of it): serial per-batch work would otherwise leave the other
+        cores idle)."""
         t = true() if callable(true) else true
         st["true"], st["true_nan"] = t, bool(torch.isnan(t).any())
         # each part's known answers, rows relative to its row block
@@ -738,7 +663,7 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
         if verify and dev.type == "cpu":
             # tasks grouped by part (row block, column chunk), those answered on another shard first (unread):
             # each part's answers are one contiguous range; a radix sort of part numbers (:func:`_grouped`:
-            # ~40 us for 5,000 tasks where torch's argsort of (block, column) keys and searchsorted took ~200)
+            # (cheaper than torch's argsort of (block, column) keys and searchsorted)
             c, tq = col.numpy(), task_q.numpy()
             blk = 0 if nblocks == 1 else np.searchsorted(np.asarray(rb[1:]), tq, side="right")
             part = np.where(c >= 0, blk * nchunks + _chunk_of(c, bounds) + 1, 0)
@@ -818,10 +743,10 @@ def count_chunks(ctx, sc, ent, rel, task_q, col, first, rest, known, triples, wi
             tied += t.to(dev)
         return better, tied
 
-    if workers == 1 and (ctx.share is None or not shared):
+    if workers == 1:
         better, tied = walk(0)
     else:
-        parts = _walk_in_parallel(sc, walk, workers, ctx.share if shared else None)
+        parts = _walk_in_parallel(sc, walk, workers)
         better, tied = sum(p[0] for p in parts), sum(p[1] for p in parts)
     if not verify:
         return better, tied, None
@@ -835,8 +760,7 @@ class _AnswerScores:
     """The in-batch score of each task's answer, read from the chunk that holds it while the chunk
     is scored (tasks sorted by answer column: a chunk's answers are one range ``a:b``), to be
     compared with the pass-1 true scores once, after the walk. Walkers write disjoint ranges. On the
-    CPU through numpy: ~3 us per chunk where the gather, comparison and sync in torch cost ~75 us
-    (measured at 10^5 entities: ~37 ms per walker and evaluation, ~4% of it)."""
+    CPU through numpy, which avoids torch's per-call overhead on every chunk."""
 
     def __init__(self, task_q: torch.Tensor, col: torch.Tensor, dtype: torch.dtype):
         self.cpu = task_q.device.type == "cpu"

@@ -43,7 +43,7 @@ from ..ranks import SIDE_HEAD, SIDE_TAIL
 from .batching import auto_batch
 from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
-from .full import (CPU_BLOCK, tile_width, answer_scores, chunk_true_scores, count_block, count_chunks, count_tiles,
+from .full import (tile_width, answer_scores, chunk_true_scores, count_block, count_chunks, count_tiles,
                    nondeterministic, plan_batches, tile_scores)
 from .querybatch import batch_tasks, group_by_query, known_answers, redo_batch
 from .scorers import accepts_keyword
@@ -55,10 +55,8 @@ __all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
 def _prepare_from(shard, side: int):
     """``shard.prepare_heads_from`` / ``prepare_tails_from`` of a kgeval :class:`EntityShard` (see
     :func:`.scoring.own_prepare`; a user's shard is called per slice)."""
-    from ..models.shard import EntityShard
-
     kind = "heads" if side == SIDE_HEAD else "tails"
-    return own_prepare(shard, EntityShard, f"score_{kind}_from", f"prepare_{kind}_from", "score_prepared_from")
+    return own_prepare(shard, f"score_{kind}_from", f"prepare_{kind}_from", "score_prepared_from")
 
 
 def _int_of(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
@@ -78,9 +76,6 @@ class ShardSideScorer(SideScorer):
     Local columns are the allowed entities inside ``[lo, hi)``: positions ``[c_lo, c_hi)`` of the
     global candidate columns (the allowed ids are sorted, so they are contiguous).
     """
-
-    #: queries are entity rows from other ranks, and pass 1 runs here (:func:`rank_full_sharded`)
-    predicts_true = False
 
     def __init__(self, shard, side: int, *, num_entities: int, device: torch.device, allowed, threads,
                  lo: int, hi: int, width: int, row_dtype: torch.dtype):
@@ -108,6 +103,7 @@ class ShardSideScorer(SideScorer):
         self.accepts_out, self._blocks = device.type == "cpu" and accepts_keyword(self.method, "out"), []
         #: the shard's prepare_heads_from / prepare_tails_from (queries built once per batch), or None
         self.prepare = _prepare_from(shard, side)
+        self.light_prepare = getattr(shard, "light_prepare", False) is True
 
     def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
         """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
@@ -183,7 +179,10 @@ class _Alone:
 def _plan_local(ctx: RunContext, sc: ShardSideScorer, n_tasks: int) -> tuple[int, int | None]:
     """``(this rank's batch size, local chunk width or None)``: :func:`.full.plan_batches` on the local
     columns (a whole-row call returns the local columns only)."""
-    return plan_batches(ctx, sc, n_tasks, row_cols=sc.num_local, split_rows=False)
+    batch, width = plan_batches(ctx, sc, n_tasks, row_cols=sc.num_local, split_rows=False)
+    if width is not None:
+        ctx.note_chunk(width)
+    return batch, width
 
 
 def rank_full_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
@@ -249,7 +248,7 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width,
             st["scores"] = scores
             true[mine] = scores[task_q[mine], lcol[mine]].double()
         elif mine.numel():  # pass 1: the batch against this rank's answer columns only
-            true[mine] = answer_scores(sc, qrows, rel, task_q[mine], lcol[mine]).double()
+            true[mine] = answer_scores(sc, qrows, rel, task_q[mine], lcol[mine], ctx.tuning.min_true_columns).double()
         return true.view(torch.int64)
 
     true64 = plan.reduce(phase_b, (nt,), torch.int64).view(torch.float64).to(dev)
@@ -345,7 +344,7 @@ def _check(ctx, sc, qrows, queries, q0, q1, a0, a1, st, true, triples) -> None:
 def _sampled_batch(ctx: RunContext, sc: ShardSideScorer, n: int, k: int) -> int:
     """This rank's batch of sampled tasks: a batch of ``b`` scores ``b x min(#local, b (k + 1))``
     entries at most (the union of its local candidates), so ``b = sqrt(block / (k + 1))`` with
-    ``block`` the entries the budget holds (on the CPU at most ``full.CPU_BLOCK``), and never
+    ``block`` the entries the budget holds (on the CPU at most ``Tuning.cpu_block``), and never
     fewer rows than whole local rows would allow."""
     if ctx.options.batch_size:
         return int(ctx.options.batch_size)
@@ -353,7 +352,7 @@ def _sampled_batch(ctx: RunContext, sc: ShardSideScorer, n: int, k: int) -> int:
     whole = auto_batch(ctx.budget, max(1, sc.num_local), n, extra=extra)
     block = ctx.budget // int(3 * 4 + 2 + extra + 1)
     if ctx.device.type == "cpu":
-        block = min(block, CPU_BLOCK)
+        block = min(block, ctx.tuning.cpu_block)
     return int(max(whole, min(n, math.isqrt(max(1, block // (k + 1))))))
 
 

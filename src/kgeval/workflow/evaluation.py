@@ -93,11 +93,13 @@ def validation_filter_sets(dataset) -> dict[str, np.ndarray]:
 
 def evaluate_model(model, dataset, *, split: str = "test", filter_validation_when_testing: bool = True,
                    evaluation_relation_whitelist=None, evaluation_entity_whitelist=None, progress: bool = False,
-                   **evaluate_kwargs):
+                   known=None, **evaluate_kwargs):
     """Evaluate ``model`` on one split of ``dataset`` with the pipeline's filtering rules.
 
     ``split="test"``: filter training + validation + test (or training + test);
     ``split="valid"``: filter training + validation, never reading the test split.
+    ``known``: a :class:`~kgeval.evaluation.KnownTriples` of those filter sets, built once by a caller
+    that evaluates the same split repeatedly (its filter indexes are then reused).
     Returns :class:`~kgeval.Results`.
     """
     import torch
@@ -118,6 +120,8 @@ def evaluate_model(model, dataset, *, split: str = "test", filter_validation_whe
         filters = testing_filter_sets(dataset, filter_validation_when_testing=filter_validation_when_testing)
     else:
         filters = validation_filter_sets(dataset)
+    if known is not None:
+        filters = known
     model.eval()
     with torch.no_grad():
         return evaluate(model, dataset.split(split_name), filter_triples=filters, restrict_entities=ent,
