@@ -101,7 +101,7 @@ def test_integer_counts_of_rows_too_long_for_float32_match_brute_force(seed, tol
 def test_fused_counts_summed_over_column_blocks_match_brute_force(seed, tol):
     """FusedCounts (one walker's chunks of a batch) summed over column blocks, each with its own known
     pairs (columns relative to the block), equals brute force on the whole rows; NaN rows are flagged."""
-    from kgeval.evaluation.full import known_by_column
+    from kgeval.evaluation.blocks import known_by_column
 
     S, task_q, true, known = _case(seed, torch.float32 if seed % 2 else torch.float64)
     w = S.shape[1]
@@ -224,7 +224,9 @@ def test_evaluations_use_the_kernel_and_agree_with_torch(kw, monkeypatch):
     counted by the kernel under KGEVAL_COUNT_KERNEL=numba, never under torch, with the same ranks."""
     scorer, _, train, test = _graph()
     calls = []
-    real, real_add = full.fused_counts, count_kernel.FusedCounts.add
+    from kgeval.evaluation import blocks
+
+    real, real_add = blocks.fused_counts, count_kernel.FusedCounts.add
 
     def spy(*a, **k):
         out = real(*a, **k)
@@ -236,7 +238,7 @@ def test_evaluations_use_the_kernel_and_agree_with_torch(kw, monkeypatch):
         calls.append(out is not None)
         return out
 
-    monkeypatch.setattr(full, "fused_counts", spy)
+    monkeypatch.setattr(blocks, "fused_counts", spy)
     monkeypatch.setattr(count_kernel.FusedCounts, "add", spy_add)
     tables = {}
     for mode in ("torch", "numba"):
@@ -308,10 +310,12 @@ def _assert_same_tables(a, b, label=""):
 
 
 def _spy_walkers(monkeypatch):
-    """The walker counts of every parallel walk (``_walk_in_parallel`` calls), as a list."""
+    """The walker counts of every parallel walk (``executor.run_on_workers`` calls), as a list."""
+    from kgeval.evaluation import executor
+
     walkers = []
-    real = full._walk_in_parallel
-    monkeypatch.setattr(full, "_walk_in_parallel", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
+    real = executor.run_on_workers
+    monkeypatch.setattr(executor, "run_on_workers", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
     return walkers
 
 
@@ -817,7 +821,7 @@ def test_a_failing_walker_stops_the_others_at_their_next_part(monkeypatch, layou
     real = getattr(target, name)
 
     def part(*args, **kwargs):
-        slot = kwargs.get("slot", args[12] if layout == "row groups" and len(args) > 12 else 0)
+        slot = kwargs.get("slot", args[5] if layout == "row groups" and len(args) > 5 else 0)
         taken.append((slot, time.perf_counter()))
         if slot == 0 and sum(1 for s, _ in taken if s == 0) == 3:
             failed_at.append(time.perf_counter())
@@ -838,7 +842,7 @@ def test_known_pairs_by_column_range_in_every_layout(seed):
     """known_by_column: each range's (row, column - range start) pairs, in torch and as numpy (whose equal ranges
     but the last are grouped by range number, not sorted): the same set of pairs per range as a plain loop, for
     equal chunks with a short, full or one-column last range, uneven ranges, one range, and no pair in some."""
-    from kgeval.evaluation.full import known_by_column
+    from kgeval.evaluation.blocks import known_by_column
 
     rng = np.random.default_rng(seed)
     ncols = int(rng.integers(1, 300))
@@ -861,3 +865,44 @@ def test_known_pairs_by_column_range_in_every_layout(seed):
                 r, c = pairs
                 assert isinstance(r, np.ndarray) == as_numpy and (not as_numpy or r.dtype == np.int64 == c.dtype)
                 assert sorted(zip(np.asarray(r).tolist(), np.asarray(c).tolist())) == want
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("fused", [False, True])
+def test_counts_over_any_split_into_blocks_match_brute_force(seed, fused):
+    """blocks.Counts, both back ends (torch reference, compiled kernel): the counts of a batch summed over
+    a random split into row blocks x column chunks equal brute force over whole rows."""
+    from kgeval.evaluation import EvaluationOptions
+    from kgeval.evaluation.blocks import Counts, RowBlocks, known_by_column
+    from kgeval.evaluation.context import RunContext
+    from kgeval.evaluation.querybatch import Batch, first_rest
+
+    S, task_q, true, known = _case(seed)
+    S = torch.nan_to_num(S, nan=2.5)  # the NaN rule has its own tests: here every count is compared
+    order = torch.argsort(known[0], stable=True)
+    known = (known[0][order], known[1][order])  # sorted by row, as a batch's known answers are
+    nq, w = S.shape
+    rng = np.random.default_rng(seed)
+    ctx = RunContext(options=EvaluationOptions(), tuning=Tuning(), device=torch.device("cpu"), num_entities=w,
+                     num_relations=1, num_columns=w, allowed=None, pos_map=None, budget=1 << 30,
+                     counter=Counter(0.0, fused=fused), consistency=None, want_query_metrics=False)
+
+    class Side:
+        side = 1
+
+        def writable(self, x):
+            return x.clone()
+
+    b = Batch(torch.zeros(nq, dtype=torch.long), torch.zeros(nq, dtype=torch.long), task_q, torch.zeros_like(task_q),
+              *first_rest(task_q), known, np.zeros((task_q.shape[0], 3), dtype=np.int64))
+    rb = sorted({0, nq, *rng.integers(0, nq + 1, 2).tolist()})
+    cb = sorted({0, w, *rng.integers(0, w + 1, 3).tolist()})
+    acc = Counts(ctx, Side(), b, true)
+    assert (acc.fused is not None) == fused
+    split = RowBlocks(task_q, known, rb)
+    for i in range(len(rb) - 1):
+        t0, part = split.batch(b, i)
+        for (c0, c1), part_known in zip(zip(cb, cb[1:]), known_by_column(part.known, cb, as_numpy=fused)):
+            acc.add(S[rb[i]:rb[i + 1], c0:c1], part, t0, rb[i], part_known)
+    better, tied = acc.result()
+    assert (better.tolist(), tied.tolist()) == _brute(S, task_q, true, 0.0, known)

@@ -100,10 +100,11 @@ def test_the_sets_are_copied_so_a_later_change_cannot_make_them_stale():
 def test_known_triples_accepts_every_filter_triples_form_and_names_bad_input():
     _, _, train = _case(seed=4)
     for form in (train, torch.as_tensor(train), [train[:10], train[10:]], {"a": train}, train.tolist()):
-        assert len(KnownTriples(form)) == train.shape[0]
+        assert KnownTriples(form).num_rows == train.shape[0]
     k = KnownTriples({"train": train, "valid": train[:5]})
     assert [name for name, _ in k.sets] == ["train", "valid"] and KnownTriples(k).sets is k.sets
     assert "train: 900" in repr(k)
+    assert [a.shape[0] for a in k] == [900, 5]  # iterates like a list of filter arrays
     with pytest.raises(InvalidInputError):
         KnownTriples(np.zeros((3, 2), dtype=np.int64))
     model, test, _ = _case(seed=4)

@@ -1,4 +1,4 @@
-"""Batches of several row blocks (:func:`kgeval.evaluation.full.count_chunks` ``row_block``): one walk
+"""Batches of several row blocks (:func:`kgeval.evaluation.blocks.count_chunks` ``row_block``): one walk
 over (row block, column chunk) parts gives the rank table of whole rows, filtered, with several tasks
 per query, through the torch counting path, and when true scores are re-ranked exactly."""
 
@@ -44,9 +44,9 @@ def _spy(monkeypatch):
     seen = []
     count_chunks = full.count_chunks
 
-    def spy(ctx, sc, ent, rel, task_q, *rest, row_block=None, **kw):
-        seen.append((ent.shape[0], row_block))
-        return count_chunks(ctx, sc, ent, rel, task_q, *rest, row_block=row_block, **kw)
+    def spy(ctx, sc, b, *rest, row_block=None, **kw):
+        seen.append((b.ent.shape[0], row_block))
+        return count_chunks(ctx, sc, b, *rest, row_block=row_block, **kw)
 
     monkeypatch.setattr(full, "count_chunks", spy)
     return seen

@@ -1,16 +1,28 @@
 """Filtered link-prediction evaluation: scorer protocol, filter index, streaming evaluator.
 
-Modules:
-- :mod:`.scorers`: the scorer protocol and adapters (:class:`FunctionScorer`,
-  :class:`PyKEENScorer`, reference :class:`DistMultScorer`);
-- :mod:`.filter_index`: the CSR index of known true answers;
-- :mod:`.options`: :class:`EvaluationOptions`, every option of an evaluation, validated once;
-- :mod:`.evaluator`: the streaming evaluator producing the rank table and the protocol, over
-  :mod:`.inputs` (data checks), :mod:`.scoring` (one adapter per side), :mod:`.counting`
-  (better/tied counts, NaN rule, consistency check), :mod:`.batching` (memory budget, the
-  out-of-memory-aware batch driver), :mod:`.full` and :mod:`.sampled` ranking;
-- :mod:`.sampling`: negatives for the sampled protocol;
-- :mod:`.query_metrics`: query-level precision@k / recall@k.
+Public: :func:`evaluate`, :func:`evaluate_ranks`, :class:`EvaluationOptions` (every option),
+:class:`KnownTriples` (filter sets built once and reused across evaluations), :class:`Tuning`
+(internal performance knobs; never changes a rank), :func:`warm_kernel`, the scorer adapters.
+
+Modules, in the order a rank is computed:
+
+- :mod:`.options`: :class:`EvaluationOptions` (validated once) and :class:`Tuning` (the only reader
+  of the environment);
+- :mod:`.scorers`: the scorer protocol and its adapters; :mod:`.scoring`: one adapter per side
+  (side dispatch, output checks, reused score blocks, prepared queries);
+- :mod:`.inputs`: data checks and :class:`KnownTriples`; :mod:`.filter_index`: the CSR index of
+  known answers;
+- :mod:`.evaluator`: orchestration (inputs, sides one after the other, rank table, protocol);
+- :mod:`.full`: full ranking (the pure planner :func:`.full.plan_full`, whole rows, tiles, column
+  chunks with verified true scores); :mod:`.querybatch`: a side's queries and the :class:`.querybatch.Batch`;
+  :mod:`.batching`: memory budget and the out-of-memory-aware batch driver;
+- :mod:`.blocks`: counting a batch over its score blocks (:class:`.blocks.Counts`, the chunk walk);
+  :mod:`.executor`: the only worker threads; :mod:`.counting`: the exact rule (torch reference), NaN
+  policy, consistency check; :mod:`.count_kernel`: the compiled counting kernels;
+- :mod:`.sampled`, :mod:`.sampling`, :mod:`.candidates`: ranking against listed candidates (sampled
+  negatives, given candidates);
+- :mod:`.distributed`, :mod:`.sharded`: multi-process evaluation (task slices, entity shards);
+- :mod:`.query_metrics`: query-level precision@k / recall@k; :mod:`.context`: per-evaluation state.
 """
 
 from __future__ import annotations

@@ -231,7 +231,7 @@ class FusedCounts:
             return None
         if known is None:
             krow = kcol = _NONE
-        elif isinstance(known[0], np.ndarray):  # int64 already (full.known_by_column(as_numpy=True))
+        elif isinstance(known[0], np.ndarray):  # int64 already (blocks.known_by_column(as_numpy=True))
             krow, kcol = known
         else:
             krow, kcol = known[0].detach().to(torch.int64).numpy(), known[1].detach().to(torch.int64).numpy()

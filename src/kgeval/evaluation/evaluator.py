@@ -180,10 +180,8 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
         if sharded:
             from .sharded import ShardSideScorer
 
-            lo, hi, width, dtype = ctx.shard
             sc = ShardSideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device,
-                                 allowed=ctx.allowed, threads=ctx.score_threads, lo=lo, hi=hi, width=width,
-                                 row_dtype=dtype)
+                                 allowed=ctx.allowed, threads=ctx.score_threads, layout=ctx.shard)
         else:
             sc = SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=ctx.allowed,
                             threads=ctx.score_threads)

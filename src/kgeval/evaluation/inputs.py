@@ -77,7 +77,12 @@ class KnownTriples:
     def __repr__(self) -> str:
         return "KnownTriples(" + ", ".join(f"{name}: {a.shape[0]}" for name, a in self.sets) + ")"
 
-    def __len__(self) -> int:
+    def __iter__(self):
+        """The sets' arrays (read-only), in order."""
+        return iter([a for _, a in self.sets])
+
+    @property
+    def num_rows(self) -> int:
         """The number of rows of every set together (duplicates included)."""
         return sum(int(a.shape[0]) for _, a in self.sets)
 
