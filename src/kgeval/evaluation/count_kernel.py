@@ -76,10 +76,23 @@ def _load():
 
 
 def warm_kernel() -> bool:
-    """Load the compiled kernels now (importing numba and reading its cache: ~0.5 s once per process);
-    whether they are available. Callers that evaluate repeatedly (a validation loop, early stopping,
-    hyper-parameter trials, benchmarks) call it once, so that small evaluations under
-    ``Tuning(kernel="auto")`` count with the kernel too; ranks are the same either way."""
+    """Load the compiled counting kernels now (importing numba and reading its cache, once per process).
+
+    Callers that evaluate repeatedly (a validation loop, early stopping, hyper-parameter trials,
+    benchmarks) call it once, so that small evaluations under ``Tuning(kernel="auto")`` count with the
+    kernel too; ranks are the same either way.
+
+    Returns
+    -------
+    bool
+        whether the kernels are available (False without a working numba: the torch path counts).
+
+    Examples
+    --------
+    >>> from kgeval.evaluation import warm_kernel
+    >>> warm_kernel() in (True, False)
+    True
+    """
     return bool(_load())
 
 

@@ -300,6 +300,24 @@ class Tuning:
     by default :meth:`from_env` builds one, once per evaluation, and it is the only place in the
     engine that reads ``os.environ``. Measurements behind the values are in
     ``benchmarks/results/evaluation-notes.md``.
+
+    Parameters
+    ----------
+    kernel, kernel_min_pairs, workers, bookkeeping_threads, ...:
+        the fields below, each documented where it is declared; every size is a positive integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kgeval.evaluation import FunctionScorer, Tuning, evaluate_ranks
+    >>> scorer = FunctionScorer(lambda h, r, t: (h * t % 5) * 1.0, 8, num_relations=1)
+    >>> test = np.array([[1, 0, 2], [3, 0, 4]])
+    >>> a = evaluate_ranks(scorer, test, progress=False, tuning=Tuning(kernel="torch"))
+    >>> b = evaluate_ranks(scorer, test, progress=False, tuning=Tuning(kernel="numba", workers=1))
+    >>> bool((a.rank_table.optimistic == b.rank_table.optimistic).all())
+    True
+    >>> Tuning.from_env({"KGEVAL_CHUNK_WORKERS": "2"}).workers
+    2
     """
 
     #: counting back end: ``"auto"`` (the compiled kernel when this evaluation scores at least
