@@ -95,6 +95,8 @@ def test_the_sets_are_copied_so_a_later_change_cannot_make_them_stale():
     assert not _same(_run(model, test, train), before)  # the change matters for plain arrays
     with pytest.raises(ValueError):
         known.sets[0][1][0, 0] = 1  # read-only
+    shared = KnownTriples(train, copy=False)  # used as given: no second copy of a huge set
+    assert np.shares_memory(shared.sets[0][1], train) and _same(_run(model, test, shared), _run(model, test, train))
 
 
 def test_known_triples_accepts_every_filter_triples_form_and_names_bad_input():

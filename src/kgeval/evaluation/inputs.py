@@ -33,8 +33,10 @@ class KnownTriples:
     - each side's :class:`.filter_index.FilterIndex` of the queries evaluated, per device;
     - the number of distinct known triples (the protocol's ``num_known_triples``).
 
-    The arrays are copied once and made read-only, so what is memoised can never go stale. Without a
-    ``KnownTriples``, an evaluation builds the same things from scratch and throws them away.
+    The arrays are copied once and made read-only, so what is memoised can never go stale (``copy=False``
+    for sets too large to hold twice: they are then used as given, and must not change while this
+    object is in use). Without a ``KnownTriples``, an evaluation builds the same things from scratch
+    and throws them away.
 
     Parameters
     ----------
@@ -42,6 +44,8 @@ class KnownTriples:
         one ``(n, 3)`` id array (numpy, torch, or a 2-d table), a list of them, or a dict
         ``name -> array`` (the names appear in the protocol), as :func:`kgeval.evaluation.evaluate`
         takes them; another ``KnownTriples`` is shared as it is.
+    copy:
+        keep read-only copies of the sets (default), or use them as given.
 
     Examples
     --------
@@ -58,12 +62,12 @@ class KnownTriples:
     #: memoised values kept per object (least recently used first out): a few evaluation sets and devices
     MAX_ENTRIES = 8
 
-    def __init__(self, filter_triples=()):
+    def __init__(self, filter_triples=(), *, copy: bool = True):
         if isinstance(filter_triples, KnownTriples):
             self.sets = filter_triples.sets
         else:
-            self.sets = [(name, _frozen(as_triples(name, arr, allow_empty=True)))
-                         for name, arr in _filter_sets(filter_triples)]
+            self.sets = [(name, _frozen(as_triples(name, arr, allow_empty=True)) if copy
+                          else as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
         self._memo: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
