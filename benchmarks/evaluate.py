@@ -3,19 +3,23 @@
     python benchmarks/evaluate.py                     # FB15k-237 and WN18RR
     python benchmarks/evaluate.py --scaling           # 1e5 and 1e6 random entities
     python benchmarks/evaluate.py --datasets FB15k-237 --pykeen-python /tmp/pk/bin/python
+    python benchmarks/evaluate.py --old-src /path/to/old/checkout/src   # old and new side by side
 
-Model: DistMult (``kgeval.models.DistMultScorer``, a plain scorer) with random float32 embeddings, dim 200
-(dim 64 for the scaling runs); filtered with train + valid; both sides.
+Model: DistMult with random float32 embeddings, dim 200 (dim 64 for the scaling runs), as a plain
+scorer (:class:`PlainDistMult` below: what a user writes, ``score_tails(h, r, entities=None)``) and
+as a built-in model; filtered with train + valid; both sides. Before timing, the counting kernel is
+loaded (``warm_kernel``), as a loop of evaluations would have it.
+
+``--old-src PATH`` runs every configuration a second time in a subprocess whose ``PYTHONPATH`` is
+``PATH`` (an older checkout's ``src``), the same workload and embeddings, one row each ("new", "old"),
+each with its own matmul floor measured in the same process.
 
 Columns:
-- ``kgeval s``: wall time (best of 2) of ``evaluate_ranks`` with default settings (ranks plus the
-  consistency check; query metrics are off by default); ``ranks-only s``: without the consistency
-  check. The evaluator runs its bookkeeping (filter lookups, masking, counting) on one intra-op
-  thread and the scorer on torch's setting (``KGEVAL_BOOKKEEPING_THREADS`` overrides);
-  ``model s``: ranks only, the same embeddings as a built-in ``DistMult`` model
+- ``kgeval s``: wall time (best of 2) of ``evaluate_ranks`` of the plain scorer with default settings
+  (ranks plus the consistency check; query metrics are off by default); ``ranks-only s``: without the
+  consistency check; ``model s``: ranks only, the same embeddings as a built-in ``DistMult`` model
   (``kgeval.models.from_embeddings``, what ``pipeline`` users evaluate: queries prepared once per
-  batch, pass-1 true scores predicted from the product's rounding, see
-  ``kgeval.evaluation.predicted``); its rank table is checked to be the reference scorer's;
+  batch); its rank table is checked to be the plain scorer's;
 - ``floor s``: the bare ``torch.matmul`` of ``(h * r)`` query rows with the entity matrix over
   the same batches (one row per unique query and side, as kgeval scores them), best of 2;
   ``ratio`` = kgeval / floor;
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -82,9 +87,36 @@ def matmul_floor(scorer, test, batch_size, num_relations) -> float:
     return best
 
 
+class PlainDistMult:
+    """DistMult as a user would write it against the scorer protocol (no optional capabilities but
+    ``entities=``): ``score(h, r, t) = sum(e_h * w_r * e_t)``."""
+
+    def __init__(self, entity: torch.Tensor, relation: torch.Tensor):
+        self.entity, self.relation = entity, relation
+        self.num_entities, self.num_relations = entity.shape[0], relation.shape[0]
+
+    def _cands(self, entities):
+        return self.entity if entities is None else self.entity[entities]
+
+    def score_tails(self, h, r, entities=None):
+        return (self.entity[h] * self.relation[r]) @ self._cands(entities).T
+
+    def score_heads(self, r, t, entities=None):
+        return (self.entity[t] * self.relation[r]) @ self._cands(entities).T
+
+
+def _warm_kernel() -> None:
+    """Load the compiled counting kernel before timing (an older checkout has no ``warm_kernel``)."""
+    try:
+        from kgeval.evaluation import warm_kernel
+    except ImportError:
+        from kgeval.evaluation.count_kernel import _load as warm_kernel
+    warm_kernel()
+
+
 def run_single(args) -> dict:
+    import kgeval
     from kgeval.evaluation import evaluate_ranks
-    from kgeval.models import DistMultScorer
     from kgeval.evaluation.batching import auto_batch, default_memory_budget
     from kgeval.models import from_embeddings
 
@@ -95,7 +127,8 @@ def run_single(args) -> dict:
         data, ne, nr = load_dataset(args.single)
         dim = args.dim
     gen = torch.Generator().manual_seed(0)
-    scorer = DistMultScorer(torch.randn(ne, dim, generator=gen), torch.randn(nr, dim, generator=gen))
+    scorer = PlainDistMult(torch.randn(ne, dim, generator=gen), torch.randn(nr, dim, generator=gen))
+    _warm_kernel()
     test = data["test"]
     filt = [data["train"], data["valid"]]
     t_default = t_ranks = float("inf")
@@ -110,7 +143,7 @@ def run_single(args) -> dict:
     floor = matmul_floor(scorer, test, bs, nr)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the model's run (below)
     # the same embeddings as a built-in model (what pipeline users evaluate): its queries are prepared
-    # once per batch and its pass-1 true scores predicted (kgeval.evaluation.predicted); same ranks
+    # once per batch; same ranks
     model = from_embeddings("distmult", scorer.entity, scorer.relation)
     t_model = float("inf")
     for _ in range(2):
@@ -123,6 +156,7 @@ def run_single(args) -> dict:
     tab = out.rank_table
     return {
         "name": args.single,
+        "src": str(Path(kgeval.__file__).resolve().parents[1]),
         "entities": ne,
         "test": len(test),
         "dim": dim,
@@ -183,6 +217,8 @@ def main():
     p.add_argument("--dim", type=int, default=200)
     p.add_argument("--pykeen-python", default=None, help="python of a venv with pykeen 1.11.1 installed")
     p.add_argument("--data-dir", default=str(DATASETS), help="directory holding the dataset folders")
+    p.add_argument("--old-src", default=None,
+                   help="an older checkout's src directory: every configuration also runs with it, side by side")
     p.add_argument("--single", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     set_data_dir(args.data_dir)
@@ -191,29 +227,33 @@ def main():
         return
     configs = ["synthetic:1e5", "synthetic:1e6"] if args.scaling else list(args.datasets)
     rows = []
+    sources = [("new", str(REPO / "src"))] + ([("old", args.old_src)] if args.old_src else [])
     for name in configs:
-        cmd = [sys.executable, __file__, "--single", name, "--dim", str(args.dim), "--data-dir", args.data_dir]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(proc.stderr, file=sys.stderr)
-            raise SystemExit(f"{name}: benchmark failed")
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
-        if args.pykeen_python and not name.startswith("synthetic"):
-            row.update(run_pykeen(args.pykeen_python, name, args.dim))
-        rows.append(row)
-    header = (f"{'config':<16}{'entities':>10}{'test':>7}{'dim':>5}{'batch':>7}{'kgeval s':>10}{'ranks-only s':>14}"
+        for label, src in sources:
+            cmd = [sys.executable, __file__, "--single", name, "--dim", str(args.dim), "--data-dir", args.data_dir]
+            env = {**os.environ, "PYTHONPATH": src}
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if proc.returncode != 0:
+                print(proc.stderr, file=sys.stderr)
+                raise SystemExit(f"{name} ({label}): benchmark failed")
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            row["name"] = f"{name} {label}" if args.old_src else name
+            if args.pykeen_python and label == "new" and not name.startswith("synthetic"):
+                row.update(run_pykeen(args.pykeen_python, name, args.dim))
+            rows.append(row)
+    header = (f"{'config':<20}{'entities':>10}{'test':>7}{'dim':>5}{'batch':>7}{'kgeval s':>10}{'ranks-only s':>14}"
               f"{'model s':>9}{'floor s':>9}{'ratio':>7}{'ratio(ranks)':>14}{'ratio(model)':>14}{'peak RSS MiB':>14}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(header)
     for r in rows:
         print(
-            f"{r['name']:<16}{r['entities']:>10}{r['test']:>7}{r['dim']:>5}{r['batch']:>7}{r['kgeval_s']:>10.2f}"
+            f"{r['name']:<20}{r['entities']:>10}{r['test']:>7}{r['dim']:>5}{r['batch']:>7}{r['kgeval_s']:>10.2f}"
             f"{r['ranks_only_s']:>14.2f}{r['model_s']:>9.2f}{r['floor_s']:>9.2f}{r['kgeval_s'] / r['floor_s']:>7.2f}"
             f"{r['ranks_only_s'] / r['floor_s']:>14.2f}{r['model_s'] / r['floor_s']:>14.2f}{r['peak_rss_mib']:>14.0f}"
             + ("" if r["model_same_ranks"] else "   MODEL RANKS DIFFER")
         )
         if "pykeen_s" in r:
-            print(f"{'  pykeen 1.11.1':<16}{'':>10}{'':>7}{'':>5}{'':>7}{r['pykeen_s']:>10.2f}{'':>14}{'':>9}"
+            print(f"{'  pykeen 1.11.1':<20}{'':>10}{'':>7}{'':>5}{'':>7}{r['pykeen_s']:>10.2f}{'':>14}{'':>9}"
                   f"{r['pykeen_s'] / r['floor_s']:>7.2f}{'':>14}{r['pykeen_rss_mib']:>14.0f}"
                   f"   MRR kgeval {r['mrr']:.6f} pykeen {r['pykeen_mrr']:.6f}")
         elif "pykeen_error" in r:

@@ -40,8 +40,8 @@ its half of the tasks against all entities); ``entities`` = ``distributed="entit
 scores half of the entity table, built with ``shard_embeddings``: a memory-mapped file is sliced, not read
 whole). Adding a mode is one line in ``MODES``.
 
-Current numbers (2026-11-27 for one process at 1e4-1e6, ``--repeat`` 15 / 5 / 3, both sides ranked at once
-(``kgeval.evaluation.side_threads``), 1e4 and 1e5 with the 20 ms ``--settle``; the 2-process rows 2026-11-26,
+Numbers of the engine before issue 26 (2026-11-27 for one process at 1e4-1e6, ``--repeat`` 15 / 5 / 3, both
+sides ranked at once (a feature since removed), 1e4 and 1e5 with the 20 ms ``--settle``; the 2-process rows 2026-11-26,
 1e7 2026-11-23/24 with ``--floor-rows 1024``; ranges are separate runs: the same configuration measures up to
 ~10% apart from one process to the next, and the box's floor drifts between ~60 and ~100 ms at 1e4 from day
 to day; ``scale_history.md`` beside this file has every dated measurement and what changed between them):
@@ -90,9 +90,10 @@ other's walks: 76.1 -> 72.4 ms median (alternated processes), and the wall time 
 two cores plus ~2 ms. Going further means less CPU work, not better scheduling. Tried and measured: a
 counting kernel without the NaN sum 57 vs 64 us per 2,500 x 384 block (one comparison alone: 36).
 
-The warm runs (``--repeat`` > 1) evaluate the same known triples again, so they use what the first kept in
-:mod:`kgeval.evaluation.known_cache`, as early stopping and hyper-parameter trials do;
-``KGEVAL_FILTER_CACHE=0 python benchmarks/scale.py ...`` measures every run cold (the header says which).
+The runs pass one :class:`kgeval.evaluation.KnownTriples` of the training triples, built once, so the warm
+runs (``--repeat`` > 1) reuse its filter indexes and distinct count, as early stopping and hyper-parameter
+trials do; ``--cold`` passes the plain array instead (every run builds them again). The counting kernel is
+loaded (``warm_kernel``) before the first run.
 
 Projection (from the throughput above; re-measure on the target hardware): full filtered evaluation scores
 ``2 x #test x #entities`` pairs (fewer after query deduplication). This 2-core box ranks ~1.0-1.25e9
@@ -173,7 +174,7 @@ def _worker(a) -> None:
     import torch
 
     import kgeval
-    from kgeval.evaluation import evaluate_ranks
+    from kgeval.evaluation import KnownTriples, evaluate_ranks, warm_kernel
     from kgeval.models import from_embeddings, shard_embeddings
 
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
@@ -199,6 +200,8 @@ def _worker(a) -> None:
     test = np.stack([rng.integers(0, ne, a.queries), rng.integers(0, nr, a.queries), rng.integers(0, ne, a.queries)], 1)
     train = np.stack([rng.integers(0, ne, a.train), rng.integers(0, nr, a.train), rng.integers(0, ne, a.train)], 1)
     mode = a.mode
+    known = train if a.cold else KnownTriples(train)  # built once, as a loop of evaluations would
+    warm_kernel()
 
     def cpu() -> float:  # this process's CPU seconds, all threads
         u = resource.getrusage(resource.RUSAGE_SELF)
@@ -242,7 +245,7 @@ def _worker(a) -> None:
     with _AnonPeak() as mem:  # = kgeval.evaluate, timed in its two parts
         for _ in range(max(1, a.repeat)):
             t0, c0 = time.perf_counter(), cpu()
-            out = evaluate_ranks(model, test, filter_triples=train, progress=False, check_consistency=False,
+            out = evaluate_ranks(model, test, filter_triples=known, progress=False, check_consistency=False,
                                  distributed=MODES[mode][1])
             runs.append((time.perf_counter() - t0, cpu() - c0))
             if not a.back_to_back:
@@ -255,8 +258,7 @@ def _worker(a) -> None:
         res = kgeval.Results(out.rank_table, protocol=out.protocol, extra=out.extra)
         metrics = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    # warm: after the cold first run and, from 4 runs, after the second too (under KGEVAL_COUNT_KERNEL=auto
-    # a process's second large evaluation is the one that loads numba beside it)
+    # warm: after the cold first run and, from 4 runs, after the second too
     skip = 2 if len(runs) >= 4 else 1
     pairs_ = list(zip(runs, floors))[skip:] or list(zip(runs, floors))
     if a.back_to_back:  # the ratio of the medians (the runs are not pairs)
@@ -283,7 +285,7 @@ def _run(ne: int, mode: str, a, memmap: str | None) -> dict:
             str(a.dim), "--train", str(a.train), "--mode", mode, "--floor-rows", str(a.floor_rows or 0),
             "--repeat", str(a.repeat)] \
         + (["--memmap", memmap] if memmap else []) + (["--back-to-back"] if a.back_to_back else []) \
-        + ["--settle", str(a.settle)]
+        + ["--settle", str(a.settle)] + (["--cold"] if a.cold else [])
     ps = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
                            env={**os.environ, "RANK": str(r), "WORLD_SIZE": str(procs), "MASTER_ADDR": "127.0.0.1",
                                 "MASTER_PORT": str(p), "OMP_NUM_THREADS": str(max(1, os.cpu_count() // procs))})
@@ -331,17 +333,17 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=20.0,
                     help="ms of busy waiting between an evaluation and its floor and back (pairs only): the "
                          "floor's OpenMP workers spin ~7-10 ms after its products, on the evaluation's cores")
+    ap.add_argument("--cold", action="store_true",
+                    help="pass the filter triples as a plain array (every run builds its filter indexes again)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--memmap", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return _worker(a)
-    from kgeval.evaluation import known_cache
-
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {a.queries} test triples, "
-          f"{a.train} filter triples, DistMult dim {a.dim}; filter cache "
-          f"{'on' if known_cache.enabled() else 'off (KGEVAL_FILTER_CACHE=0)'}")
+          f"{a.train} filter triples, DistMult dim {a.dim}; filter triples "
+          f"{'as a plain array (--cold)' if a.cold else 'as one KnownTriples'}")
     print(f"{'entities':>10} {'table':>6} {'procs':>5} {'mode':>6} {'chunk':>8} {'time s':>8} {'warm s':>8} {'floor s':>8} "
           f"{'ratio':>6} {'cpu ratio':>9} {'metrics s':>9} {'s/1e9 pairs':>11} {'Mpairs/s/proc':>13} {'RSS GiB':>8} {'anon GiB':>8} {'eval GiB':>8}")
     for ne in a.entities:

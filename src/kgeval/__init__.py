@@ -15,6 +15,7 @@ from .ranks import RankTable
 _LAZY = {
     "Results": ("kgeval.results", "Results"),
     "evaluate": ("kgeval.evaluation", "evaluate"),
+    "KnownTriples": ("kgeval.evaluation", "KnownTriples"),
     "pipeline": ("kgeval.workflow.pipeline", "pipeline"),
     "replicates": ("kgeval.workflow.pipeline", "replicates"),
     "PipelineConfig": ("kgeval.workflow.config", "PipelineConfig"),

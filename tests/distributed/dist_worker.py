@@ -154,7 +154,7 @@ def main(rank, world, port, out):
 
 def empty_slice(rank):
     """One evaluation triple on two ranks: rank 1's share of the tasks is empty, and rows of 5,000
-    entities are planned in tall chunks (compiled kernel, predicted true scores) for no task."""
+    entities are planned for no task (compiled kernel)."""
     os.environ["KGEVAL_COUNT_KERNEL"] = "numba"
     try:
         model = get_model("distmult", 5000, 3, dim=8, seed=0).eval()
@@ -352,11 +352,12 @@ def nan_on_one_rank(rank, world, train, test):
                      ("sampled", dict(num_negatives=29, seed=1, filtered=False)), ("head_only", dict(sides="head"))):
         report[f"entities/nan_one_rank/{case}"] = timed(
             lambda: kgeval.evaluate(nan, test, filter_triples=train, progress=False, distributed="entities", **kw))
-    # whole local rows of 15 columns scored in tiles of 8 (full._TILE_COLS shrunk from 4,096)
-    import kgeval.evaluation.full as kfull
+    # whole local rows of 15 columns scored in tiles of 8 (Tuning.tile_cols shrunk from 4,096)
     import kgeval.evaluation.sharded as sharded
+    from kgeval.evaluation import Tuning
 
-    sizes, real = (kfull._TILE_COLS, kfull._TILE_ALIGN), (sharded.count_tiles, sharded._rerank)
+    tiles8 = Tuning.from_env().replace(tile_cols=8, tile_align=8)
+    real = (sharded.count_tiles, sharded._rerank)
     ran = []
     sharded.count_tiles = lambda *a, **k: ran.append("tiles") or real[0](*a, **k)
     shifted = ShiftedNaNColumnShard(shard)
@@ -367,16 +368,15 @@ def nan_on_one_rank(rank, world, train, test):
         return real[1](*a, **k)
 
     sharded._rerank = rerank
-    kfull._TILE_COLS, kfull._TILE_ALIGN = 8, 8
     try:
         report["entities/nan_one_rank/tiles"] = timed(
-            lambda: kgeval.evaluate(nan, test, filter_triples=train, progress=False, distributed="entities"))
+            lambda: kgeval.evaluate(nan, test, filter_triples=train, progress=False, distributed="entities",
+                                    tuning=tiles8))
         # chunked batches whose pass-1 scores differ, ranked again
         report["entities/nan_one_rank/rerank"] = timed(
             lambda: kgeval.evaluate(shifted, test, filter_triples=train, progress=False,
-                                    distributed="entities", entity_chunk_size=4, batch_size=5))
+                                    distributed="entities", entity_chunk_size=4, batch_size=5, tuning=tiles8))
     finally:
-        kfull._TILE_COLS, kfull._TILE_ALIGN = sizes
         sharded.count_tiles, sharded._rerank = real
     report["nan_one_rank/paths"] = sorted(set(ran))
     # no evaluation triple holds the NaN entity: only rank 1 sees a NaN at all (a candidate)
@@ -649,21 +649,20 @@ def wide(rank, world):
     run("wide/auto_chunks", big, Widest(big.shard(rank, world)), test, filter_triples=train)
     # whole local rows of unaligned length are scored in column tiles (tiles of 40 here, not 4,096):
     # 298 entities, 149 local columns per rank, as one process tiles its 298
-    import kgeval.evaluation.full as full
+    from kgeval.evaluation import Tuning
 
-    tiled, count_tiles, sizes = [], sharded.count_tiles, (full._TILE_COLS, full._TILE_ALIGN)
+    tiled, count_tiles = [], sharded.count_tiles
+    tiles40 = Tuning.from_env().replace(tile_cols=40, tile_align=8)
     sharded.count_tiles = lambda *a, **k: tiled.append(1) or count_tiles(*a, **k)
-    full._TILE_COLS, full._TILE_ALIGN = 40, 8
     try:
         model = _int_weights(get_model("distmult", 298, 4, dim=4), seed=17)
         train, test = _graph(298, 4, 500, 120, seed=6)
         for name, kw in (("tiles_filtered", dict(filter_triples=train)), ("tiles_unfiltered", dict(filtered=False)),
                          ("tiles_restricted", dict(filter_triples=train, restrict_entities=tuple(range(0, 298, 3))))):
             tiled.clear()
-            run(f"wide/{name}", model, Widest(model.shard(rank, world)), test, **kw)
+            run(f"wide/{name}", model, Widest(model.shard(rank, world)), test, tuning=tiles40, **kw)
             report[f"{mode}/wide/{name}"]["tiled"] = len(tiled)
     finally:
-        full._TILE_COLS, full._TILE_ALIGN = sizes
         sharded.count_tiles = count_tiles
     sharded._rerank = rerank
     return report

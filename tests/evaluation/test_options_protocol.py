@@ -172,13 +172,13 @@ def test_misspelt_option_is_named_with_a_suggestion():
     assert EvaluationOptions(filtered=False).filtered is False
 
 
-def test_the_protocol_count_beside_the_ranking_gives_the_count_and_its_errors(monkeypatch):
-    """The distinct known-triple count runs on a thread beside the ranking: its value is the protocol's
-    (duplicates across the evaluation and filter sets counted once) and an error in it reaches the caller."""
+def test_the_protocol_count_gives_the_count_and_its_errors(monkeypatch):
+    """The distinct known-triple count is the protocol's (duplicates across the evaluation and filter sets
+    counted once); an error in it reaches the caller."""
     import numpy as np
     import torch
 
-    from kgeval.evaluation import FunctionScorer, evaluator, known_cache
+    from kgeval.evaluation import FunctionScorer, inputs
 
     scorer_table = np.random.default_rng(3).random((20, 2, 20)).astype(np.float32)
     scorer = FunctionScorer(lambda h, r, t: torch.as_tensor(scorer_table)[h, r, t], 20, num_relations=2)
@@ -188,11 +188,8 @@ def test_the_protocol_count_beside_the_ranking_gives_the_count_and_its_errors(mo
     assert out.protocol.num_known_triples == 5
 
     def broken(*a, **k):
-        raise RuntimeError("count failed on its thread")
+        raise RuntimeError("count failed")
 
-    monkeypatch.setattr(evaluator, "count_distinct_triples", broken)
-    # the same known triples again: the count kept by known_cache, not counted again
-    assert evaluate_ranks(scorer, test, filter_triples=[train], progress=False).protocol.num_known_triples == 5
-    known_cache.clear()  # counted again: its error reaches the caller
-    with pytest.raises(RuntimeError, match="count failed on its thread"):
+    monkeypatch.setattr(inputs, "count_distinct_triples", broken)
+    with pytest.raises(RuntimeError, match="count failed"):
         evaluate_ranks(scorer, test, filter_triples=[train], progress=False)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kgeval.errors import InvalidInputError
-from kgeval.evaluation import evaluate_ranks
+from kgeval.evaluation import FunctionScorer, evaluate_ranks
 from kgeval.models import DistMultScorer
 from kgeval.evaluation.batching import is_out_of_memory
 from kgeval.evaluation.scoring import SideScorer
@@ -265,20 +265,24 @@ def test_not_a_scorer_is_refused_clearly():
         evaluate_ranks(object(), np.array([[0, 0, 1]]), progress=False)
 
 
-def test_bookkeeping_threads_read_at_call_time(monkeypatch):
-    from kgeval._threads import bookkeeping_threads, torch_threads
+def test_bookkeeping_runs_on_the_tunings_threads_and_restores_the_callers(monkeypatch):
+    from kgeval.evaluation import Tuning, counting
 
-    monkeypatch.setenv("KGEVAL_BOOKKEEPING_THREADS", "0")
-    assert bookkeeping_threads() is None
-    monkeypatch.setenv("KGEVAL_BOOKKEEPING_THREADS", "2")
-    assert bookkeeping_threads() == 2
-    monkeypatch.setenv("KGEVAL_BOOKKEEPING_THREADS", "two")
-    with pytest.raises(InvalidInputError, match="KGEVAL_BOOKKEEPING_THREADS"):
-        bookkeeping_threads()
-    before = torch.get_num_threads()
-    with torch_threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
+    seen = []
+    real = counting.Counter.rows
+
+    def rows(self, *a, **k):
+        seen.append(torch.get_num_threads())
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(counting.Counter, "rows", rows)
+    threads = torch.get_num_threads()
+    scorer = FunctionScorer(lambda h, r, t: (h * 7 + r * 3 + t * 5) % 11 * 1.0, 20, num_relations=2)
+    test = np.array([[0, 0, 1], [2, 1, 3]])
+    for book, want in ((1, 1), (None, threads)):
+        seen.clear()
+        evaluate_ranks(scorer, test, progress=False, tuning=Tuning(kernel="torch", bookkeeping_threads=book))
+        assert seen and set(seen) == {want} and torch.get_num_threads() == threads
 
 
 def test_memory_budget_respects_an_address_space_limit(monkeypatch):

@@ -1,4 +1,4 @@
-"""Batches of several row blocks (:func:`kgeval.evaluation.full.count_chunks` ``row_block``): one walk
+"""Batches of several row blocks (:func:`kgeval.evaluation.blocks.count_chunks` ``row_block``): one walk
 over (row block, column chunk) parts gives the rank table of whole rows, filtered, with several tasks
 per query, through the torch counting path, and when true scores are re-ranked exactly."""
 
@@ -7,16 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kgeval.evaluation import count_kernel, evaluate_ranks, full
+from kgeval.evaluation import Tuning, evaluate_ranks, full
 from kgeval.models import get_model
 
-NE, NR, N = 5000, 3, 9000  # rows of 5,000 > 4,096 columns: tall chunks; 9,000 tasks: 3 row blocks of 3,000
-
-
-@pytest.fixture(autouse=True)
-def kernel():
-    if not count_kernel._load():
-        pytest.skip("numba is not importable: nothing is predicted, no tall chunks")
+NE, NR, N = 5000, 3, 9000  # rows of 5,000 > 4,096 columns (CHUNKED): chunks; 9,000 tasks: 3 row blocks of 3,000
+#: rows of more than 4,096 columns are chunked, in row blocks of about 4,096 queries
+CHUNKED = Tuning(cpu_whole_cols=4096, cpu_block_rows=4096)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +32,7 @@ def _table(out):
 
 
 def _whole(model, test, train, monkeypatch):
-    with monkeypatch.context() as m:
-        m.setenv("KGEVAL_PREDICT_TRUE", "0")  # no prediction: whole rows (4,096 < 5,000 <= 16,384 columns)
+    with monkeypatch.context() as m:  # the default Tuning: whole rows (5,000 <= 16,384 columns)
         calls = []
         m.setattr(full, "count_chunks", lambda *a, **k: calls.append(1) or full.count_chunks(*a, **k))
         out = evaluate_ranks(model, test, filter_triples=train, progress=False)
@@ -49,9 +44,9 @@ def _spy(monkeypatch):
     seen = []
     count_chunks = full.count_chunks
 
-    def spy(ctx, sc, ent, rel, task_q, *rest, row_block=None, **kw):
-        seen.append((ent.shape[0], row_block))
-        return count_chunks(ctx, sc, ent, rel, task_q, *rest, row_block=row_block, **kw)
+    def spy(ctx, sc, b, *rest, row_block=None, **kw):
+        seen.append((b.ent.shape[0], row_block))
+        return count_chunks(ctx, sc, b, *rest, row_block=row_block, **kw)
 
     monkeypatch.setattr(full, "count_chunks", spy)
     return seen
@@ -61,9 +56,8 @@ def _spy(monkeypatch):
 def test_row_blocks_equal_whole_rows(data, monkeypatch, counter):
     model, test, train = data
     whole = _whole(model, test, train, monkeypatch)
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", counter)
     seen = _spy(monkeypatch)
-    out = evaluate_ranks(model, test, filter_triples=train, progress=False)
+    out = evaluate_ranks(model, test, filter_triples=train, progress=False, tuning=CHUNKED.replace(kernel=counter))
     blocks = [(rows, rb) for rows, rb in seen if rb is not None]
     assert len(blocks) == 2 and all(rb == 3000 and -(-rows // rb) == 3 for rows, rb in blocks), seen
     got = _table(out)
@@ -72,19 +66,19 @@ def test_row_blocks_equal_whole_rows(data, monkeypatch, counter):
 
 
 def test_rerank_of_a_whole_batch_goes_by_row_block(data, monkeypatch):
-    """Every predicted true score off by one ulp: every query is re-ranked exactly, in groups of at most
+    """Every pass-1 true score off by one ulp: every query is re-ranked exactly, in groups of at most
     one row block, and the table is still that of whole rows."""
     model, test, train = data
     whole = _whole(model, test, train, monkeypatch)
-    predicted_scores = full.predicted_scores
+    answer_scores = full.answer_scores
 
     def off(*a, **k):
-        t = predicted_scores(*a, **k)
-        return None if t is None else t.new_tensor(np.nextafter(t.numpy(), np.float32(np.inf)))
+        t = answer_scores(*a, **k)
+        return t.new_tensor(np.nextafter(t.numpy(), np.float32(np.inf)))
 
-    monkeypatch.setattr(full, "predicted_scores", off)
+    monkeypatch.setattr(full, "answer_scores", off)
     seen = _spy(monkeypatch)
-    out = evaluate_ranks(model, test, filter_triples=train, progress=False)
+    out = evaluate_ranks(model, test, filter_triples=train, progress=False, tuning=CHUNKED)
     exact = [rows for rows, rb in seen if rb is None]
     assert exact and max(exact) <= 3000, seen  # re-ranked in groups no taller than a row block
     got = _table(out)

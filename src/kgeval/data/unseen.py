@@ -95,11 +95,18 @@ def count_unseen(training, triples, *, policy: str = "kept", reference: str = "t
 
 
 def training_triples_of(filter_triples) -> tuple[str, object] | None:
-    """``(name, array)`` of the set named ``train`` / ``training`` in a ``filter_triples`` mapping, or None."""
+    """``(name, array)`` of the set named ``train`` / ``training`` in a ``filter_triples`` mapping or in
+    a :class:`~kgeval.evaluation.KnownTriples` (its ``sets``: ``(name, array)`` pairs), or None."""
     if isinstance(filter_triples, Mapping):
         for name in TRAINING_NAMES:
             if name in filter_triples:
                 return name, filter_triples[name]
+    sets = getattr(filter_triples, "sets", None)  # duck-typed: data sits below evaluation
+    if isinstance(sets, (list, tuple)):
+        named = dict(pair for pair in sets if isinstance(pair, tuple) and len(pair) == 2)
+        for name in TRAINING_NAMES:
+            if name in named:
+                return name, named[name]
     return None
 
 

@@ -1,18 +1,29 @@
 """Filtered link-prediction evaluation: scorer protocol, filter index, streaming evaluator.
 
-Modules:
-- :mod:`.scorers`: the scorer protocol, written down in full, and the adapters
-  (:class:`FunctionScorer`, :class:`PyKEENScorer` from :mod:`.pykeen_scorer`);
-- :mod:`.filter_index`: the CSR index of known true answers;
-- :mod:`.options`: :class:`EvaluationOptions`, every option of an evaluation, validated once;
-- :mod:`.evaluator`: the streaming evaluator producing the rank table and the protocol, over
-  :mod:`.inputs` (data checks), :mod:`.scoring` (one adapter per side), :mod:`.counting`
-  (better/tied counts, NaN rule, consistency check), :mod:`.batching` (memory budget, the
-  out-of-memory-aware batch driver), :mod:`.full` ranking and :mod:`.listed` ranking against listed
-  candidates (sampled negatives, given candidates);
-- :mod:`.query_metrics`: query-level precision@k / recall@k;
-- :mod:`.distributed`: the two distributed modes, over :mod:`.collectives` (the collectives and
-  their fault handling) and :mod:`.sharded` (entity-sharded ranking).
+Public: :func:`evaluate`, :func:`evaluate_ranks`, :class:`EvaluationOptions` (every option),
+:class:`KnownTriples` (filter sets built once and reused across evaluations), :class:`Tuning`
+(internal performance knobs; never changes a rank), :func:`warm_kernel`, the scorer adapters.
+
+Modules, in the order a rank is computed:
+
+- :mod:`.options`: :class:`EvaluationOptions` (validated once) and :class:`Tuning` (the only reader
+  of the environment);
+- :mod:`.scorers`: the scorer protocol, written down in full, and its adapters (:class:`PyKEENScorer`
+  from :mod:`.pykeen_scorer`); :mod:`.scoring`: one adapter per side
+  (side dispatch, output checks, reused score blocks, prepared queries);
+- :mod:`.inputs`: data checks and :class:`KnownTriples`; :mod:`.filter_index`: the CSR index of
+  known answers;
+- :mod:`.evaluator`: orchestration (inputs, sides one after the other, rank table, protocol);
+- :mod:`.full`: full ranking (the pure planner :func:`.full.plan_full`, whole rows, tiles, column
+  chunks with verified true scores); :mod:`.querybatch`: a side's queries and the :class:`.querybatch.Batch`;
+  :mod:`.batching`: memory budget and the out-of-memory-aware batch driver;
+- :mod:`.blocks`: counting a batch over its score blocks (:class:`.blocks.Counts`, the chunk walk);
+  :mod:`.executor`: the only worker threads; :mod:`.counting`: the exact rule (torch reference), NaN
+  policy, consistency check; :mod:`.count_kernel`: the compiled counting kernels;
+- :mod:`.listed`: ranking against listed candidates (sampled negatives, given candidates), one driver;
+- :mod:`.distributed`, :mod:`.collectives`, :mod:`.sharded`: multi-process evaluation (task slices,
+  entity shards; the collectives and their fault handling);
+- :mod:`.query_metrics`: query-level precision@k / recall@k; :mod:`.context`: per-evaluation state.
 """
 
 from __future__ import annotations
@@ -23,8 +34,10 @@ from ..errors import InvalidInputError
 from ..protocol import EvaluationProtocol
 from .batching import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
-from .options import EvaluationOptions, as_options, canonical_names
+from .count_kernel import warm_kernel
+from .options import EvaluationOptions, Tuning, as_options, canonical_names
 from .filter_index import FilterIndex
+from .inputs import KnownTriples
 from .listed import sample_negatives
 from .scorers import FunctionScorer, PyKEENScorer, Scorer, as_scorer
 
@@ -32,9 +45,12 @@ __all__ = [
     "evaluate",
     "evaluate_ranks",
     "EvaluationOptions",
+    "Tuning",
+    "warm_kernel",
     "EvaluationProtocol",
     "EvaluationOutput",
     "FilterIndex",
+    "KnownTriples",
     "Scorer",
     "FunctionScorer",
     "PyKEENScorer",
@@ -45,7 +61,7 @@ __all__ = [
 
 
 def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None, candidates=None,
-             train_triples=None, drop_unseen: bool = False, **overrides):
+             train_triples=None, drop_unseen: bool = False, tuning: Tuning | None = None, **overrides):
     """Rank-based link-prediction evaluation of ``scorer`` on ``triples``; returns :class:`kgeval.Results`.
 
     For each evaluation triple ``(h, r, t)`` and side, the true answer's score ``s`` is compared
@@ -65,6 +81,8 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     filter_triples:
         known true triples beyond ``triples`` (which are always known): one array, a list of
         arrays, or a dict ``name -> array`` (names appear in the protocol). Typically train + valid.
+        A :class:`KnownTriples` built once and passed to every evaluation of a loop reuses its
+        filter indexes and distinct count.
     options:
         an :class:`EvaluationOptions` or a mapping of its fields (default: all defaults).
     candidates:
@@ -82,6 +100,9 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
         document each one. PyKEEN's spellings ``entity_whitelist`` / ``relation_whitelist``
         (and ``evaluation_*_whitelist``, ``restrict_*_to``) are accepted for the restrictions.
+    tuning:
+        a :class:`Tuning` of internal performance knobs (kernel, walkers, block sizes); default
+        :meth:`Tuning.from_env`. Ranks never depend on it.
 
     The protocol (an :class:`~kgeval.protocol.EvaluationProtocol`: sides, filter sets and counts,
     restriction, sampling, averaging, ties) is in ``results.protocol``; the rank table in
@@ -99,10 +120,10 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     if candidates is not None:
         from .listed import evaluate_candidates
 
-        table, protocol = evaluate_candidates(scorer, triples, candidates, filter_triples, opts)
+        table, protocol = evaluate_candidates(scorer, triples, candidates, filter_triples, opts, tuning)
         out = EvaluationOutput(table, protocol)
     else:
-        out = run_evaluation(scorer, triples, filter_triples, opts)
+        out = run_evaluation(scorer, triples, filter_triples, opts, tuning)
     from ..results import Results
 
     protocol = out.protocol if unseen is None else out.protocol.replace(unseen=unseen)

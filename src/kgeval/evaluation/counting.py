@@ -189,7 +189,7 @@ class ConsistencyCheck:
         self.checked = 0
         self.mismatches = 0
         self.first_mismatch = ""
-        self._lock = threading.Lock()  # both sides may check at once (.side_threads)
+        self._lock = threading.Lock()  # checks may come from several threads
         # first_mismatch is the first of the earliest side in ``side_order`` (the evaluation's sides), as
         # when the sides are ranked one after the other
         self._rank = {side: i for i, side in enumerate(side_order)}

@@ -11,8 +11,7 @@ It is built once with one sort of ``key * E + answer`` (a two-column sort where 
 overflow int64: :func:`unique_pairs`), so duplicate triples anywhere are harmless, and lives as
 torch tensors on the scoring device. Given the evaluation's query keys (``queries=``), only the known triples of those queries are indexed: a filter set of 10⁶
 training triples for 5,000 test queries is then one O(n) membership pass (:func:`member_positions`,
-~2-8 ms) and a sort of the few thousand matching triples, instead of a sort of all 10⁶ (~65 ms
-per side with numpy). A batch lookup
+a few ms) and a sort of the few thousand matching triples, instead of a sort of all 10⁶. A batch lookup
 (:meth:`FilterIndex.pairs`) returns flat ``(row, entity)`` pairs built with ``repeat_interleave``;
 its size is the number of known answers of the batch's queries, never ``batch x |filter triples|``.
 """
@@ -33,10 +32,10 @@ _MEMBER_TABLE = 1 << 22
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """``np.unique`` of a 1-d int array by sort + neighbour mask: same result, ~100x faster
-    than numpy 2.x's hash-based ``np.unique`` on 3e5 int64 (measured 2.5 ms vs 255 ms).
+    than numpy 2.x's hash-based ``np.unique`` on int64 arrays.
 
-    The sort is torch's: 1.5x (one thread) to 3x (two) faster than ``np.sort`` on 10⁶ int64
-    (measured 45 / 20 ms vs 65 ms); only the values matter, so stability is irrelevant.
+    The sort is torch's (faster than ``np.sort`` on int64); only the values matter, so stability is
+    irrelevant.
     """
     values = np.asarray(values)
     if values.dtype in (np.int64, np.int32):

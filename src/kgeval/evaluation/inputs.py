@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -12,12 +15,133 @@ from .._validation import check_entity_count, check_positive_int
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
 from ..triples import as_triples, check_ids, restrict_mask
-from . import known_cache
 from .batching import available_memory_bytes
+from .filter_index import FilterIndex, count_distinct_triples
 from .options import EvaluationOptions
 from .scorers import as_scorer
 
-__all__ = ["Inputs", "prepare_inputs"]
+__all__ = ["Inputs", "KnownTriples", "prepare_inputs"]
+
+
+class KnownTriples:
+    """Known true triples (the filter sets of the filtered setting), validated once, with what
+    evaluations derive from them memoised: pass the same object as ``filter_triples`` to every
+    evaluation of a loop (validation during training, hyper-parameter trials, benchmarks).
+
+    An evaluation's known triples are its evaluation triples plus these sets. For each evaluation
+    triple set (identified by its exact content) this object keeps, computed on first use:
+
+    - each side's :class:`.filter_index.FilterIndex` of the queries evaluated, per device;
+    - the number of distinct known triples (the protocol's ``num_known_triples``).
+
+    The arrays are copied once and made read-only, so what is memoised can never go stale (``copy=False``
+    for sets too large to hold twice: they are then used as given, and must not change while this
+    object is in use). Without a ``KnownTriples``, an evaluation builds the same things from scratch
+    and throws them away.
+
+    Parameters
+    ----------
+    filter_triples:
+        one ``(n, 3)`` id array (numpy, torch, or a 2-d table), a list of them, or a dict
+        ``name -> array`` (the names appear in the protocol), as :func:`kgeval.evaluation.evaluate`
+        takes them; another ``KnownTriples`` is shared as it is.
+    copy:
+        keep read-only copies of the sets (default), or use them as given.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kgeval.evaluation import FunctionScorer, KnownTriples, evaluate_ranks
+    >>> scorer = FunctionScorer(lambda h, r, t: (h + t) % 3 * 1.0, 6, num_relations=1)
+    >>> known = KnownTriples({"train": np.array([[0, 0, 1], [2, 0, 3]])})
+    >>> valid = np.array([[0, 0, 2], [4, 0, 5]])
+    >>> [int(evaluate_ranks(scorer, valid, filter_triples=known, progress=False).protocol.num_known_triples)
+    ...  for epoch in range(2)]
+    [4, 4]
+    """
+
+    #: memoised values kept per object (least recently used first out): a few evaluation sets and devices
+    MAX_ENTRIES = 8
+
+    def __init__(self, filter_triples=(), *, copy: bool = True):
+        if isinstance(filter_triples, KnownTriples):
+            self.sets = filter_triples.sets
+        else:
+            self.sets = [(name, _frozen(as_triples(name, arr, allow_empty=True)) if copy
+                          else as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
+        self._memo: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def _plain(cls, named_sets: list[tuple[str, np.ndarray]]) -> KnownTriples:
+        """One evaluation's own sets, used as they are (not copied: nothing outlives the evaluation)."""
+        out = cls.__new__(cls)
+        out.sets, out._memo, out._lock = named_sets, OrderedDict(), threading.Lock()
+        return out
+
+    def __repr__(self) -> str:
+        return "KnownTriples(" + ", ".join(f"{name}: {a.shape[0]}" for name, a in self.sets) + ")"
+
+    def __iter__(self):
+        """The sets' arrays (read-only), in order."""
+        return iter([a for _, a in self.sets])
+
+    @property
+    def num_rows(self) -> int:
+        """The number of rows of every set together (duplicates included)."""
+        return sum(int(a.shape[0]) for _, a in self.sets)
+
+    def _get(self, key, build):
+        with self._lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]
+        value = build()  # outside the lock: two threads missing the same key both build the same value
+        with self._lock:
+            self._memo[key] = value
+            while len(self._memo) > self.MAX_ENTRIES:
+                self._memo.popitem(last=False)
+        return value
+
+    def check_ids(self, num_entities: int, num_relations: int | None) -> None:
+        """Raise naming the first triple whose ids are out of range (once per ``(E, R)``)."""
+        def check():
+            for name, arr in self.sets:
+                check_ids(name, arr, num_entities, num_relations)
+            return True
+
+        if num_relations is None:
+            check()
+        else:
+            self._get(("ids", int(num_entities), int(num_relations)), check)
+
+    def index(self, evaluation: np.ndarray, side: int, keys: np.ndarray, num_entities: int, num_relations: int,
+              device) -> FilterIndex:
+        """The filter index of ``side`` over ``evaluation`` and these sets, for the query keys ``keys``."""
+        key = ("index", int(side), str(device), int(num_entities), int(num_relations), _digest(evaluation),
+               _digest(keys))
+        return self._get(key, lambda: FilterIndex(
+            [evaluation] + [a for _, a in self.sets], side=side, num_entities=num_entities,
+            num_relations=num_relations, device=device, queries=keys))
+
+    def num_distinct(self, evaluation: np.ndarray, num_entities: int, num_relations: int) -> int:
+        """The number of distinct triples of ``evaluation`` and these sets together."""
+        key = ("distinct", int(num_entities), int(num_relations), _digest(evaluation))
+        return self._get(key, lambda: count_distinct_triples(
+            [evaluation] + [a for _, a in self.sets], num_entities, num_relations))
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """A read-only int64 copy of ``arr``."""
+    out = np.array(arr, dtype=np.int64, copy=True)
+    out.flags.writeable = False
+    return out
+
+
+def _digest(arr: np.ndarray) -> bytes:
+    """An exact-content key of an int array (BLAKE2b-128 of its int64 bytes, and its shape)."""
+    a = np.ascontiguousarray(arr, dtype=np.int64)
+    return hashlib.blake2b(a.tobytes(), digest_size=16).digest() + repr(a.shape).encode()
 
 
 @dataclass
@@ -32,8 +156,9 @@ class Inputs:
     entities: np.ndarray | None  # allowed entity ids (None = all)
     relations: np.ndarray | None  # allowed relation ids (None = all)
     device: torch.device
-    #: :func:`.known_cache.fingerprint` of the known triples when the id checks computed it (else None)
-    known_fingerprint: tuple | None = None
+    #: the filter sets with what evaluations derive from them (the caller's :class:`KnownTriples`, or this
+    #: evaluation's own)
+    known_triples: KnownTriples | None = None
 
     @property
     def known_sets(self) -> list[np.ndarray]:
@@ -49,6 +174,8 @@ class Inputs:
 def _filter_sets(filter_triples) -> list[tuple[str, object]]:
     if filter_triples is None:
         return []
+    if isinstance(filter_triples, KnownTriples):
+        return list(filter_triples.sets)
     if isinstance(filter_triples, Mapping):
         return [(str(k), v) for k, v in filter_triples.items()]
     # one array: numpy, torch, or any 2-d table (a pandas DataFrame, whose iteration would give column names)
@@ -101,13 +228,19 @@ def _check_scorer(scorer, sides, sharded: bool = False) -> tuple[object, int, li
 def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> Inputs:
     """Validate the data against the scorer and the options; raise before any work starts."""
     scorer, num_entities, side_codes = _check_scorer(scorer, opts.sides, opts.distributed == "entities")
+    given = filter_triples if isinstance(filter_triples, KnownTriples) else None
     if callable(getattr(scorer, "map_triples", None)):  # labels / PyKEEN TriplesFactory -> ids
-        triples, filter_triples = scorer.map_triples(triples, filter_triples)
+        triples, filter_triples = scorer.map_triples(triples, () if given is not None else filter_triples)
     device = evaluation_device(opts, scorer)
     check_entity_count(num_entities, available_memory_bytes(), None if device.type == "cpu" else available_memory_bytes(device),
                        score_row=opts.distributed != "entities")
     tri = as_triples("triples", triples, allow_empty=False)
-    fsets = [(name, as_triples(name, arr, allow_empty=True)) for name, arr in _filter_sets(filter_triples)]
+    if given is not None:  # ids already, validated once
+        known = given
+    else:
+        known = KnownTriples._plain([(name, as_triples(name, arr, allow_empty=True))
+                                     for name, arr in _filter_sets(filter_triples)])
+    fsets = known.sets
     scorer_relations = getattr(scorer, "num_relations", None)
     if opts.num_relations is not None and scorer_relations is not None and opts.num_relations > int(scorer_relations):
         # ids up to num_relations - 1 would pass the range check and reach a scorer that has fewer
@@ -116,12 +249,8 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
             f"relation ids {int(scorer_relations)}..{opts.num_relations - 1} cannot be scored")
     num_relations = opts.num_relations if opts.num_relations is not None else scorer_relations
     rel_limit = int(num_relations) if num_relations is not None else None
-    # the id checks, with the known triples' content key (.known_cache) in the same pass where it can
-    fingerprint = known_cache.checked_fingerprint([("triples", tri)] + fsets, num_entities, rel_limit)
-    if fingerprint is None:
-        check_ids("triples", tri, num_entities, rel_limit)
-        for name, arr in fsets:
-            check_ids(name, arr, num_entities, rel_limit)
+    check_ids("triples", tri, num_entities, rel_limit)
+    known.check_ids(num_entities, rel_limit)
     if rel_limit is None:
         rel_limit = int(max([int(tri[:, 1].max())] + [int(a[:, 1].max()) for _, a in fsets if a.shape[0]])) + 1
     ents = _in_range("restrict_entities", opts.restrict_entities, num_entities, "entity")
@@ -136,7 +265,7 @@ def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> 
     if ents is not None and ents.size == num_entities:
         ents = None  # restricting to everything is no restriction
     return Inputs(scorer, num_entities, rel_limit, side_codes, tri, fsets, keep, ents, rels,
-                  device, fingerprint)
+                  device, known)
 
 
 def evaluation_device(opts: EvaluationOptions, scorer) -> torch.device:

@@ -50,7 +50,7 @@ from .context import RunContext, SideResult
 from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan
 from .filter_index import FilterIndex
 from .inputs import prepare_inputs
-from .options import EvaluationOptions
+from .options import EvaluationOptions, Tuning, as_tuning
 from .scorers import eval_mode
 from .scoring import SideScorer
 
@@ -152,10 +152,12 @@ def rank_listed(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.n
     return res
 
 
-def evaluate_candidates(scorer, triples, candidates, filter_triples,
-                        opts: EvaluationOptions) -> tuple[RankTable, EvaluationProtocol]:
+def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: EvaluationOptions,
+                        tuning: Tuning | None = None) -> tuple[RankTable, EvaluationProtocol]:
     """The rank table and protocol of the given-candidates protocol (module docstring), a torch
-    module scorer in eval mode meanwhile (:func:`.scorers.eval_mode`)."""
+    module scorer in eval mode meanwhile (:func:`.scorers.eval_mode`); ``tuning`` as in
+    :func:`.evaluator.run_evaluation`."""
+    tuning = as_tuning(tuning)
     _refuse_unsupported(opts)
     given = _given_sides(candidates)
     if opts.sides != EvaluationOptions().sides and sorted(opts.sides) != sorted(given.values()):
@@ -169,7 +171,7 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples,
             raise InvalidInputError("candidates= ranks against the given negatives only: filter_triples must be empty")
         per_side = parse_candidates(candidates, inp.triples, inp.num_entities)
         ctx = RunContext(
-            options=opts, device=inp.device, num_entities=inp.num_entities, num_relations=inp.num_relations,
+            options=opts, tuning=tuning, device=inp.device, num_entities=inp.num_entities, num_relations=inp.num_relations,
             num_columns=inp.num_entities, allowed=None, pos_map=None,
             budget=opts.memory_budget if opts.memory_budget is not None else default_memory_budget(inp.device),
             counter=Counter(opts.tie_tolerance), want_query_metrics=False,

@@ -17,7 +17,39 @@ import torch
 from .context import RunContext
 from .filter_index import FilterIndex
 
-__all__ = ["Queries", "group_by_query", "known_answers", "batch_tasks", "first_rest", "Redo", "redo_batch"]
+__all__ = ["Batch", "Queries", "group_by_query", "known_answers", "batch_tasks", "first_rest", "Redo", "redo_batch"]
+
+
+@dataclass
+class Batch:
+    """One batch of one side's tasks, as every ranking routine takes it: its query rows and its tasks
+    (sorted by query row), with the known answers to exclude."""
+
+    ent: torch.Tensor  # per query row: the given entity id (an entity shard: its embedding row)
+    rel: torch.Tensor  # per query row: the relation id
+    task_q: torch.Tensor  # per task: its query row (sorted)
+    col: torch.Tensor  # per task: its answer's candidate column (-1: on another entity shard)
+    first: torch.Tensor | None  # each query row's first task and the others (None, None: one task per row)
+    rest: torch.Tensor | None
+    known: tuple | None  # (row, column) pairs of the known answers to exclude (None: unfiltered)
+    triples: np.ndarray  # per task: its triple (for error messages)
+
+    @property
+    def num_tasks(self) -> int:
+        return int(self.task_q.shape[0])
+
+    def part(self, q0: int, q1: int, t0: int, t1: int, known) -> Batch:
+        """Query rows ``q0:q1`` with their tasks ``t0:t1`` (``known``: their pairs, rows relative to ``q0``)."""
+        tq = self.task_q[t0:t1] - q0
+        return Batch(self.ent[q0:q1], self.rel[q0:q1], tq, self.col[t0:t1], *first_rest(tq), known,
+                     self.triples[t0:t1])
+
+    def redo(self, differ: torch.Tensor) -> tuple[Batch, torch.Tensor]:
+        """The queries of the tasks ``differ`` as a batch of their own, and its tasks' positions here."""
+        r = redo_batch(self.ent.shape[0], self.task_q, differ, self.known)
+        t = r.tasks
+        return Batch(self.ent[r.queries], self.rel[r.queries], r.task_q, self.col[t], r.first, r.rest, r.known,
+                     self.triples[t.cpu().numpy()]), t
 
 
 @dataclass
@@ -81,7 +113,7 @@ def batch_tasks(qstart: np.ndarray, nt: int, dev):
 def first_rest(task_q: torch.Tensor):
     """``(first, rest)`` of sorted ``task_q`` as :meth:`Counter.rows` takes them (None, None: one task per row)."""
     nt = task_q.shape[0]
-    if task_q.device.type == "cpu":  # numpy: ~10 us where five small torch ops took ~0.1 ms (once per row group)
+    if task_q.device.type == "cpu":  # numpy: cheaper than five small torch ops (once per row group)
         a = task_q.numpy()
         change = np.empty(nt, dtype=bool)
         change[:1] = True

@@ -14,8 +14,6 @@ a copy otherwise (stride-0 ``expand`` views, slices of a larger tensor, the scor
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from .._threads import torch_threads
@@ -27,30 +25,24 @@ from .scorers import accepts_entities, accepts_keyword
 __all__ = ["SideScorer"]
 
 
-def own_prepare(obj, base: type, score: str, prepare: str, run: str):
-    """``obj.<prepare>`` when ``obj`` is a ``base`` whose ``score``, ``prepare`` and ``run`` methods
-    are ``base``'s own, else None: a subclass scoring its own way is called per slice, never bypassed
-    by queries prepared the parent's way."""
-    if not isinstance(obj, base):
+def own_prepare(obj, score: str, prepare: str, run: str):
+    """``obj.<prepare>`` when ``obj`` has callable ``score``, ``prepare`` and ``run`` methods defined by
+    one and the same class (the first in its MRO to define each), else None: duck-typed (any scorer may
+    offer prepared queries), and a subclass that overrides ``score`` alone scores its own way, per
+    slice, never bypassed by queries prepared the parent's way."""
+    if not all(callable(getattr(obj, name, None)) for name in (score, prepare, run)):
         return None
-    if any(getattr(type(obj), name) is not getattr(base, name) for name in (score, prepare, run)):
-        return None
-    return getattr(obj, prepare)
+    owners = {next((k for k in type(obj).__mro__ if name in vars(k)), None) for name in (score, prepare, run)}
+    return getattr(obj, prepare) if len(owners) == 1 and None not in owners else None
 
 
 def _prepare_method(scorer, side: int):
-    """``scorer.prepare_heads`` / ``prepare_tails`` of a built-in model (see :func:`own_prepare`)."""
-    from ..models.base import Model
-
+    """``scorer.prepare_heads`` / ``prepare_tails`` (see :func:`own_prepare`), or None."""
     kind = "heads" if side == SIDE_HEAD else "tails"
-    return own_prepare(scorer, Model, f"score_{kind}", f"prepare_{kind}", "score_prepared")
+    return own_prepare(scorer, f"score_{kind}", f"prepare_{kind}", "score_prepared")
 
 
 _WIDEN = (torch.float16, torch.bfloat16)
-
-#: a batch preparation estimated slower than this on one thread (seconds) keeps the caller's threads
-_HEAVY_PREPARE = 2e-3
-_PROBE_ROWS = 256  # ... estimated from this many queries, once per side scorer (SideScorer.prepared)
 
 
 def _tensors_of(obj, depth: int = 2):
@@ -75,12 +67,6 @@ class SideScorer:
     """Scores of one side's queries ``(ent, rel)``: ``ent`` is the head for tail prediction and
     the tail for head prediction."""
 
-    #: queries are entity ids and a built-in model's prepared queries take candidate ids: chunked
-    #: ranking may predict the true scores (:mod:`.predicted`); an entity shard's side does not
-    predicts_true = True
-    _predictable: bool | None = None  # see .predicted.predictable (asked once per side scorer)
-    _prepare_row_s: float | None = None  # see prepared: one-thread preparation seconds per query (probed)
-
     def __init__(self, scorer, side: int, *, num_entities: int, device: torch.device,
                  allowed: torch.Tensor | None, threads: int | None):
         self.scorer = scorer
@@ -104,8 +90,10 @@ class SideScorer:
         #: on the CPU a scorer taking ``out=`` writes each score block into one reused buffer
         self.accepts_out = device.type == "cpu" and accepts_keyword(self.method, "out")
         self._blocks: list[torch.Tensor | None] = []  # one per concurrent chunk walker (slot)
-        #: a built-in model's prepare_heads / prepare_tails (queries built once per batch), or None
+        #: the scorer's prepare_heads / prepare_tails (queries built once per batch), or None
         self.prepare = _prepare_method(scorer, side)
+        #: the scorer declares its preparation light (``light_prepare``): walkers may run it on one thread
+        self.light_prepare = getattr(scorer, "light_prepare", False) is True
 
     def _call(self, method, ent, rel, *args, **kw):
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
@@ -129,7 +117,7 @@ class SideScorer:
 
         A block is overwritten by the next :meth:`rows` / :meth:`chunk` call of the same slot: callers
         use a block's scores before asking for the next (every score kept beyond that is indexed out,
-        i.e. copied). Concurrent walkers (:func:`.full.count_chunks`, :func:`.full._rank_row_groups`) use one
+        i.e. copied). Concurrent walkers (:mod:`.executor`: chunk walks and row groups) use one
         slot each.
         """
         if not self.accepts_out:
@@ -160,33 +148,19 @@ class SideScorer:
         return out if self.allowed is None else out.index_select(1, self.allowed)
 
     def prepared(self, ent: torch.Tensor, rel: torch.Tensor, walkers: int = 1):
-        """This batch's queries prepared once (:meth:`kgeval.models.Model.prepare_tails`) for
-        :meth:`chunk` / :meth:`tiles` / :meth:`rows`, or None when the scorer has no such method.
+        """This batch's queries prepared once (the scorer's ``prepare_tails`` / ``prepare_heads``) for
+        :meth:`chunk` / :meth:`tiles` / :meth:`rows`, or None when the scorer has no such methods.
         ``prepared.rows(a, b)``: the queries ``a:b`` of them (:class:`kgeval.models.base.PreparedQueries`).
 
-        ``walkers > 1``: the batch is then scored by that many one-thread walkers, and a light
-        preparation (DistMult's ``h * r``) runs on one thread too. After a parallel region, GNU
-        OpenMP's worker spins for a while (``GOMP_SPINCOUNT``) on a core the walkers need: measured
-        at 10^4 entities, dim 64, 2 cores, the evaluation took 110-113 ms with two-thread
-        preparations vs 99-102 ms with one (10^5: 833 vs 804 ms). Whether a preparation is light is
-        probed once per side, on up to ``_PROBE_ROWS`` queries on one thread: a batch estimated at
-        more than ``_HEAVY_PREPARE`` seconds (TuckER's core-tensor products: 234 vs 211 ms on two
-        threads) keeps the caller's threads."""
+        ``walkers > 1``: the batch is then scored by that many one-thread walkers, and a preparation the
+        scorer declares light (``light_prepare``, e.g. DistMult's ``h * r``) runs on one thread too: after
+        a parallel region GNU OpenMP's worker spins for a while on a core the walkers need. A heavy one
+        (TuckER's core-tensor products) keeps the caller's threads."""
         if self.prepare is None:
             return None
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
-        if walkers > 1 and (self.threads or 0) != 1:
-            n = int(ent.shape[0])
-            if self._prepare_row_s is None:
-                k = min(n, _PROBE_ROWS)
-                t0 = time.perf_counter()
-                with torch_threads(1):
-                    self.prepare(*(x[:k] for x in q))
-                self._prepare_row_s = (time.perf_counter() - t0) / max(1, k)
-            if self._prepare_row_s * n <= _HEAVY_PREPARE:
-                with torch_threads(1):
-                    return self.prepare(*q)
-        with torch_threads(self.threads):
+        threads = 1 if walkers > 1 and self.light_prepare else self.threads
+        with torch_threads(threads):
             return self.prepare(*q)
 
     def chunk(self, ent: torch.Tensor, rel: torch.Tensor, c0: int, c1: int, slot: int = 0,

@@ -43,9 +43,9 @@ from ..ranks import SIDE_HEAD, SIDE_TAIL
 from .batching import auto_batch
 from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
-from .full import (CPU_BLOCK, tile_width, answer_scores, chunk_true_scores, count_block, count_chunks, count_tiles,
-                   nondeterministic, plan_batches, tile_scores)
-from .querybatch import batch_tasks, group_by_query, known_answers, redo_batch
+from .blocks import count_block, count_chunks, count_tiles
+from .full import answer_scores, chunk_true_scores, nondeterministic, plan_batches, tile_scores, tile_width
+from .querybatch import Batch, batch_tasks, group_by_query, known_answers
 from .scorers import accepts_keyword
 from .scoring import SideScorer, own_prepare
 
@@ -55,10 +55,8 @@ __all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
 def _prepare_from(shard, side: int):
     """``shard.prepare_heads_from`` / ``prepare_tails_from`` of a kgeval :class:`EntityShard` (see
     :func:`.scoring.own_prepare`; a user's shard is called per slice)."""
-    from ..models.shard import EntityShard
-
     kind = "heads" if side == SIDE_HEAD else "tails"
-    return own_prepare(shard, EntityShard, f"score_{kind}_from", f"prepare_{kind}_from", "score_prepared_from")
+    return own_prepare(shard, f"score_{kind}_from", f"prepare_{kind}_from", "score_prepared_from")
 
 
 def _int_of(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
@@ -79,11 +77,9 @@ class ShardSideScorer(SideScorer):
     global candidate columns (the allowed ids are sorted, so they are contiguous).
     """
 
-    #: queries are entity rows from other ranks, and pass 1 runs here (:func:`rank_full_sharded`)
-    predicts_true = False
-
-    def __init__(self, shard, side: int, *, num_entities: int, device: torch.device, allowed, threads,
-                 lo: int, hi: int, width: int, row_dtype: torch.dtype):
+    def __init__(self, shard, side: int, *, num_entities: int, device: torch.device, allowed, threads, layout: tuple):
+        """``layout``: ``(lo, hi, row width, row dtype)`` of this rank's entity shard (``RunContext.shard``)."""
+        lo, hi, width, row_dtype = layout
         self.scorer = shard
         self.side = side
         self.num_entities = num_entities
@@ -108,6 +104,7 @@ class ShardSideScorer(SideScorer):
         self.accepts_out, self._blocks = device.type == "cpu" and accepts_keyword(self.method, "out"), []
         #: the shard's prepare_heads_from / prepare_tails_from (queries built once per batch), or None
         self.prepare = _prepare_from(shard, side)
+        self.light_prepare = getattr(shard, "light_prepare", False) is True
 
     def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
         """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
@@ -183,7 +180,10 @@ class _Alone:
 def _plan_local(ctx: RunContext, sc: ShardSideScorer, n_tasks: int) -> tuple[int, int | None]:
     """``(this rank's batch size, local chunk width or None)``: :func:`.full.plan_batches` on the local
     columns (a whole-row call returns the local columns only)."""
-    return plan_batches(ctx, sc, n_tasks, row_cols=sc.num_local, split_rows=False)
+    batch, width = plan_batches(ctx, sc, n_tasks, row_cols=sc.num_local, split_rows=False)
+    if width is not None:
+        ctx.note_chunk(width)
+    return batch, width
 
 
 def rank_full_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
@@ -200,19 +200,21 @@ def rank_full_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eva
     def step(a0: int, a1: int) -> None:
         q0 = int(np.searchsorted(queries.task_end, a0, side="right"))
         q1 = int(np.searchsorted(queries.task_end, a1, side="right"))
-        better, tied, ncand = _rank_batch(ctx, sc, queries, q0, q1, a0, a1, index, width, flags)
+        better, tied, ncand = _rank_batch(ctx, sc, queries, (q0, q1, a0, a1), index, width, flags)
         res.add(queries.triple_index[a0:a1], better, tied, ncand)
 
     plan.run_batches(sub.shape[0], batch_size, step, bar, ends=queries.task_end)
     return res
 
 
-def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width, flags: bool):
-    """``(better, tied, num_candidates)`` of the tasks ``a0:a1`` (queries ``q0:q1``); ``width``: this
+def _rank_batch(ctx, sc: ShardSideScorer, queries, span: tuple, index, width, flags: bool):
+    """``(better, tied, num_candidates)`` of the tasks ``a0:a1`` (queries ``q0:q1``: ``span``); ``width``: this
     rank's chunk width or None; ``flags``: some rank chunks, so phase C carries the re-rank flags."""
+    q0, q1, a0, a1 = span
     dev, nq, nt, plan = ctx.device, q1 - q0, a1 - a0, ctx.dist
     st = {}
     tile = tile_width(ctx, sc) if width is None and sc.num_local else None
+    wire, ints = _int_of(sc.row_dtype)
 
     def phase_a():
         task_q, st["first"], st["rest"] = batch_tasks(queries.qstart[q0:q1] - a0, nt, dev)
@@ -228,13 +230,12 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width,
             local = (cols >= sc.c_lo) & (cols < sc.c_hi)  # filtered answers are excluded where they live
             st["known"] = (rows[local], cols[local] - sc.c_lo)
         st["ncand"] = ncand
-        wire, ints = _int_of(sc.row_dtype)
         return _to_bits(sc.query_rows(queries.ent[q0:q1]), wire, ints)
 
-    wire, ints = _int_of(sc.row_dtype)
     qrows = plan.reduce(phase_a, (nq, sc.width), ints).view(wire).to(device=dev, dtype=sc.row_dtype)
     rel = queries.rel[q0:q1]
     triples = queries.triples[a0:a1]
+    st["qrows"], st["rel"], st["triples"] = qrows, rel, triples
 
     def phase_b():
         task_q, lcol = st["task_q"], st["lcol"]
@@ -249,40 +250,38 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width,
             st["scores"] = scores
             true[mine] = scores[task_q[mine], lcol[mine]].double()
         elif mine.numel():  # pass 1: the batch against this rank's answer columns only
-            true[mine] = answer_scores(sc, qrows, rel, task_q[mine], lcol[mine]).double()
+            true[mine] = answer_scores(sc, qrows, rel, task_q[mine], lcol[mine], ctx.tuning.min_true_columns).double()
         return true.view(torch.int64)
 
     true64 = plan.reduce(phase_b, (nt,), torch.int64).view(torch.float64).to(dev)
 
-    def phase_c():
-        task_q, first, rest, known = st["task_q"], st["first"], st["rest"], st["known"]
+    def phase_c():  # this rank's view of the batch: its local answer columns and known answers
+        b = Batch(qrows, rel, st["task_q"], st["lcol"], st["first"], st["rest"], st["known"], triples)
+        redo = torch.zeros(nt if flags else 0, dtype=torch.long, device=dev)
         if width is None and tile is not None:
             tiles = st.pop("tiles")
             true = true64.to(tiles[0].dtype)
-            better, tied = count_tiles(ctx, sc, tiles, tile, true, task_q, first, rest, known, triples)
-            redo = torch.zeros(nt if flags else 0, dtype=torch.long, device=dev)
+            better, tied = count_tiles(ctx, sc, tiles, tile, true, b)
         elif width is None:
             scores = st.pop("scores")
             true = true64.to(scores.dtype)
-            better, tied = count_block(ctx, sc, scores, true, task_q, first, rest, known, triples)
-            redo = torch.zeros(nt if flags else 0, dtype=torch.long, device=dev)
+            better, tied = count_block(ctx, sc, scores, true, b)
         else:  # pass 2: count chunk by chunk, verify this rank's answers against pass 1
             true = true64.to(sc.score_dtype(qrows, rel))
-            better, tied, differ = count_chunks(ctx, sc, qrows, rel, task_q, st["lcol"], first, rest, known,
-                                                 triples, width, true, verify=True)
+            better, tied, differ = count_chunks(ctx, sc, b, width, true, verify=True)
             redo = torch.zeros(nt, dtype=torch.long, device=dev)
             if differ is not None:
                 redo[differ] = 1
         st["true"] = true
         if ctx.consistency is not None:  # within a tolerance: a pass-1 value that is re-ranked does as well
-            _check(ctx, sc, qrows, queries, q0, q1, a0, a1, st, true, triples)
+            _check(ctx, sc, queries, span, st, true)
         return torch.cat([better.to(dev), tied.to(dev), redo])
 
     counts = plan.reduce(phase_c, ((3 if flags else 2) * nt,), torch.int64).to(dev)
     better, tied = counts[:nt].clone(), counts[nt:2 * nt].clone()
     if flags and bool((counts[2 * nt:] > 0).any()):  # the same decision on every rank
-        _rerank(ctx, sc, qrows, rel, triples, width or max(1, sc.num_local), (counts[2 * nt:] > 0).nonzero().view(-1),
-                st, true64, better, tied)
+        _rerank(ctx, sc, st, width or max(1, sc.num_local), (counts[2 * nt:] > 0).nonzero().view(-1),
+                true64, (better, tied))
     true = true64.to(st["true"].dtype)
     if index is None:
         tied = tied - 1  # the true answer ties with itself (on the rank that owns it)
@@ -290,37 +289,34 @@ def _rank_batch(ctx, sc: ShardSideScorer, queries, q0, q1, a0, a1, index, width,
     return better, tied, st["ncand"]
 
 
-def _rerank(ctx, sc: ShardSideScorer, qrows, rel, triples, width, differ, st, true64, better, tied) -> None:
+def _rerank(ctx, sc: ShardSideScorer, st: dict, width, differ, true64, counts: tuple) -> None:
     """The queries of the tasks flagged in phase C, ranked again on their own (:func:`.full._rank_chunks_exact`
     on the local columns; a rank scoring whole rows passes ``width = #local``): the owner reads the
     true scores from whole chunks of this sub-batch, every rank counts against them. Writes
-    ``true64``, ``better``, ``tied`` of those tasks in place."""
-    plan, dev, nq = ctx.dist, ctx.device, qrows.shape[0]
+    ``true64`` and the ``counts`` ``(better, tied)`` of those tasks in place."""
+    plan, dev = ctx.dist, ctx.device
+    better, tied = counts
     # every rank holds the same flags, hence the same queries and tasks to redo
-    tasks = redo_batch(nq, st["task_q"], differ, None).tasks
+    whole = Batch(st["qrows"], st["rel"], st["task_q"], st["lcol"], st["first"], st["rest"], st["known"],
+                  st["triples"])
+    r, tasks = whole.redo(differ)
     n_tasks = int(tasks.numel())
     redo = {}
 
     def phase_b():
-        r = redo_batch(nq, st["task_q"], differ, st["known"])
-        redo["r"] = r
-        ctx.chunk_redone_queries += int(r.queries.numel())
+        ctx.chunk_redone_queries += int(r.ent.shape[0])
         # the owner reads the true scores from the very calls it counts with in phase C (one walker,
         # the same prepared queries: see .full._rank_chunks_exact)
-        redo["prepared"] = sc.prepared(qrows[r.queries], rel[r.queries])
-        true = chunk_true_scores(sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][r.tasks], width,
-                                 prepared=redo["prepared"])
-        mine = st["lcol"][r.tasks] >= 0
+        redo["prepared"] = sc.prepared(r.ent, r.rel)
+        true = chunk_true_scores(sc, r.ent, r.rel, r.task_q, r.col, width, prepared=redo["prepared"])
+        mine = r.col >= 0
         return torch.where(mine, true.double(), torch.zeros_like(true, dtype=torch.float64)).view(torch.int64)
 
     true_r = plan.reduce(phase_b, (n_tasks,), torch.int64).view(torch.float64).to(dev)
 
     def phase_c():
-        r = redo["r"]
-        t = r.tasks
-        b, tt, differ = count_chunks(ctx, sc, qrows[r.queries], rel[r.queries], r.task_q, st["lcol"][t], r.first,
-                                     r.rest, r.known, triples[t.cpu().numpy()], width, true_r.to(st["true"].dtype),
-                                     verify=True, prepared=redo["prepared"], workers=1)
+        b, tt, differ = count_chunks(ctx, sc, r, width, true_r.to(st["true"].dtype), verify=True,
+                                     prepared=redo["prepared"], workers=1)
         if differ is not None:  # the owner's identical calls disagreed (every rank ends with this error)
             raise nondeterministic(sc, differ.numel())
         return torch.cat([b.to(dev), tt.to(dev)])
@@ -330,8 +326,10 @@ def _rerank(ctx, sc: ShardSideScorer, qrows, rel, triples, width, differ, st, tr
     true64[tasks] = true_r
 
 
-def _check(ctx, sc, qrows, queries, q0, q1, a0, a1, st, true, triples) -> None:
+def _check(ctx, sc, queries, span: tuple, st: dict, true) -> None:
     """The consistency check of the batch's first and last task, on the rank owning each answer."""
+    q0, q1, a0, a1 = span
+    qrows, triples = st["qrows"], st["triples"]
     nt = a1 - a0
     picks = [j for j in sorted({0, nt - 1}) if int(st["lcol"][j]) >= 0]
     if not picks:
@@ -345,7 +343,7 @@ def _check(ctx, sc, qrows, queries, q0, q1, a0, a1, st, true, triples) -> None:
 def _sampled_batch(ctx: RunContext, sc: ShardSideScorer, n: int, k: int) -> int:
     """This rank's batch of sampled tasks: a batch of ``b`` scores ``b x min(#local, b (k + 1))``
     entries at most (the union of its local candidates), so ``b = sqrt(block / (k + 1))`` with
-    ``block`` the entries the budget holds (on the CPU at most ``full.CPU_BLOCK``), and never
+    ``block`` the entries the budget holds (on the CPU at most ``Tuning.cpu_block``), and never
     fewer rows than whole local rows would allow."""
     if ctx.options.batch_size:
         return int(ctx.options.batch_size)
@@ -353,7 +351,7 @@ def _sampled_batch(ctx: RunContext, sc: ShardSideScorer, n: int, k: int) -> int:
     whole = auto_batch(ctx.budget, max(1, sc.num_local), n, extra=extra)
     block = ctx.budget // int(3 * 4 + 2 + extra + 1)
     if ctx.device.type == "cpu":
-        block = min(block, CPU_BLOCK)
+        block = min(block, ctx.tuning.cpu_block)
     return int(max(whole, min(n, math.isqrt(max(1, block // (k + 1))))))
 
 

@@ -107,12 +107,10 @@ class PreparedQueries:
     ``fn(candidates, out, *tensors)``; row ``i`` of every tensor belongs to query ``i``, so
     :meth:`rows` gives a range of the queries prepared without preparing anything again."""
 
-    __slots__ = ("_fn", "_tensors", "_rows_of")
+    __slots__ = ("_fn", "_tensors")
 
-    def __init__(self, fn: Callable, *tensors: torch.Tensor, rows_of: Callable | None = None):
+    def __init__(self, fn: Callable, *tensors: torch.Tensor):
         self._fn, self._tensors = fn, tensors
-        #: candidates -> candidate rows ``C`` when the scores are ``matmul_into(tensors[0], C)``, else None
-        self._rows_of = rows_of if rows_of is not None else ((lambda cand: cand) if fn is _product else None)
 
     def __call__(self, candidates, out: torch.Tensor | None = None) -> torch.Tensor:
         return self._fn(candidates, out, *self._tensors)
@@ -120,22 +118,12 @@ class PreparedQueries:
     def rows(self, a: int, b: int) -> "PreparedQueries":
         """The queries ``a:b`` (views of these rows: the same query numbers; their scores are those
         rows of the whole batch's up to the product's rounding, which may depend on the row count)."""
-        return PreparedQueries(self._fn, *(t[a:b] for t in self._tensors), rows_of=self._rows_of)
+        return PreparedQueries(self._fn, *(t[a:b] for t in self._tensors))
 
     def on(self, candidates_of: Callable) -> "PreparedQueries":
         """These queries scored against ``candidates_of(candidates)`` (e.g. the rows of candidate ids)."""
-        fn, inner = self._fn, self._rows_of
-        rows_of = None if inner is None else (lambda cand: inner(candidates_of(cand)))
-        return PreparedQueries(lambda cand, out, *ts: fn(candidates_of(cand), out, *ts), *self._tensors,
-                               rows_of=rows_of)
-
-    def product(self, candidates) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """``(q, C)`` when these queries' scores against ``candidates`` are the product ``q @ C.T``
-        (:func:`matmul_into`: a product model's prepared queries, e.g. DistMult's ``q = h * r``), else
-        None. The evaluator predicts single scores from it (:mod:`kgeval.evaluation.predicted`)."""
-        if self._rows_of is None:
-            return None
-        return self._tensors[0], self._rows_of(candidates)
+        fn = self._fn
+        return PreparedQueries(lambda cand, out, *ts: fn(candidates_of(cand), out, *ts), *self._tensors)
 
 
 def _product(cand_rows: torch.Tensor, out, q: torch.Tensor) -> torch.Tensor:
@@ -178,6 +166,10 @@ class Model(nn.Module):
     name: ClassVar[str] = ""
     #: whether 1-to-all scoring is a cheap matmul (sLCWA then gathers negatives from it)
     one_to_all_is_cheap: ClassVar[bool] = True
+    #: scorer capability: preparing a batch of queries (:meth:`prepare_tails`) is light (an elementwise
+    #: product or a gather), so the evaluator's walkers may run it on one thread; a model whose
+    #: preparation is a heavy product (TuckER's core tensor) sets False and keeps the caller's threads
+    light_prepare: ClassVar[bool] = True
 
     def __init__(self, num_entities: int, num_relations: int, *, dim: int, inverse_relations: bool = False):
         super().__init__()

@@ -98,6 +98,11 @@ class EntityShard(nn.Module):
         """As :attr:`Model.concurrent_scoring` of the local model."""
         return not self.local.training
 
+    @property
+    def light_prepare(self) -> bool:
+        """As :attr:`Model.light_prepare` of the local model."""
+        return bool(getattr(self.local, "light_prepare", False))
+
     def score_tails_from(self, head_rows: torch.Tensor, relations, entities=None, out=None) -> torch.Tensor:
         """Scores of ``(h_i, r_i, e)``, ``h_i`` given by its entity row, for the local entities ``e``
         (``out``: a block the scores may be written into, as in :meth:`Model.score_tails`)."""

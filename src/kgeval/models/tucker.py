@@ -28,6 +28,8 @@ class TuckER(Model):
     """
 
     name = "tucker"
+    #: preparing queries is a product with the core tensor: run it on the caller's threads
+    light_prepare = False
 
     def __init__(self, num_entities, num_relations, *, dim=200, inverse_relations=False, relation_dim=None,
                  input_dropout=0.2, hidden_dropout1=0.4, hidden_dropout2=0.5, batch_norm=True):

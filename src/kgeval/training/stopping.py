@@ -51,6 +51,7 @@ class EarlyStopper:
             raise InvalidInputError(f"relative_delta must be in [0, 1), got {relative_delta!r}")
         self.evaluation_triples = evaluation_triples
         self.filter_triples = filter_triples
+        self._known = None  # the filter sets as one KnownTriples, built at the first evaluation (kgeval's evaluate)
         self.metric = metric
         self.frequency = frequency
         self.patience = patience
@@ -93,15 +94,23 @@ class EarlyStopper:
             else value < self.best_metric * (1.0 + self.relative_delta)
 
     def _compute(self, model) -> float:
-        fn = self.evaluate_fn
+        fn, filters = self.evaluate_fn, self.filter_triples
         if fn is None:
-            from ..evaluation import evaluate as fn  # lazy: the evaluator is a heavier import
+            # lazy: the evaluator is a heavier import. Repeated evaluations of the same filter sets: their
+            # filter indexes and distinct count are built once (KnownTriples) and the compiled counting
+            # kernel is loaded once up front (ranks are the same either way)
+            from ..evaluation import KnownTriples, evaluate as fn, warm_kernel
+
+            if self._known is None:
+                self._known = KnownTriples(filters if filters is not None else ())
+                warm_kernel()
+            filters = self._known
         extra = {} if self.options is None else {"options": self.options}
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad():
-                result = fn(model, self.evaluation_triples, filter_triples=self.filter_triples, progress=False,
+                result = fn(model, self.evaluation_triples, filter_triples=filters, progress=False,
                             **extra, **self.evaluate_kwargs)
         finally:
             model.train(was_training)

@@ -93,7 +93,7 @@ def validation_filter_sets(dataset) -> dict[str, np.ndarray]:
 
 def evaluate_model(model, dataset, *, split: str = "test", filter_validation_when_testing: bool = True,
                    evaluation_relation_whitelist=None, evaluation_entity_whitelist=None, progress: bool = False,
-                   drop_unseen: bool | None = None, **evaluate_kwargs):
+                   drop_unseen: bool | None = None, known=None, **evaluate_kwargs):
     """Evaluate ``model`` on one split of ``dataset`` with the pipeline's filtering rules.
 
     ``split="test"``: filter training + validation + test (or training + test);
@@ -101,6 +101,8 @@ def evaluate_model(model, dataset, *, split: str = "test", filter_validation_whe
     ``drop_unseen``: drop the split's triples with an entity or relation unseen in training (None:
     as the dataset was loaded, i.e. dropped already by ``get_dataset(..., drop_unseen=True)``, else
     kept). Either way ``results.protocol["unseen"]`` says how many there are.
+    ``known``: a :class:`~kgeval.evaluation.KnownTriples` of those filter sets, built once by a caller
+    that evaluates the same split repeatedly (its filter indexes are then reused).
     Returns :class:`~kgeval.Results`.
     """
     import torch
@@ -126,6 +128,8 @@ def evaluate_model(model, dataset, *, split: str = "test", filter_validation_whe
         raise InvalidInputError(f"dataset {dataset.name!r} was loaded with drop_unseen=True: its {split} split has no "
                                 "unseen triples left to keep (the model has no entities for them)")
     drop = bool(drop_unseen) and not already
+    if known is not None:
+        filters = known
     model.eval()
     with torch.no_grad():
         results = evaluate(model, dataset.split(split_name), filter_triples=filters, restrict_entities=ent,

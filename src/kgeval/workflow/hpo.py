@@ -692,12 +692,13 @@ def _check_config(base: PipelineConfig, values: Mapping[str, Any], what: str) ->
         raise InvalidInputError(f"{what}: {exc}") from None
 
 
-def _validation_results(model, ds, config: PipelineConfig):
-    """``model`` evaluated on the validation split as every trial is (restriction and evaluation options)."""
+def _validation_results(model, ds, config: PipelineConfig, known=None):
+    """``model`` evaluated on the validation split as every trial is (restriction and evaluation options;
+    ``known``: the validation filter sets as a :class:`~kgeval.evaluation.KnownTriples`, built once)."""
     rel, ent = config.restriction.relations, config.restriction.entities
     return evaluate_model(model, ds, split="valid", evaluation_relation_whitelist=None if rel is None else list(rel),
                           evaluation_entity_whitelist=None if ent is None else list(ent), progress=False,
-                          options=config.evaluation.options)
+                          options=config.evaluation.options, known=known)
 
 
 def _refuse_constant_metric(metric: str) -> None:
@@ -761,6 +762,7 @@ class _Objective:
     def __init__(self, ds, base: PipelineConfig, space, metric: str, frequency: int | None):
         self.ds, self.base, self.space, self.metric, self.frequency = ds, base, space, metric, frequency
         self.current: tuple[int, dict] | None = None  # (trial number, values) of the trial running now
+        self.known = None  # the validation filter sets as one KnownTriples, shared by every trial's reports
 
     def __call__(self, trial) -> float:
         optuna = _optuna()
@@ -776,8 +778,15 @@ class _Objective:
             if epoch % frequency or epoch == epochs:
                 return
             was_training = kge.training
+            if self.known is None:
+                from ..evaluation import KnownTriples, warm_kernel
+
+                from .evaluation import validation_filter_sets
+
+                self.known = KnownTriples(validation_filter_sets(self.ds))
+                warm_kernel()  # every report evaluates: load the counting kernel once
             try:
-                res = _validation_results(kge, self.ds, config)
+                res = _validation_results(kge, self.ds, config, self.known)
             finally:
                 kge.train(was_training)
             trial.report(float(res.get_metric(self.metric)), epoch)
