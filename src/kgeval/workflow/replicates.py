@@ -106,34 +106,83 @@ class ReplicatesResult:
     def save(self, directory, *, overwrite: bool = False) -> Path:
         """Each run into ``directory/seed<seed>`` and the summary into ``directory/replicates.json``, all
         at once: the set is written beside ``directory`` and moved into place when complete (a failure
-        used to leave ``seed42/`` without ``seed43/`` or ``replicates.json``)."""
-        import shutil
-        import tempfile
-
-        from .._json import current_umask
-        from .runs import _commit, check_output
+        used to leave ``seed42/`` without ``seed43/`` or ``replicates.json``). To keep each run as soon
+        as it is trained, give ``output`` to :func:`run_replicates` instead."""
+        from .runs import _commit, check_output, staging_directory
 
         target = check_output(directory, overwrite=overwrite)
         existed = target.exists()
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
-            os.chmod(tmp, 0o777 & ~current_umask())
+        with staging_directory(target) as tmp:
             for seed, run in zip(self.seeds, self.runs):
                 run.save(tmp / f"seed{seed}")
-            write_json(tmp / REPLICATES_FILE, self.to_json())
+            _write_summary(self, tmp, target)
             return _commit(tmp, target, existed=existed, overwrite=overwrite)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
 
 
-def run_replicates(config, num_replicates: int, **kwargs) -> ReplicatesResult:
-    """Run ``pipeline(config.replace(seed=s), **kwargs)`` for each seed of :func:`replicate_seeds`."""
+def _write_summary(result: ReplicatesResult, directory: Path, target: Path) -> None:
+    from .runs import save_failure
+
+    try:
+        write_json(directory / REPLICATES_FILE, result.to_json())
+    except OSError as exc:
+        raise save_failure(target / REPLICATES_FILE, exc, "the replicate summary") from exc
+
+
+class ReplicateSaveError(KGEvalError):
+    """A replicate could not be saved by :func:`run_replicates`; the replicates before it are saved.
+
+    ``runs``: the runs trained so far (the last one is the one not saved), ``seeds``: their seeds.
+    """
+
+    def __init__(self, message: str, runs: list, seeds: list[int]):
+        super().__init__(message)
+        self.runs, self.seeds = runs, seeds
+
+
+def run_replicates(config, num_replicates: int, *, output=None, on_run=None, **kwargs) -> ReplicatesResult:
+    """Run ``pipeline(config.replace(seed=s), **kwargs)`` for each seed of :func:`replicate_seeds`.
+
+    ``on_run(seed, run)`` is called as each run finishes (before it is saved). ``output``: a directory
+    (absent or empty) that receives each run in ``output/seed<s>`` as soon as it is trained and
+    ``replicates.json`` after the last, so a failure (a full disk) loses no replicate already saved.
+    A run that cannot be saved stops the set with :class:`ReplicateSaveError` (the file and reason named).
+    """
     from .pipeline import pipeline
+    from .runs import check_output, save_run
 
     seeds = replicate_seeds(config.seed, num_replicates)
-    return ReplicatesResult([pipeline(config.replace(seed=s), **kwargs) for s in seeds], seeds)
+    target = None if output is None else check_output(output)
+    runs = []
+    for s in seeds:
+        runs.append(pipeline(config.replace(seed=s), **kwargs))
+        if on_run is not None:
+            on_run(s, runs[-1])
+        if target is None:
+            continue
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            save_run(runs[-1], target / f"seed{s}")
+        except (OSError, KGEvalError) as exc:
+            raise ReplicateSaveError(_lost_replicate(exc, target, seeds, len(runs)), runs, seeds[:len(runs)]) from exc
+    result = ReplicatesResult(runs, seeds)
+    if target is not None:
+        _write_summary(result, target, target)
+    return result
+
+
+def _lost_replicate(exc: Exception, target: Path, seeds: list[int], trained: int) -> str:
+    """One line: why replicate ``trained - 1`` was not saved, which are saved and which were not run."""
+    from .._json import os_cause
+
+    seed = seeds[trained - 1]
+    why = str(exc) if isinstance(exc, KGEvalError) else f"cannot save {target / f'seed{seed}'}: {os_cause(exc)}"
+    done, rest = seeds[:trained - 1], seeds[trained:]
+    kept = ("no replicate was saved" if not done else f"seed {done[0]} is saved in {target}" if len(done) == 1
+            else f"seeds {', '.join(map(str, done))} are saved in {target}")
+    not_run = ("" if not rest else f"; seed {rest[0]} was not run" if len(rest) == 1
+               else f"; seeds {rest[0]}..{rest[-1]} were not run")
+    return f"{why}; {kept}{not_run}"
 
 
 def load_replicates(directory: str | os.PathLike) -> list[Path]:
