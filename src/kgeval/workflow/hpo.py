@@ -212,7 +212,7 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
     """
     from .._json import read_json
     from .runs import OutputDirectoryError
-    from .study import in_memory_sqlite
+    from .study import display_url, in_memory_sqlite
 
     if overwrite:
         return
@@ -232,6 +232,7 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
     if not isinstance(saved, dict):
         saved = {}
     name, storage = saved.get("study_name"), saved.get("storage")
+    storage = display_url(storage)  # a file of an older kgeval may hold a ?password= it did not mask
     held = _describe_saved(name, storage)
     this = f"this search (study {study_name!r} in {shown_storage})"
     if name != study_name or not _same_storage(storage, shown_storage):
@@ -804,6 +805,8 @@ def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeou
               overwrite: bool = False) -> None:
     """Run the trials; turn a failing trial into one clear :class:`TrialError` and Ctrl-C into
     :class:`HPOInterrupted`, saving what exists first."""
+    from .study import redact
+
     try:
         result.study.optimize(objective, n_trials=n_trials, timeout=timeout, catch=(), gc_after_trial=False)
     except KeyboardInterrupt:
@@ -819,8 +822,8 @@ def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeou
         what = "the search" if number is None else \
             f"trial {number} ({', '.join(f'{k}={v!r}' for k, v in values.items())})"
         text = str(exc).strip().splitlines()
-        detail = (text[0] if text else "") if isinstance(exc, KGEvalError) else \
-            f"{type(exc).__name__}: {text[0] if text else ''}"
+        detail = redact((text[0] if text else "") if isinstance(exc, KGEvalError) else
+                        f"{type(exc).__name__}: {text[0] if text else ''}", result.storage)
         raise TrialError(f"{what} failed: {detail}; finished trials are kept in {result.shown_storage}; "
                          f"{result.resume_hint()}") from exc
     if not any(t.state.name == "COMPLETE" for t in result.study.trials):

@@ -19,8 +19,9 @@
 - **Server storages** (PostgreSQL, MySQL; :func:`check_storage`): workers on several machines
   share one study through a database server. Before anything else the server is reached once
   with a short connect timeout, so an unreachable URL or a missing driver is one named error
-  instead of a retry loop and a SQLAlchemy traceback; passwords in URLs are masked
-  (:func:`display_url`) wherever kgeval prints or saves a storage URL.
+  instead of a retry loop and a SQLAlchemy traceback; credentials in URLs (``user:password@``, ``?password=``
+  and every other form a driver reads, :func:`display_url`) are masked wherever kgeval prints or saves a
+  storage URL, and in the database errors it passes on (:func:`redact`).
 """
 
 from __future__ import annotations
@@ -127,9 +128,85 @@ class StorageError(InvalidInputError):
     """The Optuna storage URL cannot be used: malformed, its driver is missing, or the server is unreachable."""
 
 
+#: query parameters that carry a credential: password (libpq, psycopg, pymysql), sslpassword, passfile,
+#: passwd (MySQLdb), pwd, and any name with secret/token/credential in it
+_SECRET_NAME = re.compile(r"pass|pwd|secret|token|credential", re.IGNORECASE)
+#: ``name=value`` inside a keyword string (a libpq conninfo, ``options=-c ...``, a ``PGPASSWORD=...``): the value
+#: of a secret name, quoted ('...' with \\' escapes, as libpq reads it) or up to the next space or separator
+_SECRET_KEYWORD = re.compile(r"""((?<![\w.-])[\w.-]*(?:pass|pwd|secret|token|credential)[\w.-]*\s*=\s*)"""
+                             r"""('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|[^\s&;,]*)""", re.IGNORECASE)
+#: SQLAlchemy's reading of ``scheme://user:password@``: the user has no ``:`` or ``/``, the password no ``@``
+_USERINFO = re.compile(r"([\w+]+://[^:/]*:)([^@]*)@")
+
+
 def display_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages, resume hints and saved files)."""
-    return re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", url)
+    """``url`` with every credential replaced by ``***``: what kgeval prints, logs and saves of a storage URL.
+
+    The forms a database driver accepts: ``user:password@`` (parsed as SQLAlchemy parses it), query
+    parameters naming a secret (``?password=``, ``sslpassword``, ``passfile``, ``passwd``, ``pwd``, also
+    percent-encoded), ``name=value`` secrets inside any parameter's value (libpq ``options`` or a keyword
+    string) and in a text that is no URL at all (``host=db password=x``, ``PGPASSWORD=x``).
+
+    Examples
+    --------
+    >>> display_url("postgresql://me:s3cret@db/hpo?sslpassword=k&application_name=a")
+    'postgresql://me:***@db/hpo?sslpassword=***&application_name=a'
+    >>> display_url("host=db password='a b' user=me")
+    'host=db password=*** user=me'
+    """
+    if not isinstance(url, str):
+        return url
+    head, rest = "", url
+    match = _USERINFO.match(url)
+    if match:
+        head, rest = match.group(1) + "***@", url[match.end():]
+    base, sep, query = rest.partition("?")
+    if not sep:
+        return head + _SECRET_KEYWORD.sub(r"\1***", base)
+    return head + _SECRET_KEYWORD.sub(r"\1***", base) + "?" + "&".join(_mask_parameter(p) for p in query.split("&"))
+
+
+def _mask_parameter(item: str) -> str:
+    from urllib.parse import quote, unquote_plus
+
+    key, eq, value = item.partition("=")
+    if not eq:
+        return _SECRET_KEYWORD.sub(r"\1***", item)
+    if _SECRET_NAME.search(unquote_plus(key)):
+        return f"{key}=***"
+    plain = unquote_plus(value)
+    masked = _SECRET_KEYWORD.sub(r"\1***", plain)
+    return item if masked == plain else f"{key}={quote(masked, safe='=*-')}"
+
+
+def _secret_values(url: str) -> list[str]:
+    """The credentials in ``url`` as they may appear in a driver's message (raw and decoded), longest first."""
+    from urllib.parse import unquote, unquote_plus
+
+    found = []
+    match = _USERINFO.match(url)
+    if match:
+        found.append(match.group(2))
+    for item in url.split("?", 1)[1].split("&") if "?" in url else []:
+        key, eq, value = item.partition("=")
+        if eq and _SECRET_NAME.search(unquote_plus(key)):
+            found.append(value)
+        found += [m.group(2).strip("'\"") for m in _SECRET_KEYWORD.finditer(unquote_plus(value))]
+    found += [m.group(2).strip("'\"") for m in _SECRET_KEYWORD.finditer(url)]
+    values = {v for f in found for v in (f, unquote(f), unquote_plus(f)) if len(v) >= 3}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str, url: str) -> str:
+    """``text`` (an error message) with ``url``'s credentials masked wherever they appear in it.
+
+    A driver's message can quote a part of the URL (libpq echoes a bad ``options`` value); values
+    shorter than 3 characters are left alone, replacing them would garble every message.
+    """
+    text = text.replace(url, display_url(url))
+    for secret in _secret_values(url):
+        text = text.replace(secret, "***")
+    return _SECRET_KEYWORD.sub(r"\1***", text)
 
 
 def absolute_sqlite_url(url: str) -> str:
@@ -203,12 +280,12 @@ def check_storage(url: str) -> None:
         raise StorageError(f"cannot open the Optuna storage {shown!r}: unknown database backend {backend!r} "
                            f"(use sqlite:///FILE or postgresql://user:password@host:port/database)") from None
     except sqlalchemy.exc.ArgumentError as exc:
-        raise StorageError(f"cannot open the Optuna storage {shown!r}: {_first_line(exc)}") from None
+        raise StorageError(f"cannot open the Optuna storage {shown!r}: {redact(_first_line(exc), url)}") from None
     try:
         with engine.connect():
             pass
     except sqlalchemy.exc.DBAPIError as exc:
-        reason = str(getattr(exc, "orig", exc)).strip().splitlines()
+        reason = redact(str(getattr(exc, "orig", exc)), url).strip().splitlines()
         raise StorageError(f"cannot reach the Optuna storage {shown}: {reason[0] if reason else type(exc).__name__} "
                            f"(is the server running and the URL right? waited up to {CONNECT_TIMEOUT} s)") from None
     finally:
@@ -240,15 +317,15 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
     """
     check_storage(storage)
     shown = display_url(storage)
-    rdb = _retrying(lambda: _storage(storage), study_name, shown)
+    rdb = _retrying(lambda: _storage(storage), study_name, shown, storage)
     created = False
-    if not _retrying(lambda: _study_exists(rdb, study_name), study_name, shown):
+    if not _retrying(lambda: _study_exists(rdb, study_name), study_name, shown, storage):
         if before_create is not None:
             before_create()
         directions = [optuna.study.StudyDirection.MAXIMIZE if direction == "maximize"
                       else optuna.study.StudyDirection.MINIMIZE]
         try:
-            _retrying(lambda: rdb.create_new_study(directions, study_name), study_name, shown)
+            _retrying(lambda: rdb.create_new_study(directions, study_name), study_name, shown, storage)
             created = True
         except optuna.exceptions.DuplicatedStudyError:  # another worker created it since: loaded below
             pass
@@ -258,7 +335,7 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
             f"or another study_name"
         )
     study = _retrying(lambda: optuna.load_study(study_name=study_name, storage=rdb, sampler=sampler, pruner=pruner),
-                      study_name, shown)
+                      study_name, shown, storage)
     if study.direction.name.lower() != direction:
         raise InvalidInputError(
             f"study {study_name!r} in {shown} optimises in direction {study.direction.name.lower()}, "
@@ -278,7 +355,7 @@ def _study_exists(rdb, study_name: str) -> bool:
     return True
 
 
-def _retrying(step: Callable, study_name: str, shown: str):
+def _retrying(step: Callable, study_name: str, shown: str, url: str):
     """``step()``, retried with a short random back-off while another worker creates the same database.
 
     Two workers creating one new database race on its tables (SQLite: "table ... already exists" / UNIQUE
@@ -296,11 +373,11 @@ def _retrying(step: Callable, study_name: str, shown: str):
         except sqlalchemy.exc.DBAPIError as exc:
             if attempt == OPEN_ATTEMPTS - 1:
                 raise KGEvalError(f"cannot open the Optuna study {study_name!r} in {shown}: "
-                                  f"{_first_line(exc)}") from None
+                                  f"{redact(_first_line(exc), url)}") from None
             time.sleep(random.uniform(0.05, 0.2) * 2**attempt)  # OS-seeded: never the search's seed
         except Exception as exc:  # bad storage URL, missing database driver, unreadable file, ...
             raise InvalidInputError(f"cannot open the Optuna study {study_name!r} in {shown!r}: "
-                                    f"{_first_line(exc)}") from None
+                                    f"{redact(_first_line(exc), url)}") from None
 
 
 def fail_stale_trials(study) -> list[int]:
