@@ -78,6 +78,8 @@ class HPOResult:
     direction: str
     storage: str
     study_name: str
+    #: what the search found when it opened the study and should say (trials of workers that stopped)
+    notes: tuple[str, ...] = ()
 
     @property
     def best_trial(self):
@@ -361,7 +363,7 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     """
     optuna = _optuna()
     from ..data import get_dataset
-    from .study import absolute_sqlite_url, display_url, make_pruner, open_study
+    from .study import absolute_sqlite_url, display_url, make_pruner, open_study, silent_trials_note
 
     n_trials = check_positive_int("n_trials", n_trials)
     frequency = check_positive_int("evaluation_frequency", evaluation_frequency, allow_none=True)
@@ -413,7 +415,8 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     ensure_study_id(study)
     if output_dir is not None:  # the opened study: one made anew under the same name is refused too
         check_output_study(output_dir, study_name, display_url(storage), study=study, overwrite=overwrite)
-    result = HPOResult(study=study, metric=metric, direction=direction, storage=storage, study_name=study_name)
+    result = HPOResult(study=study, metric=metric, direction=direction, storage=storage, study_name=study_name,
+                       notes=tuple(n for n in [silent_trials_note(study)] if n))
     _optimize(result, _Objective(ds, base, space, metric, frequency), n_trials=n_trials, timeout=timeout,
               output_dir=output_dir, overwrite=overwrite)
     if output_dir is not None:

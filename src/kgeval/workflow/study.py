@@ -390,3 +390,60 @@ def fail_stale_trials(study) -> list[int]:
         optuna.storages.fail_stale_trials(study)
     still = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
     return sorted(running - still)
+
+
+def silent_trials_note(study) -> str | None:
+    """What to say about RUNNING trials whose worker has stopped sending heartbeats, or ``None``.
+
+    :func:`fail_stale_trials` marks them failed only after :data:`GRACE_PERIOD`; until then a resume listed
+    a trial of a killed worker as running without comment. A heartbeat older than :data:`HEARTBEAT_INTERVAL`
+    means a missed beat; a trial with no heartbeat at all (its worker died before the first) is never failed
+    by Optuna, and is named as such.
+    """
+    rdb = getattr(getattr(study, "_storage", None), "_backend", getattr(study, "_storage", None))
+    if not isinstance(rdb, optuna.storages.RDBStorage) or not rdb.heartbeat_interval:
+        return None
+    interval, grace = rdb.heartbeat_interval, rdb.grace_period or 2 * rdb.heartbeat_interval
+    try:
+        silent, never = _silent_trials(study, rdb, interval)
+    except Exception:  # noqa: BLE001 -- Optuna's tables are not a public interface: no note rather than a crash
+        return None
+    notes = []
+    if silent:
+        ages = sorted(silent.values())
+        ago = f"{ages[0]:.0f} s" if len(ages) == 1 else f"{ages[0]:.0f}-{ages[-1]:.0f} s"
+        notes.append(f"{_trials(silent)} whose worker{'s' if len(silent) > 1 else ''} stopped sending heartbeats "
+                     f"{ago} ago; {'it is' if len(silent) == 1 else 'they are'} marked failed after {grace} s")
+    if never:
+        notes.append(f"{_trials(never)} RUNNING without any heartbeat {max(never.values()):.0f} s after "
+                     f"{'its' if len(never) == 1 else 'their'} start (the worker died before its first): Optuna "
+                     "never marks such a trial failed; if its worker is gone, it stays RUNNING")
+    return "; ".join(notes) or None
+
+
+def _trials(ages: dict[int, float]) -> str:
+    numbers = ", ".join(map(str, sorted(ages)))
+    return f"1 trial (trial {numbers})" if len(ages) == 1 else f"{len(ages)} trials (trials {numbers})"
+
+
+def _silent_trials(study, rdb, interval: float) -> tuple[dict[int, float], dict[int, float]]:
+    """``({trial number: seconds since its last heartbeat}, {trial number: seconds since its start})`` of the
+    RUNNING trials with a missed heartbeat, and of those with none at all."""
+    import datetime
+
+    import sqlalchemy
+    from optuna.storages._rdb import models
+
+    running = {t._trial_id: t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
+    if not running:
+        return {}, {}
+    with rdb.scoped_session() as session:  # the database's clock: the one the heartbeats were written with
+        now = session.execute(sqlalchemy.func.now()).scalar().replace(tzinfo=None)
+        beats = {row.trial_id: row.heartbeat.replace(tzinfo=None) for row in
+                 session.query(models.TrialHeartbeatModel).filter(
+                     models.TrialHeartbeatModel.trial_id.in_(list(running)))}
+    silent = {running[i].number: (now - beat).total_seconds() for i, beat in beats.items()}
+    started = {t.number: (datetime.datetime.now() - t.datetime_start).total_seconds()
+               for i, t in running.items() if i not in beats and t.datetime_start is not None}
+    return ({n: age for n, age in silent.items() if age > interval},
+            {n: age for n, age in started.items() if age > interval})
