@@ -24,14 +24,16 @@ FORMS = [
     (f"postgresql://me:a/{SECRET}@db/hpo", "postgresql://me:***@db/hpo"),  # '/' in the password: missed before
     (f"postgresql://me:{SECRET}:b@db/hpo", "postgresql://me:***@db/hpo"),
     (f"postgresql://me@db/hpo?password={SECRET}", "postgresql://me@db/hpo?password=***"),
-    (f"postgresql://me@db/hpo?sslmode=require&PassWord={SECRET}&x=1", "postgresql://me@db/hpo?sslmode=require&PassWord=***&x=1"),
+    (f"postgresql://me@db/hpo?sslmode=require&PassWord={SECRET}&x=1",
+     "postgresql://me@db/hpo?sslmode=require&PassWord=***&x=1"),
     (f"postgresql://me@db/hpo?pass%77ord={SECRET}", "postgresql://me@db/hpo?pass%77ord=***"),  # percent-encoded name
     (f"postgresql://me@db/hpo?sslpassword={SECRET}", "postgresql://me@db/hpo?sslpassword=***"),
     (f"postgresql://me@db/hpo?passfile=/home/me/{SECRET}", "postgresql://me@db/hpo?passfile=***"),
     (f"mysql+mysqldb://me@db/hpo?passwd={SECRET}", "mysql+mysqldb://me@db/hpo?passwd=***"),
     (f"mysql+pymysql://me@db/hpo?pwd={SECRET}", "mysql+pymysql://me@db/hpo?pwd=***"),
     (f"postgresql://me@db/hpo?options=-c%20password%3D{SECRET}", "postgresql://me@db/hpo?options=-c%20password=***"),
-    (f"postgresql://me@db/hpo?dsn=host%3Ddb+password%3D%27{SECRET}+x%27", "postgresql://me@db/hpo?dsn=host=db%20password=***"),
+    (f"postgresql://me@db/hpo?dsn=host%3Ddb+password%3D%27{SECRET}+x%27",
+     "postgresql://me@db/hpo?dsn=host=db%20password=***"),
     (f"host=db password={SECRET} user=me", "host=db password=*** user=me"),  # a libpq keyword string, no URL
     (f"host=db password = '{SECRET} \\' x' user=me", "host=db password = *** user=me"),
     (f"PGPASSWORD={SECRET} postgresql://me@db/hpo", "PGPASSWORD=*** postgresql://me@db/hpo"),

@@ -142,7 +142,8 @@ def test_resume_names_trials_whose_worker_stopped_sending_heartbeats(tmp_path):
                                     "--storage", storage, "--study-name", "s"])
     assert out.exit_code == 0, out.output
     assert re.search(r": 1 running.*\n  when the study was opened: 1 trial \(trial 0\) whose worker stopped sending "
-                     r"heartbeats (4[5-9]|[5-9]\d|1[01]\d) s ago; it is marked failed after 120 s\n", out.output), out.output
+                     r"heartbeats (4[5-9]|[5-9]\d|1[01]\d) s ago; it is marked failed after 120 s\n",
+                     out.output), out.output
 
 
 def test_resume_names_a_running_trial_that_never_sent_a_heartbeat(tmp_path):

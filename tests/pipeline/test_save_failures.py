@@ -94,7 +94,8 @@ def test_full_disk_keeps_every_replicate_that_fit(small_disk, run_bytes, fallbac
     assert res.exit_code == 2, res.output
     assert re.findall(r"^seed (\d+): MRR 0\.\d{4}", res.output, re.M) == ["42", "43", "44"], res.output
     for seed in (42, 43):  # saved as each finished, loadable and intact
-        assert verify_manifest(disk / "set" / f"seed{seed}") and load_run(disk / "set" / f"seed{seed}").config.seed == seed
+        run_dir = disk / "set" / f"seed{seed}"
+        assert verify_manifest(run_dir) and load_run(run_dir).config.seed == seed
     assert sorted(p.name for p in (disk / "set").iterdir()) == ["seed42", "seed43"] and not hidden(disk)
     line = res.output.strip().splitlines()[-1]
     m = re.fullmatch(r"error: cannot save the run: writing \S+/seed44/\S+ failed: No space left on device; "

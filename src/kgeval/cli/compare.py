@@ -96,7 +96,8 @@ def _text(records, side, rank_type, test, correction, confidence) -> str:
     rows = [head]
     for r in records:
         better = "higher" if r["higher_is_better"] else "lower"
-        rows.append((plain_text(r["model_a"]), plain_text(r["model_b"]), f"{plain_text(r['metric'])} ({better} better)", r["level"],
+        rows.append((plain_text(r["model_a"]), plain_text(r["model_b"]), f"{plain_text(r['metric'])} ({better} better)",
+                     r["level"],
                      _num(r["value_a"]), _num(r["value_b"]), _num(r["difference"]),
                      f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]", f"{_num(r['p_value'], 3)} ({r['p_method']})",
                      _num(r["p_corrected"], 3), "-" if r["effect_size"] is None

@@ -156,7 +156,8 @@ def relation_figure(rows: list[dict], metric: str, confidence: float | None = No
     ax.set_yticks(y, [mathtext_literal(r["relation"]) for r in rows], fontsize=6)
     # the segments' level was on the page only, not on the figure
     level = "" if confidence is None or not has.any() else f"; lines: {100 * confidence:g}% bootstrap CI"
-    ax.set_xlabel(f"{mathtext_literal(metric)} (both sides, {RANK_TYPE} ranks; {direction(_metrics.get(metric))}{level})")
+    ax.set_xlabel(f"{mathtext_literal(metric)} (both sides, {RANK_TYPE} ranks; "
+                  f"{direction(_metrics.get(metric))}{level})")
     ax.set_ylabel("relation id")
     return to_svg(fig)
 
