@@ -107,7 +107,8 @@ def os_cause(exc: BaseException) -> str:
 
 
 class _RecordingWriter:
-    """A file's ``write`` that keeps the ``OSError`` it raised: torch turns it into an opaque RuntimeError."""
+    """A file's ``write`` that keeps the exception raised while it ran: torch turns any of them, even a
+    KeyboardInterrupt or SIGTERM's exception, into an opaque RuntimeError."""
 
     def __init__(self, fh):
         self.fh, self.error = fh, None
@@ -115,7 +116,7 @@ class _RecordingWriter:
     def write(self, data) -> int:
         try:
             return self.fh.write(data)
-        except OSError as exc:
+        except BaseException as exc:
             self.error = exc
             raise
 
@@ -127,7 +128,8 @@ def torch_save(obj, path: str | os.PathLike) -> None:
     """``torch.save(obj, path)``, raising the ``OSError`` (a full disk: ENOSPC) that torch would hide.
 
     torch reports a failed write as ``RuntimeError: [enforce fail at inline_container.cc] unexpected
-    pos ...``, which never says that the disk is full.
+    pos ...``, which never says that the disk is full; Ctrl-C and SIGTERM during the write are
+    re-raised as themselves too, so that the process stops instead of reporting a failed save.
     """
     import torch
 

@@ -153,3 +153,29 @@ def run(*args):
     from kgeval.cli import main
 
     return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_ctrl_c_while_torch_writes_the_model_is_not_a_failed_save(tmp_path, monkeypatch):
+    """torch.save turns any exception of the file's write, even KeyboardInterrupt, into a RuntimeError:
+    Ctrl-C while model.pt was written was reported as a failed save and the command carried on."""
+    import torch
+
+    import kgeval._json as kj
+
+    class Interrupting:
+        def __init__(self, fh):
+            self.fh, self.calls = fh, 0
+
+        def write(self, data):
+            self.calls += 1
+            if self.calls == 3:
+                raise KeyboardInterrupt
+            return self.fh.write(data)
+
+        def flush(self):
+            self.fh.flush()
+
+    real_init = kj._RecordingWriter.__init__
+    monkeypatch.setattr(kj._RecordingWriter, "__init__", lambda self, fh: real_init(self, Interrupting(fh)))
+    with pytest.raises(KeyboardInterrupt):
+        kj.torch_save({"weights": torch.zeros(1000)}, tmp_path / "m.pt")
