@@ -179,3 +179,15 @@ def test_ctrl_c_while_torch_writes_the_model_is_not_a_failed_save(tmp_path, monk
     monkeypatch.setattr(kj._RecordingWriter, "__init__", lambda self, fh: real_init(self, Interrupting(fh)))
     with pytest.raises(KeyboardInterrupt):
         kj.torch_save({"weights": torch.zeros(1000)}, tmp_path / "m.pt")
+
+
+def test_full_disk_with_json_output_still_prints_the_document(small_disk, run_bytes, fallback_dir):
+    import json
+
+    disk = small_disk(run_bytes // 2)
+    res = run("pipeline", "-d", "nations", *FAST, "-o", disk / "run", "--format", "json")
+    assert res.exit_code == 2, res.output
+    text, _, error = res.output.partition("\nerror: ")
+    doc = json.loads(text)
+    assert doc["metrics"] and Path(doc["output"]).parent == fallback_dir and verify_manifest(doc["output"])
+    assert "No space left on device" in error and f"saved to {doc['output']} instead" in error

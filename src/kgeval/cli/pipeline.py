@@ -188,7 +188,8 @@ def _report(result, ds, fmt: str, saved: Path | None = None) -> None:
             "dataset": ds.name, "model": cfg.model.name, "metrics": metrics_payload(result.results),
             "timings": result.timings, "epochs_run": result.training.epochs_run,
             "best_epoch": result.training.best_epoch,
-            "configuration": cfg.to_dict(), "protocol": result.results.protocol, "output": str(saved),
+            "configuration": cfg.to_dict(), "protocol": result.results.protocol,
+            "output": None if saved is None else str(saved),
         }, indent=2, default=str))
         return
     tr = result.training
