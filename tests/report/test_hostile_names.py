@@ -198,3 +198,15 @@ def test_terminal_table_rows_stay_rows(report, label):
     table = metric_table(report.runs[0].results, [(label, "mrr"), ("other", "hits@10")], footer=False)
     lines = table.splitlines()
     assert len(lines) == 4 and "\x1b" not in table and lines[2].startswith(plain_text(label))
+
+
+def test_a_filter_set_name_cannot_break_the_protocol_lines():
+    import kgeval
+    from kgeval.data import get_dataset
+    from kgeval.models import get_model
+
+    ds = get_dataset("nations")
+    model = get_model("distmult", ds.num_entities, ds.num_relations, dim=4, seed=0)
+    res = kgeval.evaluate(model, ds.testing, filter_triples={"train\nfiltered: fake\x1b[2J": ds.training})
+    lines = res.evaluation_protocol.describe().splitlines()
+    assert sum(line.startswith("filtered:") for line in lines) == 1 and "\x1b" not in "".join(lines)
