@@ -34,7 +34,7 @@ UNITS = [
     # L0 core: errors, checks, JSON, text, threads, CSR arrays, duck typing, partitions, tensors, formatting
     *((f"kgeval.{m}", m, 0) for m in (
         "errors", "_validation", "_json", "_textio", "_threads", "_csr", "_compat", "_partition", "_tensor",
-        "_format", "_version", "keys", "triples")),
+        "_format", "_escape", "_version", "keys", "triples")),
     # L1: rank tables and their files, the protocol record, metrics, statistics on ranks and values
     ("kgeval.ranks", "ranks", 1),
     ("kgeval.rankfile", "ranks", 1),

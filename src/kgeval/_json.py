@@ -6,8 +6,10 @@ import contextlib
 import json
 import math
 import os
+import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +53,96 @@ def current_umask() -> int:
     return mask
 
 
+class _Terminated(BaseException):
+    """Raised by :func:`terminate_as_exception`'s handler so that cleanup code runs on SIGTERM."""
+
+
+@contextlib.contextmanager
+def terminate_as_exception() -> Iterator[None]:
+    """Inside the block, SIGTERM and SIGHUP raise an exception instead of killing the process at once.
+
+    Writers remove their temporary files in ``except BaseException`` clauses, which the default
+    action of SIGTERM (immediate death) skips: a run killed while saving left its hidden
+    ``.<name>.tmp-*`` directory behind. After the block has cleaned up, the process dies of the
+    same signal as it would have (exit status 128 + signal number). Only the main thread can set
+    handlers, and a handler the program installed itself is left alone: then this does nothing.
+    """
+    signals = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    if threading.current_thread() is not threading.main_thread() or any(
+            signal.getsignal(s) is not signal.SIG_DFL for s in signals):
+        yield
+        return
+
+    def handler(signum, frame):
+        for s in signals:  # a second signal must not interrupt the cleanup
+            signal.signal(s, signal.SIG_IGN)
+        raise _Terminated(signum)
+
+    for s in signals:
+        signal.signal(s, handler)
+    try:
+        yield
+    except _Terminated as exc:
+        for s in signals:
+            signal.signal(s, signal.SIG_DFL)
+        os.kill(os.getpid(), exc.args[0])
+        raise SystemExit(128 + exc.args[0]) from None  # only if the signal is blocked: never carry on
+    finally:
+        for s in signals:
+            signal.signal(s, signal.SIG_DFL)
+
+
+def os_cause(exc: BaseException) -> str:
+    """The operating system's reason behind ``exc`` (e.g. "No space left on device"), else its message.
+
+    Follows ``__cause__``/``__context__``: wrappers such as ``raise ... from None`` keep the
+    original ``OSError`` as context.
+    """
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    return str(exc) or type(exc).__name__
+
+
+class _RecordingWriter:
+    """A file's ``write`` that keeps the exception raised while it ran: torch turns any of them, even a
+    KeyboardInterrupt or SIGTERM's exception, into an opaque RuntimeError."""
+
+    def __init__(self, fh):
+        self.fh, self.error = fh, None
+
+    def write(self, data) -> int:
+        try:
+            return self.fh.write(data)
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def torch_save(obj, path: str | os.PathLike) -> None:
+    """``torch.save(obj, path)``, raising the ``OSError`` (a full disk: ENOSPC) that torch would hide.
+
+    torch reports a failed write as ``RuntimeError: [enforce fail at inline_container.cc] unexpected
+    pos ...``, which never says that the disk is full; Ctrl-C and SIGTERM during the write are
+    re-raised as themselves too, so that the process stops instead of reporting a failed save.
+    """
+    import torch
+
+    with open(path, "wb", buffering=0) as fh:
+        writer = _RecordingWriter(fh)
+        try:
+            torch.save(obj, writer)
+        except RuntimeError as exc:
+            if writer.error is not None:
+                raise writer.error from exc
+            raise
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path`` in one ``os.replace``.
@@ -64,16 +156,17 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     if path.is_symlink():
         path = Path(os.path.realpath(path))
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~current_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with terminate_as_exception():  # SIGTERM too removes the temporary file
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            yield Path(tmp)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:

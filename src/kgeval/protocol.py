@@ -286,7 +286,9 @@ class EvaluationProtocol(Mapping):
             lines.append(f"candidates: {ents}{other} (the true answer counted)")
         if self.filtered is not None:
             if self.filtered and self.filter_sets:
-                sets = " + ".join(f"{s.name} ({n(s.num_triples)})" for s in self.filter_sets)
+                from ._escape import plain_text  # a filter set's name is the caller's: no newline or ESC
+
+                sets = " + ".join(f"{plain_text(s.name)} ({n(s.num_triples)})" for s in self.filter_sets)
                 known = f"; {n(self.num_known_triples)} distinct known triples" if self.num_known_triples else ""
                 lines.append(f"filtered: {sets}{known}")
             else:

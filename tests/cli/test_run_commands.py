@@ -63,7 +63,7 @@ def test_unwritable_output_is_refused_before_training(tmp_path, monkeypatch):
     assert res.exit_code == 2 and "somefile is not a directory" in res.output, res.output
 
 
-def test_save_failing_after_training_keeps_the_run(tmp_path, monkeypatch):
+def test_save_failing_after_training_keeps_the_run(tmp_path, monkeypatch, tmp_path_factory):
     import kgeval.workflow.runs as runs
 
     real = runs.save_run
@@ -75,10 +75,11 @@ def test_save_failing_after_training_keeps_the_run(tmp_path, monkeypatch):
         return real(result, directory, **kw)
 
     monkeypatch.setattr(runs, "save_run", flaky)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path_factory.mktemp("fallback")))  # not /tmp
     res = run("pipeline", "-d", "nations", *FAST, "-o", target)
     assert res.exit_code == 2, res.output
     assert "MRR (inverse_harmonic_mean_rank)" in res.output  # the metrics are printed anyway
-    m = re.search(r"error: could not save the run to \S+ \(.*No space left.*\); it was saved to (\S+) instead",
+    m = re.search(r"error: cannot save the run to \S+: No space left on device; the run was saved to (\S+) instead",
                   res.output)
     assert m, res.output
     assert verify_manifest(m.group(1))
@@ -165,9 +166,10 @@ def test_a_runs_model_file_is_evaluated_as_the_run_was(tmp_path):
     assert every.exit_code == 0 and json.loads(every.output)["metrics"] != trained  # an explicit whitelist wins
 
 
-def test_replicate_save_failing_after_training_keeps_the_set(tmp_path, monkeypatch):
+def test_replicate_save_failing_after_training_keeps_the_set(tmp_path, monkeypatch, tmp_path_factory):
     """A replicate set whose save failed at its second run left OUTPUT/seed42/ alone (no seed43/, no
-    replicates.json) and a bare error: every trained run but one was lost."""
+    replicates.json) and a bare error: every trained run but one was lost. Each replicate is now saved as it
+    finishes; the one that failed goes to a temporary directory, named in the error line."""
     import kgeval.workflow.runs as runs
 
     real = runs.save_run
@@ -179,12 +181,14 @@ def test_replicate_save_failing_after_training_keeps_the_set(tmp_path, monkeypat
         return real(result, directory, **kw)
 
     monkeypatch.setattr(runs, "save_run", flaky)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path_factory.mktemp("fallback")))  # not /tmp
     res = run("pipeline", "-d", "nations", *FAST, "--replicates", "2", "-o", target)
     assert res.exit_code == 2, res.output
-    assert not target.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]  # nothing partial
+    assert not [p for p in tmp_path.rglob(".*")]  # nothing partial or hidden
+    assert sorted(p.name for p in target.iterdir()) == ["seed42"] and verify_manifest(target / "seed42")
+    assert re.search(r"seed 42: MRR 0\.\d+.*\nseed 43: MRR 0\.\d+", res.output), res.output  # before saving
     assert "2 replicates (seeds 42..43)" in res.output  # the summary is printed anyway
-    m = re.search(r"error: could not save the replicate set to \S+ \(.*No space left.*\); it was saved to (\S+) "
-                  r"instead", res.output)
+    m = re.search(r"error: cannot save \S+seed43: No space left on device; seed 42 is saved in \S+; seed 43 was "
+                  r"saved to (\S+) instead", res.output)
     assert m, res.output
-    kept = Path(m.group(1))
-    assert (kept / "replicates.json").is_file() and verify_manifest(kept / "seed42") and verify_manifest(kept / "seed43")
+    assert verify_manifest(m.group(1))

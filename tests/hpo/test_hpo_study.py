@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import re
 import time
 import warnings
 
@@ -105,3 +106,58 @@ def test_opening_a_study_prints_no_experimental_warning(tmp_path):
         warnings.simplefilter("always")
         _open(f"sqlite:///{tmp_path / 'q.db'}")
     assert not [w for w in seen if issubclass(w.category, optuna.exceptions.ExperimentalWarning)]
+
+
+def _age(path, sql: str) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
+
+
+def test_resume_names_trials_whose_worker_stopped_sending_heartbeats(tmp_path):
+    """Before: a resume within the grace period listed a killed worker's trial as running, without comment."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    path = tmp_path / "k.db"
+    storage = f"sqlite:///{path}"
+    dead = _open(storage)
+    trial = dead.ask()  # a worker killed with SIGKILL: RUNNING, its heartbeat 45 s old (the database's clock)
+    dead._storage.record_heartbeat(trial._trial_id)
+    _age(path, "UPDATE trial_heartbeats SET heartbeat = datetime(heartbeat, '-45 seconds')")
+    res = hpo_pipeline(n_trials=1, storage=storage, study_name="s", **TINY)
+    assert [t.state.name for t in res.study.trials] == ["RUNNING", "COMPLETE"]  # within the 120 s grace
+    assert len(res.notes) == 1 and re.fullmatch(  # 45 s and the time the search took to open the study
+        r"1 trial \(trial 0\) whose worker stopped sending heartbeats (4[5-9]|[5-9]\d) s ago; it is marked "
+        r"failed after 120 s", res.notes[0]), res.notes
+    path = tmp_path / "cli.db"  # the same through the command line (its own search space: a new study)
+    storage = f"sqlite:///{path}"
+    dead = _open(storage)
+    dead._storage.record_heartbeat(dead.ask()._trial_id)
+    _age(path, "UPDATE trial_heartbeats SET heartbeat = datetime(heartbeat, '-45 seconds')")
+    out = CliRunner().invoke(main, ["hpo", "--dataset", "nations", "--model", "distmult", "--trials", "1",
+                                    "--epochs", "1", "--sampler", "random", "--pruner", "none",
+                                    "--storage", storage, "--study-name", "s"])
+    assert out.exit_code == 0, out.output
+    assert re.search(r": 1 running.*\n  when the study was opened: 1 trial \(trial 0\) whose worker stopped sending "
+                     r"heartbeats (4[5-9]|[5-9]\d|1[01]\d) s ago; it is marked failed after 120 s\n",
+                     out.output), out.output
+
+
+def test_resume_names_a_running_trial_that_never_sent_a_heartbeat(tmp_path):
+    path = tmp_path / "n.db"
+    storage = f"sqlite:///{path}"
+    _open(storage).ask()  # the worker died before the heartbeat thread's first beat
+    _age(path, "UPDATE trials SET datetime_start = datetime(datetime_start, '-100 seconds')")
+    res = hpo_pipeline(n_trials=1, storage=storage, study_name="s", **TINY)
+    assert len(res.notes) == 1 and re.fullmatch(
+        r"1 trial \(trial 0\) RUNNING without any heartbeat 1[0-5]\d s after its start .*it stays RUNNING", res.notes[0])
+
+
+def test_a_live_trial_gets_no_note(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'l.db'}"
+    live = _open(storage)
+    live._storage.record_heartbeat(live.ask()._trial_id)  # beating now
+    assert study_mod.silent_trials_note(_open(storage)) is None

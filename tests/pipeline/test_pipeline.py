@@ -90,7 +90,7 @@ def test_save_refuses_non_empty_and_is_atomic(nations_run, tmp_path, monkeypatch
         raise OSError("disk full")
 
     monkeypatch.setattr(nations_run.model, "save", broken_save)
-    with pytest.raises(OSError):
+    with pytest.raises(InvalidInputError, match=r"cannot save the run: writing \S+fresh/model.pt failed: disk full"):
         nations_run.save(tmp_path / "fresh")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]  # neither target nor temp dir remains
 

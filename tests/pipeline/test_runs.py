@@ -212,7 +212,7 @@ def test_model_save_is_atomic(result, tmp_path, monkeypatch):
     import torch
 
     def broken(obj, f, *a, **k):
-        Path(f).write_bytes(b"half")
+        f.write(b"half")
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", broken)

@@ -110,7 +110,7 @@ def test_format_follows_the_output_suffix_and_replacing_is_said(runs, tmp_path):
     assert "replaced" not in res.output
     res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(path), "--resamples", "200", "--format", "csv"])
     assert res.exit_code == 0, res.output
-    assert "it replaced the existing file" in res.output and path.read_text().startswith("run,directory,")
+    assert "it replaced the existing file" in res.output and path.read_text().startswith('"run","directory",')
     res = CliRunner().invoke(main, ["report", str(runs[0]), "-o", str(tmp_path / "r.txt"), "--resamples", "200"])
     assert res.exit_code == 0 and (tmp_path / "r.txt").read_text().startswith("<!DOCTYPE html>")  # else html
 

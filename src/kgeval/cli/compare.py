@@ -63,10 +63,13 @@ def command(runs, metrics, test, correction, baseline, side, rank_type, num_resa
     if fmt == "json":
         click.echo(json.dumps(records, indent=2))
     elif fmt == "csv":
+        from .._escape import csv_text  # a run named "=cmd|..." is no spreadsheet formula
+
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n",
+                                quoting=csv.QUOTE_NONNUMERIC)  # text quoted: a CR in a name is no row break
         writer.writeheader()
-        writer.writerows(records)
+        writer.writerows({k: csv_text(v) if isinstance(v, str) else v for k, v in r.items()} for r in records)
         click.echo(out.getvalue(), nl=False)
     else:
         click.echo(_text(records, side, rank_type, test, correction, confidence))
@@ -87,12 +90,15 @@ def _num(x, digits: int = 4) -> str:
 
 
 def _text(records, side, rank_type, test, correction, confidence) -> str:
+    from .._escape import plain_text  # a newline or ESC in a run name: not a new row or a terminal sequence
+
     head = ("A", "B", "metric", "level", "value A", "value B", "A - B", f"{100 * confidence:g}% CI", "p",
             "p corrected", "effect")
     rows = [head]
     for r in records:
         better = "higher" if r["higher_is_better"] else "lower"
-        rows.append((r["model_a"], r["model_b"], f"{r['metric']} ({better} better)", r["level"],
+        rows.append((plain_text(r["model_a"]), plain_text(r["model_b"]), f"{plain_text(r['metric'])} ({better} better)",
+                     r["level"],
                      _num(r["value_a"]), _num(r["value_b"]), _num(r["difference"]),
                      f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]", f"{_num(r['p_value'], 3)} ({r['p_method']})",
                      _num(r["p_corrected"], 3), "-" if r["effect_size"] is None

@@ -75,9 +75,12 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
         click.echo(json.dumps({"study_name": res.study_name, "storage": res.shown_storage, "metric": res.metric,
                                "direction": res.direction, "best_trial": best["best_trial"],
                                "best_value": best["best_value"], "best_params": best["best_params"],
-                               "trials": states, "pipeline": best["pipeline"]}, indent=2, default=str))
+                               "trials": states, "pipeline": best["pipeline"], "notes": list(res.notes)},
+                              indent=2, default=str))
         return
     click.echo(f"study {res.study_name!r} in {res.shown_storage}: " + ", ".join(f"{n} {s}" for s, n in states.items()))
+    for note in res.notes:  # found when the study was opened: a running trial may be a dead worker's
+        click.echo(f"  when the study was opened: {note}")
     click.echo(f"best validation {res.metric} ({res.direction}): {format_value(best['best_value'])} "
                f"(trial {best['best_trial']})")
     for k, v in best["best_params"].items():

@@ -1,9 +1,10 @@
 """``kgeval pipeline``: train a model, evaluate it on test and save the run.
 
 The options build a :class:`~kgeval.workflow.PipelineConfig` through :data:`OPTION_PATHS`
-(option -> configuration path). The output directory is checked before training; if saving
-still fails afterwards, the metrics are printed and the run is saved to a temporary
-directory, named in the error line.
+(option -> configuration path). The output directory is checked before training. The metrics
+are printed before the run is saved (``--format json``: once, after), and replicates are saved
+as each finishes; if saving still fails (a full disk), the error line names the file and the
+reason and the run is saved to a temporary directory instead, named in that line.
 """
 
 from __future__ import annotations
@@ -72,7 +73,6 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     check_seed("--seed", options.get("seed"))  # named as the user typed it
     from ..workflow import PipelineConfig
     from ..workflow.pipeline import pipeline
-    from ..workflow.pipeline import replicates as run_replicates
     from ..workflow.runs import check_output, default_run_name
 
     given = [f"--{name.replace('_', '-')}" for name in ("patience", "frequency", "stopping_metric") if options[name]]
@@ -87,42 +87,94 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     ds = get_dataset(dataset, data_dir=data_dir, drop_unseen=drop_unseen)
     out_dir = check_output(output or Path("kgeval-output") / default_run_name(ds.name, model, config.seed))
     if replicates is not None:
-        _replicates(run_replicates(config, replicates, dataset=ds, progress=progress), ds, out_dir, fmt)
+        _replicates(config, replicates, ds, out_dir, fmt, progress)
         return
     result = pipeline(config, dataset=ds, progress=progress)
+    if fmt != "json":  # the metrics reach the screen before anything can go wrong while saving
+        _report(result, ds, fmt)
     saved, failure = _save(result, out_dir)
-    _report(result, ds, saved, fmt)
+    if fmt == "json":
+        _report(result, ds, fmt, saved)
+    elif saved is not None:
+        click.echo(f"wrote {saved} (config.json, results.json, rank_table.npz, model.pt, losses.json, manifest.json)")
     if failure:
         raise failure
 
 
-def _save(result, out_dir: Path) -> tuple[Path, KGEvalError | None]:
-    """Save the run (or replicate set); if that fails after all, save it to a temporary directory and say so."""
+def _save(run, out_dir: Path) -> tuple[Path | None, KGEvalError | None]:
+    """Save a run; if that fails, save it to a new temporary directory and say so in one line.
+
+    Returns where it was saved (None: nowhere) and the error to raise after the output is printed.
+    """
     from ..workflow.runs import OutputDirectoryError
 
     try:
-        return result.save(out_dir), None
-    except (OSError, KGEvalError) as exc:
+        return run.save(out_dir), None
+    except Exception as exc:  # whatever failed, the trained model must not be lost without a word
         if isinstance(exc, OutputDirectoryError) and exc.saved_to is not None:
             return exc.saved_to, exc
-        fallback = result.save(tempfile.mkdtemp(prefix="kgeval-run-"))
-        what = "the run" if hasattr(result, "config") else "the replicate set"
-        return fallback, OutputDirectoryError(f"could not save {what} to {out_dir} ({exc}); "
-                                              f"it was saved to {fallback} instead")
+        return _fallback(run, exc, out_dir)
 
 
-def _replicates(result, ds, out_dir: Path, fmt: str) -> None:
-    """Save a replicate set (elsewhere, named, if that fails) and print its summary across seeds."""
-    saved, failure = _save(result, out_dir)  # a failed save lost every trained run, with a bare error
-    _replicates_report(result, ds, saved, fmt)
-    if failure:
-        raise failure
+def _fallback(run, exc: Exception, out_dir: Path) -> tuple[Path | None, KGEvalError]:
+    """Save ``run``, which could not be saved to ``out_dir`` (``exc``), to a new temporary directory."""
+    import shutil
+
+    from .._json import os_cause
+    from ..workflow.runs import OutputDirectoryError
+
+    # kgeval's save errors name the file and the reason; anything else gets them here
+    first = str(exc) if isinstance(exc, KGEvalError) else f"cannot save the run to {out_dir}: {os_cause(exc)}"
+    lost = "the trained model is lost, the metrics printed are its only record"
+    try:
+        fallback = Path(tempfile.mkdtemp(prefix="kgeval-run-"))
+    except OSError as second:
+        return None, OutputDirectoryError(f"{first}; no temporary directory for it either ({second.strerror}): {lost}")
+    try:
+        run.save(fallback)
+    except Exception as second:
+        shutil.rmtree(fallback, ignore_errors=True)
+        return None, OutputDirectoryError(f"{first}; saving it to {fallback} failed too ({os_cause(second)}): {lost}")
+    return fallback, OutputDirectoryError(f"{first}; the run was saved to {fallback} instead")
 
 
-def _replicates_report(result, ds, saved: Path, fmt: str) -> None:
+def _replicates(config, k: int, ds, out_dir: Path, fmt: str, progress: bool) -> None:
+    """Train ``k`` replicates, printing each one's metrics and saving it in ``out_dir/seed<s>`` as it finishes,
+    then the summary across seeds. A failed save stops the set (the replicates saved before it stay, the
+    failed one goes to a temporary directory) and the summary covers the replicates trained."""
+    from ..results.render import format_value
+    from ..workflow.pipeline import replicates
+    from ..workflow.replicates import ReplicateSaveError, ReplicatesResult
+
+    def on_run(seed, run):
+        if fmt != "json":
+            click.echo(f"seed {seed}: " + ", ".join(f"{label} {format_value(run.results.get_metric(name))}"
+                                                     for label, name in _REPLICATE_LINE))
+    try:
+        result = replicates(config, k, dataset=ds, progress=progress, output=out_dir, on_run=on_run)
+    except ReplicateSaveError as exc:
+        saved, failure = _fallback(exc.runs[-1], exc, out_dir)
+        if saved is not None:
+            failure = type(failure)(f"{exc}; seed {exc.seeds[-1]} was saved to {saved} instead")
+        if len(exc.runs) >= 2:  # a summary needs two runs
+            _replicates_report(ReplicatesResult(exc.runs, exc.seeds), ds, None, fmt, error=str(failure))
+        elif fmt == "json":
+            click.echo(json.dumps({"dataset": ds.name, "model": config.model.name, "error": str(failure),
+                                   "metrics": metrics_payload(exc.runs[0].results)}, indent=2, default=str))
+        raise failure from None
+    _replicates_report(result, ds, out_dir, fmt)
+
+
+#: the one line printed per replicate as it finishes (both sides, realistic ranks)
+_REPLICATE_LINE = (("MRR", "both.realistic.inverse_harmonic_mean_rank"), ("Hits@1", "both.realistic.hits_at_1"),
+                   ("Hits@10", "both.realistic.hits_at_10"))
+
+
+def _replicates_report(result, ds, saved: Path | None, fmt: str, error: str | None = None) -> None:
     if fmt == "json":
         click.echo(json.dumps({"dataset": ds.name, "model": result.runs[0].config.model.name,
-                               **result.to_json(), "output": str(saved)}, indent=2, default=str))
+                               **result.to_json(), "output": None if saved is None else str(saved),
+                               **({} if error is None else {"error": error})}, indent=2, default=str))
         return
     click.echo(f"{result.runs[0].config.model.name} on {ds.name}")
     for line in protocol_lines(result.runs[0].results, "test"):
@@ -130,17 +182,19 @@ def _replicates_report(result, ds, saved: Path, fmt: str) -> None:
     click.echo("")
     click.echo(result.summary_table())
     click.echo("")
-    click.echo(f"wrote {saved} ({len(result.runs)} run directories seed<s>/ and replicates.json)")
+    if saved is not None:
+        click.echo(f"wrote {saved} ({len(result.runs)} run directories seed<s>/ and replicates.json)")
 
 
-def _report(result, ds, saved: Path, fmt: str) -> None:
+def _report(result, ds, fmt: str, saved: Path | None = None) -> None:
     cfg = result.config
     if fmt == "json":
         click.echo(json.dumps({
             "dataset": ds.name, "model": cfg.model.name, "metrics": metrics_payload(result.results),
             "timings": result.timings, "epochs_run": result.training.epochs_run,
             "best_epoch": result.training.best_epoch,
-            "configuration": cfg.to_dict(), "protocol": result.results.protocol, "output": str(saved),
+            "configuration": cfg.to_dict(), "protocol": result.results.protocol,
+            "output": None if saved is None else str(saved),
         }, indent=2, default=str))
         return
     tr = result.training
@@ -160,4 +214,3 @@ def _report(result, ds, saved: Path, fmt: str) -> None:
     click.echo("")
     click.echo(headline_table(result.results))
     click.echo("")
-    click.echo(f"wrote {saved} (config.json, results.json, rank_table.npz, model.pt, losses.json, manifest.json)")

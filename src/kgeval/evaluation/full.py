@@ -145,7 +145,7 @@ def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.nda
     """Counts of every task of one side (``sub``: its triples, ``keys``: their query keys)."""
     queries = group_by_query(ctx, sub, eval_idx, keys, answers)
     plan = plan_full(ctx, sc, sub.shape[0])
-    batch_size, width, row_block = plan.batch, plan.width, plan.row_block
+    batch_size, width = plan.batch, plan.width
     if width is not None:
         ctx.note_chunk(width)
     res = SideResult()

@@ -15,7 +15,7 @@ import numpy as np
 
 from .asymptotics import EXACT_MAX, _bernoulli_even
 from .moments import power_sums, prefix_sum
-from .reciprocal_sums import _harmonic, _log_phi_reciprocal
+from .reciprocal_sums import _log_phi_reciprocal
 
 
 def _pair_sum(t, cv, wv, cnt, log_phi) -> np.ndarray:

@@ -306,7 +306,7 @@ class Model(nn.Module):
         same label -> id maps. ``sha256`` (:func:`state_digest`) lets loading detect changed
         weights even outside a run directory. The file is replaced atomically.
         """
-        from .._json import atomic_path
+        from .._json import atomic_path, torch_save
 
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
         blob = {"format": "kgeval-model", "config": self.config(), "state_dict": state,
@@ -315,7 +315,7 @@ class Model(nn.Module):
             blob["labels"] = {"entities": None if entity_labels is None else [str(x) for x in entity_labels],
                               "relations": None if relation_labels is None else [str(x) for x in relation_labels]}
         with atomic_path(path) as tmp:
-            torch.save(blob, str(tmp))
+            torch_save(blob, tmp)  # a full disk is named, not torch's opaque RuntimeError
 
     def extra_repr(self) -> str:
         return (

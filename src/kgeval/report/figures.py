@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import metrics as _metrics
 from ..keys import flat_key
+from .._escape import mathtext_literal
 from .model import RANK_TYPE, base_metric, derived_keys
 
 
@@ -65,20 +66,20 @@ def figure_one(runs, metric: str) -> str:
             raw = [values.get((model, d), {}).get(key) for d in datasets]
             raw = [np.nan if v is None else float(v) for v in raw]
             x = np.arange(len(datasets)) + (j - (len(models) - 1) / 2) * width
-            bars = ax.bar(x, [v if np.isfinite(v) else np.nan for v in raw], width, label=model)
+            bars = ax.bar(x, [v if np.isfinite(v) else np.nan for v in raw], width, label=mathtext_literal(model))
             for xi, h, d, bar in zip(x, raw, datasets, bars):
                 if (model, d) in series and not np.isfinite(h):
                     # a run whose value is NaN or infinite drew no bar, like a model not run on the dataset
                     ax.text(xi, 0, "n/a" if np.isnan(h) else f"{h:+}", rotation=90, ha="center", va="bottom",
                             fontsize=7, color=bar.get_facecolor())
-        ax.set_xticks(range(len(datasets)), datasets)
-        ax.set_title(title, fontsize=9)
+        ax.set_xticks(range(len(datasets)), [mathtext_literal(d) for d in datasets])
+        ax.set_title(mathtext_literal(title), fontsize=9)
         ax.axhline(0, color="black", linewidth=0.6)
     z_values = [abs(b.get_height()) for b in axes[2].patches if np.isfinite(b.get_height()) and b.get_height() != 0]
     if z_values and max(z_values) > 100 * max(1.0, min(z_values)):
         # z grows like sqrt(#tasks): on a linear axis the large datasets flatten the small ones to zero
         axes[2].set_yscale("symlog", linthresh=1.0)
-        axes[2].set_title(f"{z_key} (symlog scale)", fontsize=9)
+        axes[2].set_title(mathtext_literal(f"{z_key} (symlog scale)"), fontsize=9)
     # outside the axes: inside, the legend hid bars
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(models), fontsize=8,
                bbox_to_anchor=(0.5, -0.06), frameon=False)
@@ -152,10 +153,11 @@ def relation_figure(rows: list[dict], metric: str, confidence: float | None = No
     if has.any():
         # segments, not error bars: a BCa interval need not contain the point estimate
         ax.hlines(y[has], lows[has], highs[has], linewidth=0.8)
-    ax.set_yticks(y, [str(r["relation"]) for r in rows], fontsize=6)
+    ax.set_yticks(y, [mathtext_literal(r["relation"]) for r in rows], fontsize=6)
     # the segments' level was on the page only, not on the figure
     level = "" if confidence is None or not has.any() else f"; lines: {100 * confidence:g}% bootstrap CI"
-    ax.set_xlabel(f"{metric} (both sides, {RANK_TYPE} ranks; {direction(_metrics.get(metric))}{level})")
+    ax.set_xlabel(f"{mathtext_literal(metric)} (both sides, {RANK_TYPE} ranks; "
+                  f"{direction(_metrics.get(metric))}{level})")
     ax.set_ylabel("relation id")
     return to_svg(fig)
 

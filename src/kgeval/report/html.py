@@ -7,8 +7,7 @@ Every number cell carries its exact value for machines beside the rounded text f
 
 from __future__ import annotations
 
-from html import escape
-
+from .._escape import html_text as escape
 from .._version import __version__
 from . import figures
 from .text import comparison_legend, fmt, headers, legend, p_text, p_value_text
@@ -59,7 +58,7 @@ def _relations(run, metric: str, confidence: float) -> str:
            "<th>hits@10</th><th>adjusted index</th></tr>"]
     for r in run.relations:
         ci = "—" if r["ci_low"] is None else f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
-        out.append(f"<tr><td>{r['relation']}</td><td>{r['count']}</td>{_num(r['value'])}<td>{ci}</td>"
+        out.append(f"<tr><td>{escape(r['relation'])}</td><td>{escape(r['count'])}</td>{_num(r['value'])}<td>{ci}</td>"
                    f"{_num(r['hits_at_10'])}{_num(r['adjusted'])}</tr>")
     return "\n".join(out) + "</table>"
 

@@ -1,7 +1,9 @@
 """Text forms of a report: Markdown, LaTeX, CSV (the headline rows of every run) and JSON (all of it).
 
 Numbers are written with :func:`fmt` (4 significant decimals, scientific outside the usual
-range); CSV and JSON carry the full ``repr`` precision so that they read back exactly.
+range); CSV and JSON carry the full ``repr`` precision so that they read back exactly. Names (runs,
+datasets, directories, metrics) go through :mod:`kgeval._escape` for each format: a ``|`` or an HTML tag in
+a run name stays text in Markdown, ``^``/``~`` in LaTeX, and no CSV cell starts a spreadsheet formula.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import io
 import json
 import math
 
+from .._escape import csv_text, latex_text, markdown_code, markdown_text
 from .._json import finite_or_none
 from .._format import EMPTY, format_p, format_value
 from .model import RANK_TYPE
@@ -77,38 +80,32 @@ def _rows(report):
 
 def render_markdown(report) -> str:
     head = ["run", "side", "metric", *headers(report)]
-    lines = ["# kgeval report", "", legend(report), "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join([run.name, row["side"], row["metric"], *cells(row)]) + " |" for run, row in _rows(report)]
+    lines = ["# kgeval report", "", markdown_text(legend(report)), "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join([*map(markdown_text, (run.name, row["side"], row["metric"])), *cells(row)]) + " |"
+              for run, row in _rows(report)]
     if report.comparison:
-        lines += ["", "## Pairwise comparison", "", comparison_legend(report), "",
+        lines += ["", "## Pairwise comparison", "", markdown_text(comparison_legend(report)), "",
                   f"| A | B | metric | value A | value B | A - B | {100 * report.confidence:g}% CI | p (two-sided) "
                   "| p corrected (Holm) |",
                   "|" + "---|" * 9]
-        lines += ["| " + " | ".join([r["model_a"], r["model_b"], _with_direction(r), *map(fmt, (
+        lines += ["| " + " | ".join([*map(markdown_text, (r["model_a"], r["model_b"], _with_direction(r))), *map(fmt, (
             r["value_a"], r["value_b"], r["difference"])), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
             p_value_text(r["p_value"]), p_value_text(r["p_corrected"])]) + " |" for r in report.comparison]
     for run in report.runs:
-        lines += ["", f"## {run.name}", "", "```", run.protocol, "```"]
+        lines += ["", f"## {markdown_text(run.name)}", "", markdown_code(run.protocol)]
     if report.notes:
-        lines += ["", *(f"- {n}" for n in report.notes)]
+        lines += ["", *(f"- {markdown_text(n)}" for n in report.notes)]
     return "\n".join(lines) + "\n"
 
 
-def _latex_escape(text: str) -> str:
-    text = text.replace("\\", "\0")  # escaped last: the other escapes add backslashes
-    for a, b in (("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"), ("$", r"\$"), ("{", r"\{"),
-                 ("}", r"\}"), ("—", "--")):
-        text = text.replace(a, b)
-    return text.replace("\0", r"\textbackslash{}")
-
-
 def render_latex(report) -> str:
-    head = [_latex_escape(h) for h in ["run", "side", "metric", *headers(report)]]
+    head = [latex_text(h) for h in ["run", "side", "metric", *headers(report)]]
     lines = [r"\begin{tabular}{lll" + "r" * len(COLUMNS) + "}", r"\hline",
              " & ".join(head) + r" \\", r"\hline"]
-    lines += [" & ".join(_latex_escape(c) for c in [run.name, row["side"], row["metric"], *cells(row)]) + r" \\"
+    lines += [" & ".join(latex_text(c) for c in [run.name, row["side"], row["metric"], *cells(row)]) + r" \\"
               for run, row in _rows(report)]
-    lines += [r"\hline", r"\end{tabular}", f"% {_latex_escape(legend(report))}"]
+    lines += [r"\hline", r"\end{tabular}", f"% {latex_text(legend(report))}"]
     return "\n".join(lines) + "\n"
 
 
@@ -116,11 +113,13 @@ def render_csv(report) -> str:
     fields = ["run", "directory", "side", "metric", "key", "value", "ci_low", "ci_high", "adjusted", "z", "p",
               "log10_p", "p_method"]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fields, extrasaction="ignore", lineterminator="\n")
+    # every text cell quoted: with lineterminator "\n" a CR in a name was written bare (a row break to most
+    # readers); numbers stay unquoted, written as repr (exact)
+    writer = csv.DictWriter(buf, fields, extrasaction="ignore", lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     writer.writeheader()
     for run, row in _rows(report):
-        writer.writerow({**{k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in row.items()},
-                         "run": run.name, "directory": str(run.directory)})
+        writer.writerow({**{k: ("" if v is None else csv_text(v) if isinstance(v, str) else v) for k, v in row.items()},
+                         "run": csv_text(run.name), "directory": csv_text(run.directory)})
     return buf.getvalue()
 
 

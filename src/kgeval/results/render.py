@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .._escape import plain_text
 from .._format import EMPTY, format_p, format_value, truthful  # noqa: F401 (public here too)
 
 #: the headline metrics of :meth:`Results.summary_table`
@@ -51,7 +52,7 @@ def metric_table(
             key = get(name).key
             cells = [format_value(results.value(side, rank_type, key)) for side in sides]
         if any(c != EMPTY for c in cells):
-            rows.append((label or key, cells))
+            rows.append((plain_text(label or key), cells))  # a newline or ESC in a label: not a new row
     width = max([len("metric")] + [len(r[0]) for r in rows])
     lines = [f"{'metric':<{width}}  " + "  ".join(f"{s:>10}" for s in sides)]
     lines.append("-" * len(lines[0]))
@@ -82,8 +83,8 @@ def describe_protocol(protocol: dict) -> str:
         parts.append("filtered" if protocol["filtered"] else "unfiltered")
     sets = (protocol.get("filter") or {}).get("sets") if isinstance(protocol.get("filter"), dict) else None
     if sets:
-        parts.append("filter sets: " + " + ".join(f"{s['name']} ({s['num_triples']:,})" for s in sets))
-    parts.append(f"sides: {', '.join(protocol.get('sides', []))}")
+        parts.append("filter sets: " + " + ".join(f"{plain_text(s['name'])} ({s['num_triples']:,})" for s in sets))
+    parts.append(f"sides: {', '.join(map(plain_text, protocol.get('sides', [])))}")
     if "num_tasks" in protocol:
         parts.append(f"{protocol['num_tasks']} tasks")
     if protocol.get("weighted"):

@@ -78,6 +78,8 @@ class HPOResult:
     direction: str
     storage: str
     study_name: str
+    #: what the search found when it opened the study and should say (trials of workers that stopped)
+    notes: tuple[str, ...] = ()
 
     @property
     def best_trial(self):
@@ -212,7 +214,7 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
     """
     from .._json import read_json
     from .runs import OutputDirectoryError
-    from .study import in_memory_sqlite
+    from .study import display_url, in_memory_sqlite
 
     if overwrite:
         return
@@ -232,6 +234,7 @@ def check_output_study(directory: str | os.PathLike, study_name: str, shown_stor
     if not isinstance(saved, dict):
         saved = {}
     name, storage = saved.get("study_name"), saved.get("storage")
+    storage = display_url(storage)  # a file of an older kgeval may hold a ?password= it did not mask
     held = _describe_saved(name, storage)
     this = f"this search (study {study_name!r} in {shown_storage})"
     if name != study_name or not _same_storage(storage, shown_storage):
@@ -360,7 +363,7 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     """
     optuna = _optuna()
     from ..data import get_dataset
-    from .study import absolute_sqlite_url, display_url, make_pruner, open_study
+    from .study import absolute_sqlite_url, display_url, make_pruner, open_study, silent_trials_note
 
     n_trials = check_positive_int("n_trials", n_trials)
     frequency = check_positive_int("evaluation_frequency", evaluation_frequency, allow_none=True)
@@ -412,7 +415,8 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     ensure_study_id(study)
     if output_dir is not None:  # the opened study: one made anew under the same name is refused too
         check_output_study(output_dir, study_name, display_url(storage), study=study, overwrite=overwrite)
-    result = HPOResult(study=study, metric=metric, direction=direction, storage=storage, study_name=study_name)
+    result = HPOResult(study=study, metric=metric, direction=direction, storage=storage, study_name=study_name,
+                       notes=tuple(n for n in [silent_trials_note(study)] if n))
     _optimize(result, _Objective(ds, base, space, metric, frequency), n_trials=n_trials, timeout=timeout,
               output_dir=output_dir, overwrite=overwrite)
     if output_dir is not None:
@@ -813,6 +817,8 @@ def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeou
               overwrite: bool = False) -> None:
     """Run the trials; turn a failing trial into one clear :class:`TrialError` and Ctrl-C into
     :class:`HPOInterrupted`, saving what exists first."""
+    from .study import redact
+
     try:
         result.study.optimize(objective, n_trials=n_trials, timeout=timeout, catch=(), gc_after_trial=False)
     except KeyboardInterrupt:
@@ -828,8 +834,8 @@ def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeou
         what = "the search" if number is None else \
             f"trial {number} ({', '.join(f'{k}={v!r}' for k, v in values.items())})"
         text = str(exc).strip().splitlines()
-        detail = (text[0] if text else "") if isinstance(exc, KGEvalError) else \
-            f"{type(exc).__name__}: {text[0] if text else ''}"
+        detail = redact((text[0] if text else "") if isinstance(exc, KGEvalError) else
+                        f"{type(exc).__name__}: {text[0] if text else ''}", result.storage)
         raise TrialError(f"{what} failed: {detail}; finished trials are kept in {result.shown_storage}; "
                          f"{result.resume_hint()}") from exc
     if not any(t.state.name == "COMPLETE" for t in result.study.trials):

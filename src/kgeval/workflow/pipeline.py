@@ -22,10 +22,10 @@ import numpy as np
 
 from .._threads import torch_threads
 from ..data.splits import split_attribute
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, KGEvalError
 from .config import PipelineConfig, Restriction
 from .evaluation import check_split_to_evaluate, evaluate_model, resolve_whitelist, validation_filter_sets
-from .replicates import ReplicatesResult, replicate_seeds
+from .replicates import ReplicateSaveError, ReplicatesResult, lost_replicate, replicate_seeds, write_summary
 
 #: Graphs with at most this many entities train on one torch thread by default (see :func:`pipeline`).
 SMALL_GRAPH_ENTITIES = 1000
@@ -202,7 +202,8 @@ def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bo
 
 
 def replicates(config: PipelineConfig | None = None, num_replicates: int | None = None, *, dataset=None,
-               progress: bool = True, data_dir=None, callback=None, **overrides) -> ReplicatesResult:
+               progress: bool = True, data_dir=None, callback=None, output=None, on_run=None,
+               **overrides) -> ReplicatesResult:
     """Train and evaluate one configuration ``num_replicates`` times, with seeds ``seed, seed + 1, ...``.
 
     Parameters
@@ -211,6 +212,13 @@ def replicates(config: PipelineConfig | None = None, num_replicates: int | None 
         As :func:`pipeline`.
     num_replicates : int
         The number of runs, at least 2; the seeds must stay below ``2**32``.
+    output : path, optional
+        A directory (absent or empty) that receives each run in ``output/seed<s>`` as soon as it is
+        trained and ``replicates.json`` after the last; a run that cannot be saved stops the set with
+        :class:`~kgeval.workflow.replicates.ReplicateSaveError` (file and reason named), the runs saved
+        before it kept.
+    on_run : callable, optional
+        ``on_run(seed, run)`` as each run finishes, before it is saved.
 
     Returns
     -------
@@ -228,13 +236,34 @@ def replicates(config: PipelineConfig | None = None, num_replicates: int | None 
     """
     config = _configured(config, dataset, overrides)
     return _replicates(config, num_replicates, dataset=dataset, progress=progress, data_dir=data_dir,
-                       callback=callback)
+                       callback=callback, output=output, on_run=on_run)
 
 
-def _replicates(config: PipelineConfig, num_replicates, *, dataset, **kwargs) -> ReplicatesResult:
+def _replicates(config: PipelineConfig, num_replicates, *, dataset, output=None, on_run=None,
+                **kwargs) -> ReplicatesResult:
+    """The runs one after the other; each saved as it finishes when ``output`` is given, so a failed
+    save (a full disk) loses no replicate saved before it."""
+    from .runs import check_output, save_run
+
     seeds = replicate_seeds(config.seed, num_replicates)
     dataset = None if isinstance(dataset, str) else dataset  # a name is the configuration's dataset
-    return ReplicatesResult([_run(config.replace(seed=s), dataset, **kwargs) for s in seeds], seeds)
+    target = None if output is None else check_output(output)
+    runs = []
+    for s in seeds:
+        runs.append(_run(config.replace(seed=s), dataset, **kwargs))
+        if on_run is not None:
+            on_run(s, runs[-1])
+        if target is None:
+            continue
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            save_run(runs[-1], target / f"seed{s}")
+        except (OSError, KGEvalError) as exc:
+            raise ReplicateSaveError(lost_replicate(exc, target, seeds, len(runs)), runs, seeds[:len(runs)]) from exc
+    result = ReplicatesResult(runs, seeds)
+    if target is not None:
+        write_summary(result, target, target)
+    return result
 
 
 def _configured(config, dataset, overrides: dict) -> PipelineConfig:

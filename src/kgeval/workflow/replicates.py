@@ -106,26 +106,53 @@ class ReplicatesResult:
     def save(self, directory, *, overwrite: bool = False) -> Path:
         """Each run into ``directory/seed<seed>`` and the summary into ``directory/replicates.json``, all
         at once: the set is written beside ``directory`` and moved into place when complete (a failure
-        used to leave ``seed42/`` without ``seed43/`` or ``replicates.json``)."""
-        import shutil
-        import tempfile
-
-        from .._json import current_umask
-        from .runs import _commit, check_output
+        used to leave ``seed42/`` without ``seed43/`` or ``replicates.json``). To keep each run as soon
+        as it is trained, give ``output`` to :func:`run_replicates` instead."""
+        from .runs import _commit, check_output, staging_directory
 
         target = check_output(directory, overwrite=overwrite)
         existed = target.exists()
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
-            os.chmod(tmp, 0o777 & ~current_umask())
+        with staging_directory(target) as tmp:
             for seed, run in zip(self.seeds, self.runs):
                 run.save(tmp / f"seed{seed}")
-            write_json(tmp / REPLICATES_FILE, self.to_json())
+            write_summary(self, tmp, target)
             return _commit(tmp, target, existed=existed, overwrite=overwrite)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+
+
+def write_summary(result: ReplicatesResult, directory: Path, target: Path) -> None:
+    from .runs import save_failure
+
+    try:
+        write_json(directory / REPLICATES_FILE, result.to_json())
+    except OSError as exc:
+        raise save_failure(target / REPLICATES_FILE, exc, "the replicate summary") from exc
+
+
+class ReplicateSaveError(KGEvalError):
+    """A replicate could not be saved by :func:`kgeval.replicates` (``output=``); the replicates before
+    it are saved.
+
+    ``runs``: the runs trained so far (the last one is the one not saved), ``seeds``: their seeds.
+    """
+
+    def __init__(self, message: str, runs: list, seeds: list[int]):
+        super().__init__(message)
+        self.runs, self.seeds = runs, seeds
+
+
+def lost_replicate(exc: Exception, target: Path, seeds: list[int], trained: int) -> str:
+    """One line: why replicate ``trained - 1`` was not saved, which are saved and which were not run."""
+    from .._json import os_cause
+
+    seed = seeds[trained - 1]
+    why = str(exc) if isinstance(exc, KGEvalError) else f"cannot save {target / f'seed{seed}'}: {os_cause(exc)}"
+    done, rest = seeds[:trained - 1], seeds[trained:]
+    kept = ("no replicate was saved" if not done else f"seed {done[0]} is saved in {target}" if len(done) == 1
+            else f"seeds {', '.join(map(str, done))} are saved in {target}")
+    not_run = ("" if not rest else f"; seed {rest[0]} was not run" if len(rest) == 1
+               else f"; seeds {rest[0]}..{rest[-1]} were not run")
+    return f"{why}; {kept}{not_run}"
 
 
 def load_replicates(directory: str | os.PathLike) -> list[Path]:

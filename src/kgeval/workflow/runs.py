@@ -18,6 +18,7 @@ it was trained on (other label -> id maps or other split hashes) unless explicit
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._json import current_umask, read_json, write_json
+from .._json import current_umask, os_cause, read_json, terminate_as_exception, write_json
 from ..errors import InvalidInputError, KGEvalError
 from .config import PipelineConfig
 
@@ -213,29 +214,53 @@ def check_output_file(path: str | os.PathLike) -> Path:
 
 
 def save_run(result, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write ``result`` (a :class:`PipelineResult`) as a run directory; see the module docstring."""
+    """Write ``result`` (a :class:`PipelineResult`) as a run directory; see the module docstring.
+
+    A write that fails (a full disk, a quota) raises :class:`OutputDirectoryError` naming the file and
+    the system's reason ("No space left on device"); nothing of the run is left behind, SIGTERM included.
+    """
     target = check_output(directory, overwrite=overwrite)
     existed = target.exists()  # an empty directory named by the caller is filled; anything else is claimed
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~current_umask())
-        _write_files(result, tmp)
+    with staging_directory(target) as tmp:
+        _write_files(result, tmp, target)
         return _commit(tmp, target, existed=existed, overwrite=overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
-def _write_files(result, directory: Path) -> None:
+@contextlib.contextmanager
+def staging_directory(target: Path):
+    """A new hidden directory beside ``target`` to write into, removed if the block fails or the process
+    receives SIGTERM (:func:`kgeval._json.terminate_as_exception`); the block renames it into place."""
+    with terminate_as_exception():
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            os.chmod(tmp, 0o777 & ~current_umask())
+            yield tmp
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def save_failure(path: Path, exc: BaseException, what: str = "the run") -> OutputDirectoryError:
+    """The one-line error of a failed write: the file and the system's reason, e.g.
+    ``cannot save the run: writing /data/run/model.pt failed: No space left on device``."""
+    return OutputDirectoryError(f"cannot save {what}: writing {path} failed: {os_cause(exc)}")
+
+
+def _write_files(result, directory: Path, target: Path) -> None:
     ds = result.dataset
-    write_json(directory / "config.json", result.metadata())
-    result.results.save_json(directory / "results.json")
-    result.results.rank_table.save(directory / "rank_table.npz")
     labels = {} if ds is None else {"entity_labels": ds.entity_labels, "relation_labels": ds.relation_labels}
-    result.model.save(directory / "model.pt", **labels)
-    write_json(directory / "losses.json", {"losses": result.losses, "training": result.training.to_dict()})
-    write_manifest(directory)
+    steps = (("config.json", lambda p: write_json(p, result.metadata())),
+             ("results.json", result.results.save_json),
+             ("rank_table.npz", result.results.rank_table.save),
+             ("model.pt", lambda p: result.model.save(p, **labels)),
+             ("losses.json", lambda p: write_json(p, {"losses": result.losses, "training": result.training.to_dict()})),
+             (MANIFEST, lambda p: write_manifest(p.parent)))
+    for name, write in steps:
+        try:
+            write(directory / name)
+        except (OSError, RuntimeError, KGEvalError) as exc:  # named by its final path: the staging one is gone
+            raise save_failure(target / name, exc) from exc
 
 
 def _commit(tmp: Path, target: Path, *, existed: bool, overwrite: bool) -> Path:

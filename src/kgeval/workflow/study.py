@@ -19,8 +19,9 @@
 - **Server storages** (PostgreSQL, MySQL; :func:`check_storage`): workers on several machines
   share one study through a database server. Before anything else the server is reached once
   with a short connect timeout, so an unreachable URL or a missing driver is one named error
-  instead of a retry loop and a SQLAlchemy traceback; passwords in URLs are masked
-  (:func:`display_url`) wherever kgeval prints or saves a storage URL.
+  instead of a retry loop and a SQLAlchemy traceback; credentials in URLs (``user:password@``, ``?password=``
+  and every other form a driver reads, :func:`display_url`) are masked wherever kgeval prints or saves a
+  storage URL, and in the database errors it passes on (:func:`redact`).
 """
 
 from __future__ import annotations
@@ -127,9 +128,85 @@ class StorageError(InvalidInputError):
     """The Optuna storage URL cannot be used: malformed, its driver is missing, or the server is unreachable."""
 
 
+#: query parameters that carry a credential: password (libpq, psycopg, pymysql), sslpassword, passfile,
+#: passwd (MySQLdb), pwd, and any name with secret/token/credential in it
+_SECRET_NAME = re.compile(r"pass|pwd|secret|token|credential", re.IGNORECASE)
+#: ``name=value`` inside a keyword string (a libpq conninfo, ``options=-c ...``, a ``PGPASSWORD=...``): the value
+#: of a secret name, quoted ('...' with \\' escapes, as libpq reads it) or up to the next space or separator
+_SECRET_KEYWORD = re.compile(r"""((?<![\w.-])[\w.-]*(?:pass|pwd|secret|token|credential)[\w.-]*\s*=\s*)"""
+                             r"""('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|[^\s&;,]*)""", re.IGNORECASE)
+#: SQLAlchemy's reading of ``scheme://user:password@``: the user has no ``:`` or ``/``, the password no ``@``
+_USERINFO = re.compile(r"([\w+]+://[^:/]*:)([^@]*)@")
+
+
 def display_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages, resume hints and saved files)."""
-    return re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", url)
+    """``url`` with every credential replaced by ``***``: what kgeval prints, logs and saves of a storage URL.
+
+    The forms a database driver accepts: ``user:password@`` (parsed as SQLAlchemy parses it), query
+    parameters naming a secret (``?password=``, ``sslpassword``, ``passfile``, ``passwd``, ``pwd``, also
+    percent-encoded), ``name=value`` secrets inside any parameter's value (libpq ``options`` or a keyword
+    string) and in a text that is no URL at all (``host=db password=x``, ``PGPASSWORD=x``).
+
+    Examples
+    --------
+    >>> display_url("postgresql://me:s3cret@db/hpo?sslpassword=k&application_name=a")
+    'postgresql://me:***@db/hpo?sslpassword=***&application_name=a'
+    >>> display_url("host=db password='a b' user=me")
+    'host=db password=*** user=me'
+    """
+    if not isinstance(url, str):
+        return url
+    head, rest = "", url
+    match = _USERINFO.match(url)
+    if match:
+        head, rest = match.group(1) + "***@", url[match.end():]
+    base, sep, query = rest.partition("?")
+    if not sep:
+        return head + _SECRET_KEYWORD.sub(r"\1***", base)
+    return head + _SECRET_KEYWORD.sub(r"\1***", base) + "?" + "&".join(_mask_parameter(p) for p in query.split("&"))
+
+
+def _mask_parameter(item: str) -> str:
+    from urllib.parse import quote, unquote_plus
+
+    key, eq, value = item.partition("=")
+    if not eq:
+        return _SECRET_KEYWORD.sub(r"\1***", item)
+    if _SECRET_NAME.search(unquote_plus(key)):
+        return f"{key}=***"
+    plain = unquote_plus(value)
+    masked = _SECRET_KEYWORD.sub(r"\1***", plain)
+    return item if masked == plain else f"{key}={quote(masked, safe='=*-')}"
+
+
+def _secret_values(url: str) -> list[str]:
+    """The credentials in ``url`` as they may appear in a driver's message (raw and decoded), longest first."""
+    from urllib.parse import unquote, unquote_plus
+
+    found = []
+    match = _USERINFO.match(url)
+    if match:
+        found.append(match.group(2))
+    for item in url.split("?", 1)[1].split("&") if "?" in url else []:
+        key, eq, value = item.partition("=")
+        if eq and _SECRET_NAME.search(unquote_plus(key)):
+            found.append(value)
+        found += [m.group(2).strip("'\"") for m in _SECRET_KEYWORD.finditer(unquote_plus(value))]
+    found += [m.group(2).strip("'\"") for m in _SECRET_KEYWORD.finditer(url)]
+    values = {v for f in found for v in (f, unquote(f), unquote_plus(f)) if len(v) >= 3}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str, url: str) -> str:
+    """``text`` (an error message) with ``url``'s credentials masked wherever they appear in it.
+
+    A driver's message can quote a part of the URL (libpq echoes a bad ``options`` value); values
+    shorter than 3 characters are left alone, replacing them would garble every message.
+    """
+    text = text.replace(url, display_url(url))
+    for secret in _secret_values(url):
+        text = text.replace(secret, "***")
+    return _SECRET_KEYWORD.sub(r"\1***", text)
 
 
 def absolute_sqlite_url(url: str) -> str:
@@ -203,12 +280,12 @@ def check_storage(url: str) -> None:
         raise StorageError(f"cannot open the Optuna storage {shown!r}: unknown database backend {backend!r} "
                            f"(use sqlite:///FILE or postgresql://user:password@host:port/database)") from None
     except sqlalchemy.exc.ArgumentError as exc:
-        raise StorageError(f"cannot open the Optuna storage {shown!r}: {_first_line(exc)}") from None
+        raise StorageError(f"cannot open the Optuna storage {shown!r}: {redact(_first_line(exc), url)}") from None
     try:
         with engine.connect():
             pass
     except sqlalchemy.exc.DBAPIError as exc:
-        reason = str(getattr(exc, "orig", exc)).strip().splitlines()
+        reason = redact(str(getattr(exc, "orig", exc)), url).strip().splitlines()
         raise StorageError(f"cannot reach the Optuna storage {shown}: {reason[0] if reason else type(exc).__name__} "
                            f"(is the server running and the URL right? waited up to {CONNECT_TIMEOUT} s)") from None
     finally:
@@ -240,15 +317,15 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
     """
     check_storage(storage)
     shown = display_url(storage)
-    rdb = _retrying(lambda: _storage(storage), study_name, shown)
+    rdb = _retrying(lambda: _storage(storage), study_name, shown, storage)
     created = False
-    if not _retrying(lambda: _study_exists(rdb, study_name), study_name, shown):
+    if not _retrying(lambda: _study_exists(rdb, study_name), study_name, shown, storage):
         if before_create is not None:
             before_create()
         directions = [optuna.study.StudyDirection.MAXIMIZE if direction == "maximize"
                       else optuna.study.StudyDirection.MINIMIZE]
         try:
-            _retrying(lambda: rdb.create_new_study(directions, study_name), study_name, shown)
+            _retrying(lambda: rdb.create_new_study(directions, study_name), study_name, shown, storage)
             created = True
         except optuna.exceptions.DuplicatedStudyError:  # another worker created it since: loaded below
             pass
@@ -258,7 +335,7 @@ def open_study(storage: str, study_name: str, *, direction: str, sampler, pruner
             f"or another study_name"
         )
     study = _retrying(lambda: optuna.load_study(study_name=study_name, storage=rdb, sampler=sampler, pruner=pruner),
-                      study_name, shown)
+                      study_name, shown, storage)
     if study.direction.name.lower() != direction:
         raise InvalidInputError(
             f"study {study_name!r} in {shown} optimises in direction {study.direction.name.lower()}, "
@@ -278,7 +355,7 @@ def _study_exists(rdb, study_name: str) -> bool:
     return True
 
 
-def _retrying(step: Callable, study_name: str, shown: str):
+def _retrying(step: Callable, study_name: str, shown: str, url: str):
     """``step()``, retried with a short random back-off while another worker creates the same database.
 
     Two workers creating one new database race on its tables (SQLite: "table ... already exists" / UNIQUE
@@ -296,11 +373,11 @@ def _retrying(step: Callable, study_name: str, shown: str):
         except sqlalchemy.exc.DBAPIError as exc:
             if attempt == OPEN_ATTEMPTS - 1:
                 raise KGEvalError(f"cannot open the Optuna study {study_name!r} in {shown}: "
-                                  f"{_first_line(exc)}") from None
+                                  f"{redact(_first_line(exc), url)}") from None
             time.sleep(random.uniform(0.05, 0.2) * 2**attempt)  # OS-seeded: never the search's seed
         except Exception as exc:  # bad storage URL, missing database driver, unreadable file, ...
             raise InvalidInputError(f"cannot open the Optuna study {study_name!r} in {shown!r}: "
-                                    f"{_first_line(exc)}") from None
+                                    f"{redact(_first_line(exc), url)}") from None
 
 
 def fail_stale_trials(study) -> list[int]:
@@ -313,3 +390,60 @@ def fail_stale_trials(study) -> list[int]:
         optuna.storages.fail_stale_trials(study)
     still = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
     return sorted(running - still)
+
+
+def silent_trials_note(study) -> str | None:
+    """What to say about RUNNING trials whose worker has stopped sending heartbeats, or ``None``.
+
+    :func:`fail_stale_trials` marks them failed only after :data:`GRACE_PERIOD`; until then a resume listed
+    a trial of a killed worker as running without comment. A heartbeat older than :data:`HEARTBEAT_INTERVAL`
+    means a missed beat; a trial with no heartbeat at all (its worker died before the first) is never failed
+    by Optuna, and is named as such.
+    """
+    rdb = getattr(getattr(study, "_storage", None), "_backend", getattr(study, "_storage", None))
+    if not isinstance(rdb, optuna.storages.RDBStorage) or not rdb.heartbeat_interval:
+        return None
+    interval, grace = rdb.heartbeat_interval, rdb.grace_period or 2 * rdb.heartbeat_interval
+    try:
+        silent, never = _silent_trials(study, rdb, interval)
+    except Exception:  # noqa: BLE001 -- Optuna's tables are not a public interface: no note rather than a crash
+        return None
+    notes = []
+    if silent:
+        ages = sorted(silent.values())
+        ago = f"{ages[0]:.0f} s" if len(ages) == 1 else f"{ages[0]:.0f}-{ages[-1]:.0f} s"
+        notes.append(f"{_trials(silent)} whose worker{'s' if len(silent) > 1 else ''} stopped sending heartbeats "
+                     f"{ago} ago; {'it is' if len(silent) == 1 else 'they are'} marked failed after {grace} s")
+    if never:
+        notes.append(f"{_trials(never)} RUNNING without any heartbeat {max(never.values()):.0f} s after "
+                     f"{'its' if len(never) == 1 else 'their'} start (the worker died before its first): Optuna "
+                     "never marks such a trial failed; if its worker is gone, it stays RUNNING")
+    return "; ".join(notes) or None
+
+
+def _trials(ages: dict[int, float]) -> str:
+    numbers = ", ".join(map(str, sorted(ages)))
+    return f"1 trial (trial {numbers})" if len(ages) == 1 else f"{len(ages)} trials (trials {numbers})"
+
+
+def _silent_trials(study, rdb, interval: float) -> tuple[dict[int, float], dict[int, float]]:
+    """``({trial number: seconds since its last heartbeat}, {trial number: seconds since its start})`` of the
+    RUNNING trials with a missed heartbeat, and of those with none at all."""
+    import datetime
+
+    import sqlalchemy
+    from optuna.storages._rdb import models
+
+    running = {t._trial_id: t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
+    if not running:
+        return {}, {}
+    with rdb.scoped_session() as session:  # the database's clock: the one the heartbeats were written with
+        now = session.execute(sqlalchemy.func.now()).scalar().replace(tzinfo=None)
+        beats = {row.trial_id: row.heartbeat.replace(tzinfo=None) for row in
+                 session.query(models.TrialHeartbeatModel).filter(
+                     models.TrialHeartbeatModel.trial_id.in_(list(running)))}
+    silent = {running[i].number: (now - beat).total_seconds() for i, beat in beats.items()}
+    started = {t.number: (datetime.datetime.now() - t.datetime_start).total_seconds()
+               for i, t in running.items() if i not in beats and t.datetime_start is not None}
+    return ({n: age for n, age in silent.items() if age > interval},
+            {n: age for n, age in started.items() if age > interval})
