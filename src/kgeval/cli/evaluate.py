@@ -108,7 +108,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             raise InvalidInputError(OUTPUT_REFUSED)
     if output:  # before the (possibly long) evaluation, and before the process group (no rank fails alone)
         if model_file is not None:
-            replaced = check_output_file(output).exists()
+            run_dir = Path(model_file) if Path(model_file).is_dir() else Path(model_file).parent
+            replaced = check_output_file(output, inputs=[run_dir]).exists()  # never one of the run's own files
         else:
             from ..workflow.runs import check_output
 
@@ -219,6 +220,7 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     defaults for a model file outside a run)."""
     from ..data import get_dataset
     from ..models import load_model
+    from ..workflow.run_files import run_results
     from ..workflow.runs import check_dataset, check_model_config, load_run
 
     defaults = {"split": "test", "filter_validation_when_testing": True, "relations": None, "entities": None,
@@ -226,6 +228,8 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     _refuse_pykeen_output(path)
     if path.is_dir():
         run = load_run(path)
+        if (path / "results.json").exists() or (path / "rank_table.npz").exists():
+            run_results(run)  # a run whose results.json and rank table disagree is refused, as by report and compare
         model = run.load_model(shard=shard)
         ds = run.load_dataset(model, dataset, data_dir=data_dir, allow_dataset_mismatch=allow_mismatch)
         return model, ds, _run_defaults(run.config)

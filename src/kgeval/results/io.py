@@ -70,4 +70,4 @@ def parse(data, source: str = "results") -> tuple[dict, dict, dict[str, dict[str
 def read_json(path: str | os.PathLike):
     """The JSON document in ``path``; unreadable, non-UTF-8 or invalid JSON raises
     :class:`InvalidInputError` naming the file and the problem (check it with :func:`parse`)."""
-    return _read_json(path, "a kgeval results file")
+    return _read_json(path, "a kgeval results file", allow_nan=False)

@@ -55,13 +55,10 @@ class Model:
 
 
 def _load_run(directory: Path) -> tuple[RankTable, dict, dict | None]:
-    from ..results import Results
-    from ..workflow.runs import load_run
+    from ..workflow.run_files import load_run_results
 
-    run = load_run(directory)
-    table = RankTable.load(directory / "rank_table.npz")
-    results = Results.load_json(directory / "results.json", table)
-    return table, results.protocol, run.metadata.get("dataset")
+    run, results = load_run_results(directory)  # refused where results.json and the rank table disagree
+    return results.rank_table, results.protocol, run.metadata.get("dataset")
 
 
 def as_model(item, index: int) -> Model:

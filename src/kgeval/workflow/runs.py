@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 import os
 import platform
 import secrets
@@ -31,16 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._json import current_umask, read_json, write_json
+from .._json import current_umask, write_json
 from ..errors import InvalidInputError, KGEvalError
 from .config import PipelineConfig
-
-MANIFEST = "manifest.json"
-RUN_FILES = ("config.json", "results.json", "rank_table.npz", "model.pt", "losses.json")
-
-
-class CorruptRunError(InvalidInputError):
-    """A run directory's files do not match its manifest (changed, truncated or missing)."""
+from .run_files import MANIFEST, RUN_FILES, CorruptRunError, read_run_json, run_file, verify_files  # noqa: F401
 
 
 class DatasetMismatchError(InvalidInputError):
@@ -127,31 +120,16 @@ def verify_manifest(directory: str | os.PathLike, names=None) -> bool:
     """Check files of a run against its manifest (all listed files, or only ``names``).
 
     Returns False (with a warning) for a run without a manifest; raises
-    :class:`CorruptRunError` naming every file that is missing or changed.
+    :class:`CorruptRunError` naming every file that is missing or changed, a manifest entry that is
+    not a file inside the run directory, a listed file that is not a regular file inside it, and a
+    run file (:data:`RUN_FILES`) the manifest does not list (see :mod:`.run_files`).
     """
     directory = Path(directory)
-    path = directory / MANIFEST
-    if not path.exists():
+    if not os.path.lexists(directory / MANIFEST):
         warnings.warn(f"{directory} has no {MANIFEST} (saved by an older kgeval): its files cannot be verified",
                       UserWarning, stacklevel=2)
         return False
-    try:
-        files = json.loads(path.read_text())["files"]
-        if not isinstance(files, dict):
-            raise TypeError("'files' is not a mapping")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptRunError(f"{path}: unreadable manifest ({exc})") from None
-    bad = []
-    for name, entry in files.items():
-        if names is not None and name not in names:
-            continue
-        file = directory / name
-        if not file.is_file():
-            bad.append(f"{name} is missing")
-        elif file.stat().st_size != entry.get("bytes") or _sha256(file) != entry.get("sha256"):
-            bad.append(f"{name} has changed since it was saved (sha256 mismatch)")
-    if bad:
-        raise CorruptRunError(f"run directory {directory} is corrupt: {'; '.join(bad)}")
+    verify_files(directory, names)
     return True
 
 
@@ -197,8 +175,12 @@ def check_output(directory: str | os.PathLike, *, overwrite: bool = False) -> Pa
     return target
 
 
-def check_output_file(path: str | os.PathLike) -> Path:
-    """Check before any work that a file can be written at ``path`` (its directory exists and is writable)."""
+def check_output_file(path: str | os.PathLike, *, inputs=()) -> Path:
+    """Check before any work that a file can be written at ``path`` (its directory exists and is writable)
+    and is no file of a run (:func:`.run_files.check_not_run_file`: a run beside it or one of ``inputs``)."""
+    from .run_files import check_not_run_file
+
+    check_not_run_file(path, inputs)
     path = resolve_output(path)
     if path.is_dir():
         raise OutputDirectoryError(f"cannot write {path}: it is a directory")
@@ -287,7 +269,10 @@ class Run:
         checked to be the model its configuration describes (:func:`check_model_config`)."""
         from ..models import load_model
 
-        path = self.directory / "model.pt"
+        try:
+            path = run_file(self.directory, "model.pt")
+        except FileNotFoundError:
+            raise InvalidInputError(f"{self.directory} has no model.pt: the run's model was not saved") from None
         model = load_model(path, shard=shard)
         check_model_config(model, self.config, path)
         return model
@@ -324,12 +309,14 @@ def load_run(directory: str | os.PathLike) -> Run:
     """Read a run directory after verifying its manifest; raises ``InvalidInputError`` if it is not one."""
     directory = Path(directory)
     path = directory / "config.json"
-    if not directory.is_dir() or not path.exists():
+    if not directory.is_dir() or not os.path.lexists(path):
         raise InvalidInputError(f"{directory} is not a kgeval run directory (no config.json)")
     verify_manifest(directory)
-    meta = read_json(path, "a kgeval pipeline configuration")
+    meta = read_run_json(directory, "config.json", "a kgeval pipeline configuration")
     if not isinstance(meta, dict) or not isinstance(meta.get("configuration"), dict):
         raise InvalidInputError(f"{path}: not a kgeval pipeline configuration")
+    if meta.get("dataset") is not None and not isinstance(meta["dataset"], dict):
+        raise InvalidInputError(f"{path}: not a kgeval pipeline configuration ('dataset' is not an object)")
     try:
         config = PipelineConfig.from_dict(meta["configuration"])
     except KGEvalError as exc:
