@@ -109,6 +109,23 @@ def test_results_that_disagree_with_the_rank_table_are_refused_by_every_command(
     assert not (tmp_path / "r.json").exists()
 
 
+def test_evaluate_says_when_the_model_is_not_the_one_of_the_rank_table(saved, tmp_path):
+    """model.pt replaced by another seed's (same configuration), manifest rewritten: evaluate showed other
+    numbers than report and compare without a word."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        other = kgeval.pipeline(dataset="nations", model="distmult", model_kwargs={"dim": 8}, epochs=2, random_seed=7,
+                                progress=False).save(tmp_path / "other")
+    run = copy(saved, tmp_path)
+    shutil.copy(other / "model.pt", run / "model.pt")
+    write_manifest(run)
+    res = cli("evaluate", "--model-file", run, "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert "ranks differ from the saved rank table" in res.output and f"{oracle_mrr(saved):.4f} saved" in res.output
+    res = cli("evaluate", "--model-file", saved, "--format", "json")  # intact: the same ranks, no warning
+    assert res.exit_code == 0 and "differ" not in res.output, res.output
+
+
 def test_a_manifest_must_list_every_run_file(saved, tmp_path):
     run = copy(saved, tmp_path)
     (run / "manifest.json").write_text(json.dumps({"format": "kgeval-run-manifest", "version": 1, "files": {}}))

@@ -167,6 +167,12 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
                              **({} if defaults["options"] is None else {"options": defaults["options"]}))
     if not leader:  # every rank holds the same results: one of them reports
         return
+    own = (split, filter_valid, rel, ent) == (defaults["split"], defaults["filter_validation_when_testing"],
+                                              defaults["relations"], defaults["entities"])
+    why = _differs_from_saved(defaults["saved"], results) if own and defaults.get("saved") is not None else None
+    if why:  # the numbers shown here would silently differ from report's and compare's for the same run
+        click.echo(f"warning: re-evaluating {model_file} with its own settings: {why}; its model.pt is not the "
+                   "model that produced its rank_table.npz, or the scores differ on this device", err=True)
     if output:
         results.save_json(output)  # atomic
         if replaced:  # an earlier results file was replaced without a word
@@ -228,11 +234,10 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     _refuse_pykeen_output(path)
     if path.is_dir():
         run = load_run(path)
-        if (path / "results.json").exists() or (path / "rank_table.npz").exists():
-            run_results(run)  # a run whose results.json and rank table disagree is refused, as by report and compare
+        saved = _saved_results(run)
         model = run.load_model(shard=shard)
         ds = run.load_dataset(model, dataset, data_dir=data_dir, allow_dataset_mismatch=allow_mismatch)
-        return model, ds, _run_defaults(run.config)
+        return model, ds, {**_run_defaults(run.config), "saved": None if dataset is not None or allow_mismatch else saved}
     if dataset is None:
         raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
     # a model file inside a run directory is verified and checked against that run's dataset too
@@ -243,10 +248,41 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
         check_model_config(model, run.config, path)
         # the run's model: evaluated as the run was, like its directory (a run evaluated on 2 relations was
         # re-evaluated on all 55 through RUN/model.pt: MRR 0.4575 where RUN gave the run's 0.6337)
-        defaults = _run_defaults(run.config)
+        saved = _saved_results(run)
+        defaults = {**_run_defaults(run.config), "saved": None if allow_mismatch else saved}
     ds = get_dataset(dataset, data_dir=data_dir)
     check_dataset(model, ds, metadata, allow_mismatch=allow_mismatch)
     return model, ds, defaults
+
+
+def _saved_results(run):
+    """The run's saved results, computed from its rank table and checked against its results.json: a run
+    whose files disagree is refused here, as by ``report`` and ``compare`` (None for a run without them)."""
+    from ..workflow.run_files import run_results
+
+    if not any((run.directory / f).exists() for f in ("results.json", "rank_table.npz")):
+        return None
+    return run_results(run)
+
+
+def _differs_from_saved(saved, results) -> str | None:
+    """Why a re-evaluation with the run's own settings differs from the run's saved rank table, or None.
+
+    Then model.pt is not the model that produced rank_table.npz (replaced, with the manifest rewritten), or the
+    scores differ on this device (a run evaluated on a GPU re-evaluated on the CPU: ties broken otherwise)."""
+    import numpy as np
+
+    old, new = saved.rank_table, results.rank_table
+    if new is None:
+        return None
+    if len(old) != len(new):
+        return f"{len(new)} ranking tasks here, {len(old)} in the saved rank table"
+    differ = int(np.count_nonzero((old.optimistic != new.optimistic) | (old.pessimistic != new.pessimistic)))
+    if not differ:
+        return None
+    key = "both.realistic.inverse_harmonic_mean_rank"
+    return (f"{differ} of {len(new)} ranks differ from the saved rank table (MRR {results.get_metric(key):.4f} "
+            f"here, {saved.get_metric(key):.4f} saved)")
 
 
 def _run_defaults(cfg) -> dict:
