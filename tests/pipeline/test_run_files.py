@@ -263,3 +263,34 @@ def test_the_cli_refuses_a_run_with_a_dev_zero_config_in_a_subprocess(saved, tmp
                           env={**os.environ, "PYTHONPATH": str(Path(kgeval.__file__).parents[1])})
     assert proc.returncode == 2, proc.stderr
     assert "does not list config.json" in proc.stderr
+
+
+# ------------------------------------------------------------------ siblings: other JSON readers
+def test_hpo_best_configuration_is_read_bounded(tmp_path):
+    from kgeval.workflow.hpo import check_output_study
+    from kgeval.workflow.runs import OutputDirectoryError
+
+    best = tmp_path / "best_pipeline_config.json"
+    best.symlink_to("/dev/zero")  # was read until memory ran out
+    with pytest.raises(OutputDirectoryError, match="best_pipeline_config.json: .*not a regular file"):
+        check_output_study(tmp_path, "study", "sqlite:///x.db")
+    best.unlink()
+    best.write_text("[" * 100_000)  # was a RecursionError traceback
+    with pytest.raises(OutputDirectoryError, match="nested deeper than 64 levels"):
+        check_output_study(tmp_path, "study", "sqlite:///x.db")
+
+
+def test_hpo_set_values_nested_without_end_are_a_named_error():
+    res = cli("hpo", "--dataset", "nations", "--model", "distmult", "--set", "training.batch_size=" + "[" * 100_000,
+              "--trials", "1")
+    assert res.exit_code == 2 and "--set training.batch_size: the value is nested too deeply" in res.output
+
+
+def test_results_load_json_refuses_non_finite_literals(saved, tmp_path):
+    from kgeval.results import Results
+
+    key = '"both.realistic.hits_at_1": '
+    text = (saved / "results.json").read_text().replace(key, key + 'NaN, "x": ', 1)
+    (tmp_path / "r.json").write_text(text)
+    with pytest.raises(InvalidInputError, match="NaN is not a JSON number"):
+        Results.load_json(tmp_path / "r.json")
