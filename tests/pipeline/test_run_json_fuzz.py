@@ -81,6 +81,7 @@ def load_and_check(run: Path, oracle: float) -> None:
     except KGEvalError:
         return
     assert results.value("both", "realistic", "inverse_harmonic_mean_rank") == pytest.approx(oracle, rel=1e-12)
+    results.evaluation_protocol.describe()  # what report and evaluate print
 
 
 def oracle_mrr(run: Path) -> float:
@@ -141,6 +142,25 @@ def test_strict_json_refuses_every_non_finite_literal():
         with pytest.raises(KGEvalError, match="not a JSON file"):
             parse_json(text, "x", allow_nan=False)
     assert parse_json("[1e308, -0.0, 5]", "x", allow_nan=False) == [1e308, -0.0, 5]
+
+
+def test_wrong_protocol_types_in_results_json_are_named(saved):
+    """A wrong type at each field of results.json's protocol: 'sides': 1 or 'sampling': {} were TypeErrors
+    in whatever read the protocol next (report, evaluate, compare)."""
+    from kgeval.results import Results
+
+    original = json.loads((saved / "results.json").read_text())
+    original["metrics"] = {MRR: original["metrics"][MRR]}  # the protocol is under test: one value is enough
+    for field in original["protocol"]:
+        for wrong in (None, 1, "x", [], {}, 1e308, True, [1, [2]], {"a": {}}):
+            data = json.loads(json.dumps(original))
+            data["protocol"][field] = wrong
+            try:
+                results = Results.from_json(data, source="fuzz")
+            except KGEvalError as exc:
+                assert "fuzz: not a kgeval results file" in str(exc)
+                continue
+            results.evaluation_protocol.describe()
 
 
 def test_load_run_itself_never_raises_another_exception_for_config_types(saved):
