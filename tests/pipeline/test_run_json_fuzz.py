@@ -178,3 +178,19 @@ def test_load_run_itself_never_raises_another_exception_for_config_types(saved):
                     load_run(run)
                 except KGEvalError:
                     pass
+
+
+@pytest.mark.parametrize("dataset", [[], 1, {"hashes": ["training"]}, {"hashes": "training"}])
+def test_config_dataset_identity_of_the_wrong_shape_is_named(saved, tmp_path, dataset):
+    """check_dataset (evaluate) indexed the hashes: a list was a TypeError traceback."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    run = fresh_copy(saved, str(tmp_path))
+    config = json.loads((run / "config.json").read_text())
+    config["dataset"] = dataset
+    (run / "config.json").write_text(json.dumps(config))
+    write_manifest(run)
+    res = CliRunner().invoke(main, ["evaluate", "--model-file", str(run)])
+    assert res.exit_code == 2 and "not a kgeval pipeline configuration ('dataset'" in res.output, res.output

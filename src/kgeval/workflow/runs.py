@@ -315,8 +315,13 @@ def load_run(directory: str | os.PathLike) -> Run:
     meta = read_run_json(directory, "config.json", "a kgeval pipeline configuration")
     if not isinstance(meta, dict) or not isinstance(meta.get("configuration"), dict):
         raise InvalidInputError(f"{path}: not a kgeval pipeline configuration")
-    if meta.get("dataset") is not None and not isinstance(meta["dataset"], dict):
-        raise InvalidInputError(f"{path}: not a kgeval pipeline configuration ('dataset' is not an object)")
+    dataset = meta.get("dataset")
+    hashes = dataset.get("hashes") if isinstance(dataset, dict) else None
+    if (dataset is not None and not isinstance(dataset, dict)) or (hashes is not None and not (
+            isinstance(hashes, dict) and all(isinstance(v, str) for v in hashes.values()))):
+        # check_dataset and compare read them: a list of hashes was a TypeError there
+        raise InvalidInputError(f"{path}: not a kgeval pipeline configuration ('dataset' is not an object with "
+                                "text split hashes)")
     try:
         config = PipelineConfig.from_dict(meta["configuration"])
     except KGEvalError as exc:
