@@ -241,13 +241,13 @@ def test_replicate_sets_list_only_directories_inside_them(saved, tmp_path):
 def test_rank_files_must_be_regular_files(tmp_path):
     fifo = tmp_path / "ranks.tsv"
     os.mkfifo(fifo)
-    with pytest.raises(InvalidInputError, match="is not a regular file"):
+    with pytest.raises(InvalidInputError, match="cannot read rank file .*: not a regular file"):
         kgeval.RankTable.load(fifo)
-    with pytest.raises(InvalidInputError, match="is not a regular file"):
+    with pytest.raises(InvalidInputError, match="cannot read rank file .*: not a regular file"):
         read_rank_file(fifo)
     npz = tmp_path / "ranks.npz"
     os.mkfifo(npz)
-    with pytest.raises(InvalidInputError, match="is not a regular file"):
+    with pytest.raises(InvalidInputError, match="cannot read rank file .*: not a regular file"):
         kgeval.RankTable.load(npz)
 
 

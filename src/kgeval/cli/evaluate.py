@@ -167,12 +167,9 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
                              **({} if defaults["options"] is None else {"options": defaults["options"]}))
     if not leader:  # every rank holds the same results: one of them reports
         return
-    own = (split, filter_valid, rel, ent) == (defaults["split"], defaults["filter_validation_when_testing"],
-                                              defaults["relations"], defaults["entities"])
-    why = _differs_from_saved(defaults["saved"], results) if own and defaults.get("saved") is not None else None
-    if why:  # the numbers shown here would silently differ from report's and compare's for the same run
-        click.echo(f"warning: re-evaluating {model_file} with its own settings: {why}; its model.pt is not the "
-                   "model that produced its rank_table.npz, or the scores differ on this device", err=True)
+    if defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
+            defaults["split"], defaults["filter_validation_when_testing"], defaults["relations"], defaults["entities"]):
+        _warn_if_differs(model_file, defaults["saved"], results)  # evaluated as the run was: the same ranks
     if output:
         results.save_json(output)  # atomic
         if replaced:  # an earlier results file was replaced without a word
@@ -226,7 +223,6 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     defaults for a model file outside a run)."""
     from ..data import get_dataset
     from ..models import load_model
-    from ..workflow.run_files import run_results
     from ..workflow.runs import check_dataset, check_model_config, load_run
 
     defaults = {"split": "test", "filter_validation_when_testing": True, "relations": None, "entities": None,
@@ -234,10 +230,12 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     _refuse_pykeen_output(path)
     if path.is_dir():
         run = load_run(path)
-        saved = _saved_results(run)
+        saved = _saved_results(run)  # refused here where results.json and the rank table disagree
         model = run.load_model(shard=shard)
         ds = run.load_dataset(model, dataset, data_dir=data_dir, allow_dataset_mismatch=allow_mismatch)
-        return model, ds, {**_run_defaults(run.config), "saved": None if dataset is not None or allow_mismatch else saved}
+        # another dataset gives other ranks: nothing to compare the re-evaluation with
+        saved = None if dataset is not None or allow_mismatch else saved
+        return model, ds, {**_run_defaults(run.config), "saved": saved}
     if dataset is None:
         raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
     # a model file inside a run directory is verified and checked against that run's dataset too
@@ -265,8 +263,9 @@ def _saved_results(run):
     return run_results(run)
 
 
-def _differs_from_saved(saved, results) -> str | None:
-    """Why a re-evaluation with the run's own settings differs from the run's saved rank table, or None.
+def _warn_if_differs(model_file, saved, results) -> None:
+    """Say on stderr where a re-evaluation with the run's own settings has other ranks than the run's saved
+    rank table: the numbers printed would otherwise differ silently from ``report``'s and ``compare``'s.
 
     Then model.pt is not the model that produced rank_table.npz (replaced, with the manifest rewritten), or the
     scores differ on this device (a run evaluated on a GPU re-evaluated on the CPU: ties broken otherwise)."""
@@ -274,15 +273,18 @@ def _differs_from_saved(saved, results) -> str | None:
 
     old, new = saved.rank_table, results.rank_table
     if new is None:
-        return None
+        return
     if len(old) != len(new):
-        return f"{len(new)} ranking tasks here, {len(old)} in the saved rank table"
-    differ = int(np.count_nonzero((old.optimistic != new.optimistic) | (old.pessimistic != new.pessimistic)))
-    if not differ:
-        return None
-    key = "both.realistic.inverse_harmonic_mean_rank"
-    return (f"{differ} of {len(new)} ranks differ from the saved rank table (MRR {results.get_metric(key):.4f} "
-            f"here, {saved.get_metric(key):.4f} saved)")
+        why = f"{len(new)} ranking tasks here, {len(old)} in the saved rank table"
+    else:
+        differ = int(np.count_nonzero((old.optimistic != new.optimistic) | (old.pessimistic != new.pessimistic)))
+        if not differ:
+            return
+        key = "both.realistic.inverse_harmonic_mean_rank"
+        why = (f"{differ} of {len(new)} ranks differ from the saved rank table (MRR {results.get_metric(key):.4f} "
+               f"here, {saved.get_metric(key):.4f} saved)")
+    click.echo(f"warning: re-evaluating {model_file} with its own settings: {why}; its model.pt is not the model "
+               "that produced its rank_table.npz, or the scores differ on this device", err=True)
 
 
 def _run_defaults(cfg) -> dict:

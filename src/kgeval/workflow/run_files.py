@@ -142,6 +142,25 @@ def load_run_results(directory: str | os.PathLike):
     extras); each of its metric values, null moments and p-values is recomputed from
     ``rank_table.npz`` and must agree (relative :data:`REL_TOL`), else :class:`CorruptRunError` names
     the file and the first value that differs.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        A run directory (``kgeval pipeline``'s output).
+
+    Returns
+    -------
+    (Run, Results)
+        The run (:func:`~kgeval.workflow.runs.load_run`, manifest verified) and its results, computed
+        from its rank table.
+
+    Example
+    -------
+    >>> import kgeval                                                    # doctest: +SKIP
+    >>> run_dir = kgeval.pipeline(dataset="nations", model="distmult", epochs=2).save("run")  # doctest: +SKIP
+    >>> run, results = load_run_results(run_dir)                         # doctest: +SKIP
+    >>> results["mrr"] == float(np.mean(1 / results.rank_table.ranks("realistic")))  # doctest: +SKIP
+    True
     """
     from .runs import load_run
 
