@@ -196,6 +196,14 @@ def test_a_run_without_manifest_still_reads_no_device_or_fifo(saved, tmp_path):
         load_run_results(run)
 
 
+def test_a_symlink_loop_is_a_named_error(saved, tmp_path):
+    run = copy(saved, tmp_path)
+    (run / "losses.json").unlink()
+    (run / "losses.json").symlink_to("losses.json")
+    with pytest.raises(CorruptRunError, match="losses.json cannot be read"):
+        load_run(run)
+
+
 def test_a_symlink_inside_the_run_is_followed(saved, tmp_path):
     run = copy(saved, tmp_path)
     (run / "config.json").rename(run / "config-real.json")

@@ -64,6 +64,8 @@ def run_file(directory: str | os.PathLike, name: str) -> Path:
         mode = os.stat(real).st_mode
     except FileNotFoundError:
         raise FileNotFoundError(f"{path} is missing") from None
+    except OSError as exc:  # a symlink loop, a permission
+        raise CorruptRunError(f"{path} cannot be read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(mode):
         raise CorruptRunError(f"{path} is not a regular file")
     return path
