@@ -181,19 +181,150 @@ def write_json(path: str | os.PathLike, obj, *, sort_keys: bool = False) -> Path
     return write_atomic(path, dumps(obj, sort_keys=sort_keys))
 
 
-def read_json(path: str | os.PathLike, what: str = "a JSON file"):
-    """The JSON document in ``path``. An unreadable file, bytes that are not UTF-8 or invalid JSON
-    raise :class:`~kgeval.errors.InvalidInputError` naming the file, ``what`` it should be and
-    the problem."""
+#: The largest file kgeval reads whole as JSON: a configuration, manifest, results or summary file
+#: is kilobytes; a symlink to /dev/zero or a procfs file would otherwise be read until memory runs out.
+MAX_JSON_BYTES = 64 << 20
+#: The deepest nesting a JSON file kgeval reads may have (its own files nest 5 levels): a deeper one
+#: (``[`` x 100,000) ended in a RecursionError traceback, in the parser or in a later recursive walk.
+MAX_JSON_DEPTH = 64
+
+
+def _invalid(message: str):
     from .errors import InvalidInputError
 
+    return InvalidInputError(message)
+
+
+def confined(path: str | os.PathLike, root: str | os.PathLike) -> Path:
+    """``path`` with every symlink resolved, refused (:class:`~kgeval.errors.InvalidInputError`) unless it
+    lies inside ``root`` (itself resolved): ``root / name`` where ``name`` is absolute, holds ``..`` or
+    is a symlink leaving ``root``.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> confined(os.path.join(root, "a.json"), root).name
+    'a.json'
+    """
+    base = Path(os.path.realpath(root))
+    resolved = Path(os.path.realpath(path))
+    if resolved != base and base not in resolved.parents:
+        raise _invalid(f"{path}: outside the directory {root} (an absolute path, '..' or a symlink leaving it)")
+    return resolved
+
+
+def read_regular(path: str | os.PathLike, what: str = "a file", *, max_bytes: int = MAX_JSON_BYTES,
+                 root: str | os.PathLike | None = None) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes`` of them.
+
+    Refused with :class:`~kgeval.errors.InvalidInputError` naming the file: a path outside ``root``
+    (when given, see :func:`confined`), anything but a regular file (a FIFO, a device such as
+    /dev/zero, a directory), a file longer than ``max_bytes`` (procfs files report size 0: the
+    bound is on the bytes read, not on ``st_size``), an unreadable one.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.json")
+    >>> _ = open(path, "w").write("[1]")
+    >>> read_regular(path)
+    b'[1]'
+    """
+    if root is not None:
+        path = confined(path, root)
     path = Path(path)
     try:
-        # utf-8-sig: editors on Windows save JSON with a byte-order mark, which json refuses
-        return json.loads(path.read_bytes().decode("utf-8-sig"))
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise _invalid(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _invalid(f"{path}: not {what} (not a regular file)")
+        try:
+            data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise _invalid(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:
+        raise _invalid(f"{path}: not {what} (larger than {max_bytes:,} bytes)")
+    return data
+
+
+def _no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        twice = next(k for i, k in enumerate(keys) if k in keys[:i])
+        raise ValueError(f"the key {twice!r} appears twice in one object")
+    return dict(pairs)
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: beyond a double, read as inf
+        raise ValueError(f"the number {text[:40]} overflows a double")
+    return value
+
+
+def _check_depth(obj, limit: int) -> None:
+    """Refuse nesting deeper than ``limit`` (an explicit stack: no recursion on hostile input)."""
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    raise ValueError(f"nested deeper than {limit} levels")
+                stack.append((child, depth + 1))
+
+
+def parse_json(data: bytes | str, source: str, what: str = "a JSON file", *, allow_nan: bool = True,
+               max_depth: int = MAX_JSON_DEPTH):
+    """The JSON document in ``data`` (read from ``source``); every failure is an
+    :class:`~kgeval.errors.InvalidInputError` naming ``source``, ``what`` it should be and the problem:
+    bytes that are not UTF-8, invalid JSON, a key twice in one object, nesting deeper than
+    ``max_depth``, and ``NaN`` / ``Infinity`` literals unless ``allow_nan``.
+
+    Example
+    -------
+    >>> parse_json(b'{"a": [1, 2]}', "example")
+    {'a': [1, 2]}
+    """
+    try:
+        # utf-8-sig: editors on Windows save JSON with a byte-order mark, which json refuses
+        text = data.decode("utf-8-sig") if isinstance(data, bytes) else data
+        obj = json.loads(text, object_pairs_hook=_no_duplicates,
+                         **({} if allow_nan else {"parse_constant": _refuse_constant,
+                                                       "parse_float": _finite_float}))
+        _check_depth(obj, max_depth)
+        return obj
     except UnicodeDecodeError as exc:  # before ValueError, its base class
-        raise InvalidInputError(f"{path}: not {what} (not UTF-8: {exc.reason} at byte {exc.start})") from None
+        raise _invalid(f"{source}: not {what} (not UTF-8: {exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise _invalid(f"{source}: not {what} (invalid JSON: nested deeper than {max_depth} levels)") from None
     except ValueError as exc:
-        raise InvalidInputError(f"{path}: not {what} (invalid JSON: {exc})") from None
+        raise _invalid(f"{source}: not {what} (invalid JSON: {exc})") from None
+
+
+def read_json(path: str | os.PathLike, what: str = "a JSON file", *, max_bytes: int = MAX_JSON_BYTES,
+              root: str | os.PathLike | None = None, allow_nan: bool = True):
+    """The JSON document in the regular file ``path`` (:func:`read_regular`, then :func:`parse_json`): the
+    one reader of every JSON file kgeval reads. Every failure (outside ``root``, not a regular file, over
+    ``max_bytes``, unreadable, not UTF-8, invalid JSON, nested too deep, a duplicate key, ``NaN`` unless
+    ``allow_nan``) is an :class:`~kgeval.errors.InvalidInputError` naming the file and the problem.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.json")
+    >>> _ = open(path, "w").write('{"x": 1}')
+    >>> read_json(path)
+    {'x': 1}
+    """
+    data = read_regular(path, what, max_bytes=max_bytes, root=root)
+    return parse_json(data, str(path), what, allow_nan=allow_nan)

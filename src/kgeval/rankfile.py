@@ -52,6 +52,8 @@ def load_rank_file(path: str | os.PathLike) -> RankTable:
     path = Path(path)
     if not path.exists():
         raise InvalidInputError(f"rank file not found: {path}")
+    if not path.is_file():  # a FIFO blocked the reader, /dev/zero filled the memory
+        raise InvalidInputError(f"cannot read rank file {path}: not a regular file")
     if path.suffix.lower() == ".npz":
         return _read_npz(path)
     return read_rank_file(path)
@@ -62,6 +64,8 @@ def read_rank_file(path: str | os.PathLike) -> RankTable:
     path = Path(path)
     if not path.exists():
         raise InvalidInputError(f"rank file not found: {path}")
+    if not path.is_file():
+        raise InvalidInputError(f"cannot read rank file {path}: not a regular file")
     try:
         data = path.read_bytes()
     except OSError as exc:

@@ -159,7 +159,14 @@ def test_broken_metadata_json_is_a_named_error(pykeen_dir, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(pykeen_dir, copy)
     (copy / "metadata.json").write_text('{"dataset": "nations"')
-    with pytest.raises(InvalidInputError, match="metadata.json is not valid JSON"):
+    with pytest.raises(InvalidInputError, match=r"metadata.json: not PyKEEN's metadata.json \(invalid JSON"):
+        load_pipeline_directory(copy, trust_pickle=True)
+    (copy / "metadata.json").write_text("[" * 100_000)  # was a RecursionError traceback
+    with pytest.raises(InvalidInputError, match="nested deeper than 64 levels"):
+        load_pipeline_directory(copy, trust_pickle=True)
+    (copy / "metadata.json").unlink()
+    (copy / "metadata.json").symlink_to("/dev/zero")  # was read until memory ran out
+    with pytest.raises(InvalidInputError, match="outside the directory"):
         load_pipeline_directory(copy, trust_pickle=True)
 
 

@@ -113,7 +113,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             raise InvalidInputError(OUTPUT_REFUSED)
     if output:  # before the (possibly long) evaluation, and before the process group (no rank fails alone)
         if model_file is not None:
-            replaced = check_output_file(output).exists()
+            run_dir = Path(model_file) if Path(model_file).is_dir() else Path(model_file).parent
+            replaced = check_output_file(output, inputs=[run_dir]).exists()  # never one of the run's own files
         else:
             from ..workflow.runs import check_output
 
@@ -171,6 +172,9 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
                              **({} if defaults["options"] is None else {"options": defaults["options"]}))
     if not leader:  # every rank holds the same results: one of them reports
         return
+    if defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
+            defaults["split"], defaults["filter_validation_when_testing"], defaults["relations"], defaults["entities"]):
+        _warn_if_differs(model_file, defaults["saved"], results)  # evaluated as the run was: the same ranks
     if output:
         results.save_json(output)  # atomic
         if replaced:  # an earlier results file was replaced without a word
@@ -233,9 +237,12 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
     _refuse_pykeen_output(path)
     if path.is_dir():
         run = load_run(path)
+        saved = _saved_results(run)  # refused here where results.json and the rank table disagree
         model = run.load_model(shard=shard)
         ds = run.load_dataset(model, dataset, data_dir=data_dir, allow_dataset_mismatch=allow_mismatch)
-        return model, ds, _run_defaults(run.config)
+        # another dataset gives other ranks: nothing to compare the re-evaluation with
+        saved = None if dataset is not None or allow_mismatch else saved
+        return model, ds, {**_run_defaults(run.config), "saved": saved}
     if dataset is None:
         raise InvalidInputError("--dataset is required when --model-file is a model file, not an output directory")
     # a model file inside a run directory is verified and checked against that run's dataset too
@@ -246,10 +253,45 @@ def _load(path: Path, dataset, data_dir, allow_mismatch: bool, shard=None):
         check_model_config(model, run.config, path)
         # the run's model: evaluated as the run was, like its directory (a run evaluated on 2 relations was
         # re-evaluated on all 55 through RUN/model.pt: MRR 0.4575 where RUN gave the run's 0.6337)
-        defaults = _run_defaults(run.config)
+        saved = _saved_results(run)
+        defaults = {**_run_defaults(run.config), "saved": None if allow_mismatch else saved}
     ds = get_dataset(dataset, data_dir=data_dir)
     check_dataset(model, ds, metadata, allow_mismatch=allow_mismatch)
     return model, ds, defaults
+
+
+def _saved_results(run):
+    """The run's saved results, computed from its rank table and checked against its results.json: a run
+    whose files disagree is refused here, as by ``report`` and ``compare`` (None for a run without them)."""
+    from ..workflow.run_files import run_results
+
+    if not any((run.directory / f).exists() for f in ("results.json", "rank_table.npz")):
+        return None
+    return run_results(run)
+
+
+def _warn_if_differs(model_file, saved, results) -> None:
+    """Say on stderr where a re-evaluation with the run's own settings has other ranks than the run's saved
+    rank table: the numbers printed would otherwise differ silently from ``report``'s and ``compare``'s.
+
+    Then model.pt is not the model that produced rank_table.npz (replaced, with the manifest rewritten), or the
+    scores differ on this device (a run evaluated on a GPU re-evaluated on the CPU: ties broken otherwise)."""
+    import numpy as np
+
+    old, new = saved.rank_table, results.rank_table
+    if new is None:
+        return
+    if len(old) != len(new):
+        why = f"{len(new)} ranking tasks here, {len(old)} in the saved rank table"
+    else:
+        differ = int(np.count_nonzero((old.optimistic != new.optimistic) | (old.pessimistic != new.pessimistic)))
+        if not differ:
+            return
+        key = "both.realistic.inverse_harmonic_mean_rank"
+        why = (f"{differ} of {len(new)} ranks differ from the saved rank table (MRR {results.get_metric(key):.4f} "
+               f"here, {saved.get_metric(key):.4f} saved)")
+    click.echo(f"warning: re-evaluating {model_file} with its own settings: {why}; its model.pt is not the model "
+               "that produced its rank_table.npz, or the scores differ on this device", err=True)
 
 
 def _run_defaults(cfg) -> dict:

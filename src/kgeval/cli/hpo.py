@@ -164,4 +164,6 @@ def _base_config(config_file: str | None, model: str | None, settings: tuple[str
             paths[path.strip()] = json.loads(text)
         except ValueError:
             paths[path.strip()] = text  # plain text, e.g. --set evaluation.options.sides=tail
+        except RecursionError:  # '[' x 100000: a traceback from the parser
+            raise InvalidInputError(f"--set {path.strip()}: the value is nested too deeply") from None
     return (PipelineConfig.from_dict(data) if config_file else PipelineConfig()).with_paths(paths)

@@ -39,7 +39,7 @@ def command(runs, output, fmt, metric, confidence, resamples, seed):
     # an HTML report was written into report.md (the format did not follow the name)
     fmt = fmt or SUFFIX_FORMATS.get(Path(output).suffix.lower(), "html")
     # before the work: a missing directory was an error naming a temporary file, after building the report
-    target = check_output_file(output)
+    target = check_output_file(output, inputs=runs)  # never one of the runs' own files
     replaced = target.exists()
     if fmt == "html":  # its figures need the metric's z-score: say so before the bootstrap, not after
         from ..report.model import base_metric, derived_keys

@@ -14,13 +14,13 @@ training + validation + test filtered.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .._json import read_json
 from ..data import get_dataset
 from ..errors import InvalidInputError
 from .pykeen import PyKEENScorer
@@ -57,10 +57,8 @@ def load_pipeline_directory(directory, *, trust_pickle: bool = False):
     model = torch.load(model_path, map_location="cpu", weights_only=False)
     factory = TriplesFactory.from_path_binary(directory / TRAINING_DIR)
     meta_path = directory / "metadata.json"
-    try:
-        metadata = json.loads(meta_path.read_bytes()) if meta_path.is_file() else {}
-    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
-        raise InvalidInputError(f"{meta_path} is not valid JSON: {exc}") from None
+    # the one bounded reader: a link to /dev/zero, a FIFO or '[' x 100000 is a named error
+    metadata = read_json(meta_path, "PyKEEN's metadata.json", root=directory) if os.path.lexists(meta_path) else {}
     return model, factory, metadata if isinstance(metadata, dict) else {}
 
 
@@ -172,7 +170,7 @@ def converted_model(model, scorer: DatasetScorer):
 def pykeen_losses(source: Path) -> list[float]:
     """The training losses of PyKEEN's ``results.json`` in ``source``, or [] when it records none."""
     try:
-        losses = json.loads((source / "results.json").read_text(encoding="utf-8")).get("losses") or []
+        losses = read_json(source / "results.json", "PyKEEN's results.json", root=source).get("losses") or []
         return [float(x) for x in losses]
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (InvalidInputError, ValueError, TypeError, AttributeError):
         return []

@@ -1,7 +1,8 @@
 """What a report shows, gathered from saved runs: :func:`build_report` -> :class:`Report`.
 
-Every number is read from the run's ``results.json`` (values, null moments) or computed
-from its ``rank_table.npz``; the writers (:mod:`.html`, :mod:`.text`) only format them.
+Every number is computed from the run's ``rank_table.npz`` (its ``results.json`` must agree,
+else the run is refused by name: one source of truth for every number shown); the writers
+(:mod:`.html`, :mod:`.text`) only format them.
 A headline row holds, for one side and the realistic rank type: the metric's value, its
 confidence interval (bootstrap over evaluation triples), its adjusted index
 ``(M - E[M]) / (opt - E[M])``, its z-score ``(M - E[M]) / sqrt(Var[M])`` and the one-sided
@@ -99,18 +100,12 @@ def _has_both(name: str) -> bool:
 
 
 def load_results(directory: str | os.PathLike):
-    """``(Run, Results with its rank table)`` of a run directory; a directory that is not one
-    raises :class:`InvalidInputError` naming it."""
-    from ..ranks import RankTable
-    from ..results import Results
-    from ..workflow.runs import load_run
+    """``(Run, Results)`` of a run directory, every number computed from its rank table and checked
+    against its ``results.json`` (:func:`kgeval.workflow.runs.load_run_results`); a directory
+    that is not a run, or whose files disagree, raises :class:`InvalidInputError` naming it."""
+    from ..workflow.runs import load_run_results
 
-    run = load_run(directory)
-    missing = [f for f in ("results.json", "rank_table.npz") if not (run.directory / f).is_file()]
-    if missing:
-        raise InvalidInputError(f"{run.directory} is not a complete kgeval run directory (no {', '.join(missing)})")
-    table = RankTable.load(run.directory / "rank_table.npz")
-    return run, Results.load_json(run.directory / "results.json", table)
+    return load_run_results(directory)
 
 
 def _headline_rows(results, sides, *, confidence, num_resamples, seed, why=None) -> list[dict]:

@@ -61,6 +61,12 @@ def parse(data, source: str = "results") -> tuple[dict, dict, dict[str, dict[str
     for k, v in flat.items():
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise bad(f"metric {k!r} has the non-numeric value {v!r}")
+    try:  # what every reader of the protocol does with it: a wrong type inside was a TypeError traceback there
+        from ..protocol import EvaluationProtocol
+
+        EvaluationProtocol.from_dict(protocol).describe()
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise bad(f"malformed 'protocol' ({exc})") from None
     try:
         null = {s: {k: NullMoments.from_dict(m) for k, m in per.items()} for s, per in raw_null.items()}
     except (AttributeError, TypeError, ValueError) as exc:
@@ -71,4 +77,4 @@ def parse(data, source: str = "results") -> tuple[dict, dict, dict[str, dict[str
 def read_json(path: str | os.PathLike):
     """The JSON document in ``path``; unreadable, non-UTF-8 or invalid JSON raises
     :class:`InvalidInputError` naming the file and the problem (check it with :func:`parse`)."""
-    return _read_json(path, "a kgeval results file")
+    return _read_json(path, "a kgeval results file", allow_nan=False)

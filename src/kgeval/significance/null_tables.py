@@ -64,4 +64,7 @@ def read_shipped(name: str) -> dict | None:
     res = importlib.resources.files(PACKAGE_DIR[0]).joinpath(PACKAGE_DIR[1], table_file_name(name))
     if not res.is_file():
         return None
-    return json.loads(gzip.decompress(res.read_bytes()).decode("utf-8"))
+    from .._json import parse_json
+
+    return parse_json(gzip.decompress(res.read_bytes()), str(res), "a kgeval null-model table")
+

@@ -9,22 +9,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..ranks import RankTable
-from ..results import Results
 from ..significance.align import Model, replicates
 from ..significance.compare import DEFAULT_METRICS
 from ..significance.compare import compare as compare_models
 from .replicates import REPLICATES_FILE, load_replicates
-from .runs import load_run
+from .runs import load_run_results
 
 __all__ = ["compare", "run_model"]
 
 
 def _load_run(directory: Path, name: str) -> Model:
-    run = load_run(directory)
-    table = RankTable.load(directory / "rank_table.npz")
-    results = Results.load_json(directory / "results.json", table)
-    return Model(name, [table], results.protocol, run.metadata.get("dataset"), path=directory)
+    run, results = load_run_results(directory)  # refused where results.json and the rank table disagree
+    return Model(name, [results.rank_table], results.protocol, run.metadata.get("dataset"), path=directory)
 
 
 def run_model(path: str | os.PathLike) -> Model:

@@ -158,11 +158,16 @@ def lost_replicate(exc: Exception, target: Path, seeds: list[int], trained: int)
 def load_replicates(directory: str | os.PathLike) -> list[Path]:
     """The run directories of a saved replicate set (each then read by :func:`.runs.load_run`)."""
     directory = Path(directory)
-    data = read_json(directory / REPLICATES_FILE, "a kgeval replicate summary")
+    data = read_json(directory / REPLICATES_FILE, "a kgeval replicate summary", root=directory)
     runs = data.get("runs") if isinstance(data, dict) else None
-    if not isinstance(runs, list) or not runs or not all(isinstance(r, str) for r in runs):
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, str) and r for r in runs):
         raise InvalidInputError(f"{directory / REPLICATES_FILE}: not a kgeval replicate summary (no list of runs)")
     paths = [directory / r for r in runs]
+    for r, p in zip(runs, paths):  # an absolute name or '..' read another directory as this set's run
+        real, base = os.path.realpath(p), os.path.realpath(directory)
+        if os.path.commonpath([real, base]) != base or real == base:
+            raise InvalidInputError(f"{directory / REPLICATES_FILE}: lists the run {r!r}, which is not a "
+                                    f"directory inside {directory}")
     resolved = [p.resolve() for p in paths]
     twice = [r for r, p in zip(runs, resolved) if resolved.count(p) > 1]
     if twice:  # one run counted twice would be two seeds' worth of evidence

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
-import json
 import os
 import platform
 import secrets
@@ -32,29 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._json import current_umask, os_cause, read_json, terminate_as_exception, write_json
+from .._json import current_umask, os_cause, terminate_as_exception, write_json
 from ..errors import InvalidInputError, KGEvalError
 from .config import PipelineConfig
-
-MANIFEST = "manifest.json"
-RUN_FILES = ("config.json", "results.json", "rank_table.npz", "model.pt", "losses.json")
-
-
-class CorruptRunError(InvalidInputError):
-    """A run directory's files do not match its manifest (changed, truncated or missing)."""
+from .run_files import (MANIFEST, RUN_FILES, CorruptRunError, OutputDirectoryError, check_not_run_file,  # noqa: F401
+                        read_run_json, run_file, run_results, verify_files)
 
 
 class DatasetMismatchError(InvalidInputError):
     """A saved model is being evaluated on a dataset other than the one it was trained on."""
-
-
-class OutputDirectoryError(InvalidInputError):
-    """The output directory cannot be written (exists and is not empty, is a file, not writable).
-
-    ``saved_to``: where the run was saved instead, if it was.
-    """
-
-    saved_to: Path | None = None
 
 
 # ---------------------------------------------------------------------------- identity
@@ -128,31 +113,16 @@ def verify_manifest(directory: str | os.PathLike, names=None) -> bool:
     """Check files of a run against its manifest (all listed files, or only ``names``).
 
     Returns False (with a warning) for a run without a manifest; raises
-    :class:`CorruptRunError` naming every file that is missing or changed.
+    :class:`CorruptRunError` naming every file that is missing or changed, a manifest entry that is
+    not a file inside the run directory, a listed file that is not a regular file inside it, and a
+    run file (:data:`RUN_FILES`) the manifest does not list (see :mod:`.run_files`).
     """
     directory = Path(directory)
-    path = directory / MANIFEST
-    if not path.exists():
+    if not os.path.lexists(directory / MANIFEST):
         warnings.warn(f"{directory} has no {MANIFEST} (saved by an older kgeval): its files cannot be verified",
                       UserWarning, stacklevel=2)
         return False
-    try:
-        files = json.loads(path.read_text())["files"]
-        if not isinstance(files, dict):
-            raise TypeError("'files' is not a mapping")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptRunError(f"{path}: unreadable manifest ({exc})") from None
-    bad = []
-    for name, entry in files.items():
-        if names is not None and name not in names:
-            continue
-        file = directory / name
-        if not file.is_file():
-            bad.append(f"{name} is missing")
-        elif file.stat().st_size != entry.get("bytes") or _sha256(file) != entry.get("sha256"):
-            bad.append(f"{name} has changed since it was saved (sha256 mismatch)")
-    if bad:
-        raise CorruptRunError(f"run directory {directory} is corrupt: {'; '.join(bad)}")
+    verify_files(directory, names)
     return True
 
 
@@ -198,8 +168,10 @@ def check_output(directory: str | os.PathLike, *, overwrite: bool = False) -> Pa
     return target
 
 
-def check_output_file(path: str | os.PathLike) -> Path:
-    """Check before any work that a file can be written at ``path`` (its directory exists and is writable)."""
+def check_output_file(path: str | os.PathLike, *, inputs=()) -> Path:
+    """Check before any work that a file can be written at ``path`` (its directory exists and is writable)
+    and is no file of a run (:func:`.run_files.check_not_run_file`: a run beside it or one of ``inputs``)."""
+    check_not_run_file(path, inputs)
     path = resolve_output(path)
     if path.is_dir():
         raise OutputDirectoryError(f"cannot write {path}: it is a directory")
@@ -312,7 +284,10 @@ class Run:
         checked to be the model its configuration describes (:func:`check_model_config`)."""
         from ..models import load_model
 
-        path = self.directory / "model.pt"
+        try:
+            path = run_file(self.directory, "model.pt")
+        except FileNotFoundError:
+            raise InvalidInputError(f"{self.directory} has no model.pt: the run's model was not saved") from None
         model = load_model(path, shard=shard)
         check_model_config(model, self.config, path)
         return model
@@ -349,14 +324,52 @@ def load_run(directory: str | os.PathLike) -> Run:
     """Read a run directory after verifying its manifest; raises ``InvalidInputError`` if it is not one."""
     directory = Path(directory)
     path = directory / "config.json"
-    if not directory.is_dir() or not path.exists():
+    if not directory.is_dir() or not os.path.lexists(path):
         raise InvalidInputError(f"{directory} is not a kgeval run directory (no config.json)")
     verify_manifest(directory)
-    meta = read_json(path, "a kgeval pipeline configuration")
+    meta = read_run_json(directory, "config.json", "a kgeval pipeline configuration")
     if not isinstance(meta, dict) or not isinstance(meta.get("configuration"), dict):
         raise InvalidInputError(f"{path}: not a kgeval pipeline configuration")
+    dataset = meta.get("dataset")
+    hashes = dataset.get("hashes") if isinstance(dataset, dict) else None
+    if (dataset is not None and not isinstance(dataset, dict)) or (hashes is not None and not (
+            isinstance(hashes, dict) and all(isinstance(v, str) for v in hashes.values()))):
+        # check_dataset and compare read them: a list of hashes was a TypeError there
+        raise InvalidInputError(f"{path}: not a kgeval pipeline configuration ('dataset' is not an object with "
+                                "text split hashes)")
     try:
         config = PipelineConfig.from_dict(meta["configuration"])
     except KGEvalError as exc:
         raise InvalidInputError(f"{path}: invalid configuration: {exc}") from None
     return Run(directory, meta, config)
+
+
+def load_run_results(directory: str | os.PathLike):
+    """``(Run, Results)`` of a run directory, every number computed from its rank table.
+
+    ``results.json`` supplies the protocol and the values the rank table cannot give (query-level
+    extras); each of its metric values, null moments and p-values is recomputed from
+    ``rank_table.npz`` and must agree (relative :data:`REL_TOL`), else :class:`CorruptRunError` names
+    the file and the first value that differs.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        A run directory (``kgeval pipeline``'s output).
+
+    Returns
+    -------
+    (Run, Results)
+        The run (:func:`~kgeval.workflow.runs.load_run`, manifest verified) and its results, computed
+        from its rank table.
+
+    Example
+    -------
+    >>> import kgeval                                                    # doctest: +SKIP
+    >>> run_dir = kgeval.pipeline(dataset="nations", model="distmult", epochs=2).save("run")  # doctest: +SKIP
+    >>> run, results = load_run_results(run_dir)                         # doctest: +SKIP
+    >>> results["mrr"] == float(np.mean(1 / results.rank_table.ranks("realistic")))  # doctest: +SKIP
+    True
+    """
+    run = load_run(directory)
+    return run, run_results(run)
