@@ -222,10 +222,8 @@ def test_no_cycle_between_units():
 KNOWN_MODULE_CYCLES = [
     # a facade: RankTable.save / load / read delegate to the file format module, as pandas' to_csv does
     {"kgeval.ranks", "kgeval.rankfile"},
-    # the engine rework (issue 26 items 3 and 6; review 1.3 edges 14, 15): the kernel takes the member
-    # table as an array, and the valid distributed modes are a constant in options.py
+    # the engine rework (issue 26 item 3; review 1.3 edge 14): the kernel takes the member table as an array
     {"kgeval.evaluation.count_kernel", "kgeval.evaluation.filter_index"},
-    {"kgeval.evaluation.context", "kgeval.evaluation.distributed", "kgeval.evaluation.options"},
     # a facade like the first: Model.shard delegates to models.shard, whose EntityShard wraps a Model
     {"kgeval.models.base", "kgeval.models.shard"},
 ]

@@ -27,12 +27,13 @@ import torch
 from .._partition import DistributedError, TooManyRanksError
 from ..errors import InvalidInputError, NaNScoresError
 from .batching import _batch_stop, is_out_of_memory
+from .options import DISTRIBUTED_MODES
 
 __all__ = ["MODES", "Plan", "DistributedError", "RankFailedError", "CollectiveError", "DistributedMismatchError",
            "TooManyRanksError"]
 
 #: the values of ``EvaluationOptions.distributed`` besides None (one process)
-MODES = ("tasks", "entities")
+MODES = DISTRIBUTED_MODES
 
 
 class RankFailedError(DistributedError):
