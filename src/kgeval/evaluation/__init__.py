@@ -11,7 +11,7 @@ Modules, in the order a rank is computed:
 - :mod:`.scorers`: the scorer protocol, written down in full, and its adapters (:class:`PyKEENScorer`
   from :mod:`.pykeen_scorer`); :mod:`.scoring`: one adapter per side
   (side dispatch, output checks, reused score blocks, prepared queries);
-- :mod:`.inputs`: data checks and :class:`KnownTriples`; :mod:`.filter_index`: the CSR index of
+- :mod:`.inputs`: data checks and :class:`KnownTriples`; :mod:`kgeval.filtering`: the CSR index of
   known answers;
 - :mod:`.evaluator`: orchestration (inputs, sides one after the other, rank table, protocol);
 - :mod:`.full`: full ranking (the pure planner :func:`.full.plan_full`, whole rows, tiles, column
@@ -36,7 +36,7 @@ from .batching import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
 from .count_kernel import warm_kernel
 from .options import EvaluationOptions, Tuning, as_options, canonical_names
-from .filter_index import FilterIndex
+from ..filtering import FilterIndex
 from .inputs import KnownTriples
 from .listed import sample_negatives
 from .scorers import FunctionScorer, PyKEENScorer, Scorer, as_scorer

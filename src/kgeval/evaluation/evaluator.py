@@ -28,7 +28,7 @@ from .batching import default_memory_budget
 from .context import RunContext
 from .count_kernel import use_kernel
 from .counting import ConsistencyCheck, Counter
-from .filter_index import answer_column, query_keys
+from ..filtering import answer_column, query_keys
 from .full import rank_full
 from .inputs import Inputs, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_options, as_tuning

@@ -40,7 +40,7 @@ from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_ti
 from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
 from .executor import walk_parts, walkers
-from .filter_index import FilterIndex
+from ..filtering import FilterIndex
 from .query_metrics import QueryMetricAccumulator, add_query_metrics
 from .querybatch import Batch, Queries, batch_tasks, group_by_query, known_answers
 from .scoring import SideScorer

@@ -16,7 +16,7 @@ from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
 from ..triples import as_triples, check_ids, restrict_mask
 from .batching import available_memory_bytes
-from .filter_index import FilterIndex, count_distinct_triples
+from ..filtering import FilterIndex, count_distinct_triples
 from .options import EvaluationOptions
 from .scorers import as_scorer
 
@@ -31,7 +31,7 @@ class KnownTriples:
     An evaluation's known triples are its evaluation triples plus these sets. For each evaluation
     triple set (identified by its exact content) this object keeps, computed on first use:
 
-    - each side's :class:`.filter_index.FilterIndex` of the queries evaluated, per device;
+    - each side's :class:`kgeval.filtering.FilterIndex` of the queries evaluated, per device;
     - the number of distinct known triples (the protocol's ``num_known_triples``).
 
     The arrays are copied once and made read-only, so what is memoised can never go stale (``copy=False``

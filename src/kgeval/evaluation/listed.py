@@ -48,7 +48,7 @@ from ..ranks import SIDE_NAMES, SIDE_TAIL, RankTable, Side
 from .batching import auto_batch, default_memory_budget, run_batches
 from .context import RunContext, SideResult
 from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan
-from .filter_index import FilterIndex
+from ..filtering import FilterIndex
 from .inputs import prepare_inputs
 from .options import EvaluationOptions, Tuning, as_tuning
 from .scorers import eval_mode

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from .context import RunContext
-from .filter_index import FilterIndex
+from ..filtering import FilterIndex
 
 __all__ = ["Batch", "Queries", "group_by_query", "known_answers", "batch_tasks", "first_rest", "Redo", "redo_batch"]
 
