@@ -15,7 +15,7 @@ from kgeval.evaluation import count_kernel, full
 from kgeval.evaluation import Tuning
 from kgeval.evaluation.count_kernel import fused_counts, use_kernel
 from kgeval.evaluation.counting import Counter
-from kgeval.evaluation.querybatch import first_rest
+from kgeval.evaluation.batches import first_rest
 
 
 @pytest.fixture(autouse=True)
@@ -874,8 +874,7 @@ def test_counts_over_any_split_into_blocks_match_brute_force(seed, fused):
     a random split into row blocks x column chunks equal brute force over whole rows."""
     from kgeval.evaluation import EvaluationOptions
     from kgeval.evaluation.blocks import Counts, RowBlocks, known_by_column
-    from kgeval.evaluation.context import RunContext
-    from kgeval.evaluation.querybatch import Batch, first_rest
+    from kgeval.evaluation.batches import Batch, RunContext, first_rest
 
     S, task_q, true, known = _case(seed)
     S = torch.nan_to_num(S, nan=2.5)  # the NaN rule has its own tests: here every count is compared

@@ -17,7 +17,7 @@ import torch
 from .count_kernel import FusedCounts, fused_counts
 from .counting import check_nan
 from .executor import walk_parts, walkers
-from .querybatch import Batch
+from .batches import Batch
 
 __all__ = ["count_block", "count_tiles", "count_chunks", "Counts", "ChunkWalk", "known_by_column", "chunk_bounds",
            "row_bounds", "RowBlocks"]

@@ -35,14 +35,13 @@ import numpy as np
 import torch
 
 from ..errors import InvalidInputError
-from .batching import auto_batch, run_batches
+from ..filtering import FilterIndex
+from .batches import (Batch, Queries, RunContext, SideResult, auto_batch, batch_tasks, group_by_query, known_answers,
+                      run_batches)
 from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_tiles, row_bounds
-from .context import RunContext, SideResult
 from .counting import apply_nan_policy, check_nan
 from .executor import walk_parts, walkers
-from ..filtering import FilterIndex
 from .query_metrics import QueryMetricAccumulator, add_query_metrics
-from .querybatch import Batch, Queries, batch_tasks, group_by_query, known_answers
 from .scoring import SideScorer
 
 __all__ = ["rank_full", "plan_full", "BatchPlan", "answer_scores", "chunk_true_scores", "tile_width", "tile_scores",

@@ -13,10 +13,10 @@ import torch
 
 from .._validation import check_entity_count, check_positive_int
 from ..errors import InvalidInputError
+from ..filtering import FilterIndex, count_distinct_triples
 from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
 from ..triples import as_triples, check_ids, restrict_mask
-from .batching import available_memory_bytes
-from ..filtering import FilterIndex, count_distinct_triples
+from .batches import available_memory_bytes
 from .options import EvaluationOptions
 from .scorers import as_scorer
 
