@@ -310,12 +310,12 @@ def _assert_same_tables(a, b, label=""):
 
 
 def _spy_walkers(monkeypatch):
-    """The walker counts of every parallel walk (``executor.run_on_workers`` calls), as a list."""
-    from kgeval.evaluation import executor
+    """The walker counts of every parallel walk (``blocks.run_on_workers`` calls), as a list."""
+    from kgeval.evaluation import blocks
 
     walkers = []
-    real = executor.run_on_workers
-    monkeypatch.setattr(executor, "run_on_workers", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
+    real = blocks.run_on_workers
+    monkeypatch.setattr(blocks, "run_on_workers", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
     return walkers
 
 
