@@ -15,15 +15,15 @@ Modules, in the order a rank is computed:
   known answers;
 - :mod:`.evaluator`: orchestration (inputs, sides one after the other, rank table, protocol);
 - :mod:`.full`: full ranking (the pure planner :func:`.full.plan_full`, whole rows, tiles, column
-  chunks with verified true scores); :mod:`.batches`: a side's queries and the :class:`.batches.Batch`;
-  :mod:`.batches`: memory budget and the out-of-memory-aware batch driver;
-- :mod:`.blocks`: counting a batch over its score blocks (:class:`.blocks.Counts`, the chunk walk);
-  :mod:`.executor`: the only worker threads; :mod:`.counting`: the exact rule (torch reference), NaN
-  policy, consistency check; :mod:`.count_kernel`: the compiled counting kernels;
+  chunks with verified true scores); :mod:`.batches`: the per-evaluation state, memory budget and the
+  out-of-memory-aware batch driver, a side's queries and the :class:`.batches.Batch`;
+- :mod:`.blocks`: counting a batch over its score blocks (:class:`.blocks.Counts`, the chunk walk) and
+  the only worker threads (the walkers); :mod:`.counting`: the exact rule (torch reference), NaN
+  policy, consistency check; :mod:`.count_kernel`: the compiled counting kernel;
 - :mod:`.listed`: ranking against listed candidates (sampled negatives, given candidates), one driver;
 - :mod:`.distributed`, :mod:`.collectives`, :mod:`.sharded`: multi-process evaluation (task slices,
   entity shards; the collectives and their fault handling);
-- :mod:`.query_metrics`: query-level precision@k / recall@k; :mod:`.batches`: per-evaluation state.
+- :mod:`.query_metrics`: query-level precision@k / recall@k (full ranking only).
 """
 
 from __future__ import annotations
