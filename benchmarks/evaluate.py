@@ -117,7 +117,7 @@ def _warm_kernel() -> None:
 def run_single(args) -> dict:
     import kgeval
     from kgeval.evaluation import evaluate_ranks
-    from kgeval.evaluation.batching import auto_batch, default_memory_budget
+    from kgeval.evaluation.batches import auto_batch, default_memory_budget
     from kgeval.models import from_embeddings
 
     if args.single.startswith("synthetic:"):

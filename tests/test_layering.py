@@ -35,8 +35,10 @@ UNITS = [
     *((f"kgeval.{m}", m, 0) for m in (
         "errors", "_validation", "_json", "_textio", "_threads", "_csr", "_compat", "_partition", "_tensor",
         "_format", "_escape", "_version", "keys", "triples")),
-    # L1: rank tables and their files, the protocol record, metrics, statistics on ranks and values
+    # L1: rank tables and their files, the protocol record, metrics, statistics on ranks and values, the
+    # index of known answers (used by the evaluator and the null model)
     ("kgeval.ranks", "ranks", 1),
+    ("kgeval.filtering", "filtering", 1),
     ("kgeval.rankfile", "ranks", 1),
     ("kgeval.protocol", "protocol", 1),
     ("kgeval.metrics", "metrics", 1),
@@ -222,10 +224,6 @@ def test_no_cycle_between_units():
 KNOWN_MODULE_CYCLES = [
     # a facade: RankTable.save / load / read delegate to the file format module, as pandas' to_csv does
     {"kgeval.ranks", "kgeval.rankfile"},
-    # the engine rework (issue 26 items 3 and 6; review 1.3 edges 14, 15): the kernel takes the member
-    # table as an array, and the valid distributed modes are a constant in options.py
-    {"kgeval.evaluation.count_kernel", "kgeval.evaluation.filter_index"},
-    {"kgeval.evaluation.context", "kgeval.evaluation.distributed", "kgeval.evaluation.options"},
     # a facade like the first: Model.shard delegates to models.shard, whose EntityShard wraps a Model
     {"kgeval.models.base", "kgeval.models.shard"},
 ]

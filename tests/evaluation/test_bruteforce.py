@@ -11,7 +11,7 @@ import torch
 
 from kgeval.errors import InvalidInputError
 from kgeval.evaluation import FunctionScorer, evaluate_ranks, sample_negatives
-from kgeval.evaluation.filter_index import FilterIndex, query_keys
+from kgeval.filtering import FilterIndex, query_keys
 from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
 
 E, R = 17, 3

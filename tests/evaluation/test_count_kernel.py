@@ -15,7 +15,7 @@ from kgeval.evaluation import count_kernel, full
 from kgeval.evaluation import Tuning
 from kgeval.evaluation.count_kernel import fused_counts, use_kernel
 from kgeval.evaluation.counting import Counter
-from kgeval.evaluation.querybatch import first_rest
+from kgeval.evaluation.batches import first_rest
 
 
 @pytest.fixture(autouse=True)
@@ -310,12 +310,12 @@ def _assert_same_tables(a, b, label=""):
 
 
 def _spy_walkers(monkeypatch):
-    """The walker counts of every parallel walk (``executor.run_on_workers`` calls), as a list."""
-    from kgeval.evaluation import executor
+    """The walker counts of every parallel walk (``blocks.run_on_workers`` calls), as a list."""
+    from kgeval.evaluation import blocks
 
     walkers = []
-    real = executor.run_on_workers
-    monkeypatch.setattr(executor, "run_on_workers", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
+    real = blocks.run_on_workers
+    monkeypatch.setattr(blocks, "run_on_workers", lambda sc, walk, n: walkers.append(n) or real(sc, walk, n))
     return walkers
 
 
@@ -874,8 +874,7 @@ def test_counts_over_any_split_into_blocks_match_brute_force(seed, fused):
     a random split into row blocks x column chunks equal brute force over whole rows."""
     from kgeval.evaluation import EvaluationOptions
     from kgeval.evaluation.blocks import Counts, RowBlocks, known_by_column
-    from kgeval.evaluation.context import RunContext
-    from kgeval.evaluation.querybatch import Batch, first_rest
+    from kgeval.evaluation.batches import Batch, RunContext, first_rest
 
     S, task_q, true, known = _case(seed)
     S = torch.nan_to_num(S, nan=2.5)  # the NaN rule has its own tests: here every count is compared

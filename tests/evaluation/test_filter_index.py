@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kgeval.evaluation.filter_index import FilterIndex, member_positions, query_keys, sorted_unique
+from kgeval.filtering import FilterIndex, member_positions, query_keys, sorted_unique
 from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
 
 
@@ -26,9 +26,9 @@ def test_member_rows_kernel_equals_isin_on_the_query_keys(side, num_entities):
     """The compiled one-pass membership of the triples' query keys (no n-long temporaries) finds the
     rows np.isin finds, with keys that collide in the hashed pre-filter; it declines what its
     compiled signature does not take (int32 triples, a non-contiguous view)."""
-    from kgeval.evaluation import count_kernel
+    from kgeval import filtering
 
-    assert count_kernel._load()
+    assert filtering.load_kernels()
     rng = np.random.default_rng(num_entities % 997 + side)
     R = 7
     triples = rng.integers(0, [num_entities, R, num_entities], size=(20_000, 3), dtype=np.int64)
@@ -39,22 +39,22 @@ def test_member_rows_kernel_equals_isin_on_the_query_keys(side, num_entities):
     colliding[:, col] = (colliding[:, col] + (1 << 22)) % num_entities
     triples = np.concatenate([triples, colliding])
     keys = query_keys(triples, side, R)
-    got = count_kernel.member_rows(triples, col, R, wanted)
+    got = filtering.member_rows(triples, col, R, wanted)
     np.testing.assert_array_equal(got, np.flatnonzero(np.isin(keys, wanted)))
-    assert count_kernel.member_rows(triples.astype(np.int32), col, R, wanted) is None
-    assert count_kernel.member_rows(np.asfortranarray(triples), col, R, wanted) is None
+    assert filtering.member_rows(triples.astype(np.int32), col, R, wanted) is None
+    assert filtering.member_rows(np.asfortranarray(triples), col, R, wanted) is None
 
 
 @pytest.mark.parametrize("side", [SIDE_HEAD, SIDE_TAIL])
 def test_index_is_the_same_with_and_without_the_compiled_membership(side, monkeypatch):
-    from kgeval.evaluation import count_kernel, filter_index
+    from kgeval import filtering
 
-    assert count_kernel._load()
+    assert filtering.load_kernels()
     rng = np.random.default_rng(side + 11)
     known = rng.integers(0, [300, 5, 300], size=(50_000, 3), dtype=np.int64)
     queries = query_keys(rng.integers(0, [300, 5, 300], size=(400, 3)), side, 5)
     a = FilterIndex(known, side=side, num_entities=300, num_relations=5, queries=queries)
-    monkeypatch.setattr(filter_index, "member_rows", lambda *args: None)
+    monkeypatch.setattr(filtering, "member_rows", lambda *args: None)
     b = FilterIndex(known, side=side, num_entities=300, num_relations=5, queries=queries)
     assert a.num_pairs == b.num_pairs > 0
     for name in ("keys", "indptr", "answers"):
@@ -67,11 +67,11 @@ def test_index_is_the_same_with_and_without_the_compiled_membership(side, monkey
 def test_index_of_several_sets_read_in_place_equals_the_index_of_their_concatenation(side, compiled, monkeypatch):
     """The evaluator hands the evaluation triples and each filter set as they came (no 10⁶-row copy):
     overlapping sets, an empty one, one non-contiguous (the compiled pass then falls back per array)."""
-    from kgeval.evaluation import count_kernel, filter_index
+    from kgeval import filtering
 
-    assert count_kernel._load()
+    assert filtering.load_kernels()
     if not compiled:
-        monkeypatch.setattr(filter_index, "member_rows", lambda *args: None)
+        monkeypatch.setattr(filtering, "member_rows", lambda *args: None)
     rng = np.random.default_rng(side + 21)
     E, R = 200, 7
     sets = [rng.integers(0, [E, R, E], size=(n, 3), dtype=np.int64) for n in (300, 20_000, 0)]
@@ -149,14 +149,15 @@ def test_distinct_triples_count_equals_numpy(E, R, kernel, monkeypatch):
     """With the compiled hash table (kernel loaded) and with the sort it falls back to."""
     import threading
 
+    from kgeval import filtering
     from kgeval.evaluation import count_kernel
-    from kgeval.evaluation.filter_index import count_distinct_triples
+    from kgeval.filtering import count_distinct_triples
 
     if kernel:
-        count_kernel._load()
-        assert count_kernel.kernel_ready()
+        count_kernel._load()  # the evaluator's kernel loads the filter index's with it
+        assert count_kernel.kernel_ready() and filtering._READY.is_set()
     else:
-        monkeypatch.setattr(count_kernel, "_READY", threading.Event())  # as if not loaded
+        monkeypatch.setattr(filtering, "_READY", threading.Event())  # as if not loaded
 
     rng = np.random.default_rng(5)
     ids = np.concatenate([rng.integers(0, E, 30), [E - 1]])
@@ -175,10 +176,9 @@ def test_distinct_triples_sorted_in_relation_blocks_without_concatenating(E, R, 
     stacked: the count equals a set of tuples for sets with repeats inside and across them, any layout."""
     import threading
 
-    from kgeval.evaluation import count_kernel
-    from kgeval.evaluation import filter_index as fi
+    from kgeval import filtering as fi
 
-    monkeypatch.setattr(count_kernel, "_READY", threading.Event())  # as if not loaded
+    monkeypatch.setattr(fi, "_READY", threading.Event())  # as if not loaded
 
     def no_stacking(sets):
         raise AssertionError("the known sets were concatenated")
@@ -197,7 +197,7 @@ def test_distinct_triples_sorted_in_relation_blocks_without_concatenating(E, R, 
 def test_distinct_triples_whose_full_codes_wrap_around_stay_apart():
     """E = 2^30, R = 30: ``(h * R + r) * E + t`` wraps modulo 2^64 and two different triples whose
     ``h * R + r`` differ by 2^34 would share one code (counted once); blocks of 7 relations keep them apart."""
-    from kgeval.evaluation.filter_index import count_distinct_triples
+    from kgeval.filtering import count_distinct_triples
 
     E, R = 1 << 30, 30
     k = 5 + (1 << 34)
@@ -212,20 +212,20 @@ def test_distinct_triples_count_in_buckets_equals_numpy(n):
     """The compiled count partitions the codes into up to 2^8 hashed buckets (from 4,096 triples on):
     sizes around the first split, a skewed set (one triple repeated a third of the time, piling up in
     one bucket) and many buckets, with the largest ids."""
-    from kgeval.evaluation import count_kernel
-    from kgeval.evaluation.filter_index import count_distinct_triples
+    from kgeval import filtering
+    from kgeval.filtering import count_distinct_triples
 
-    count_kernel._load()
+    filtering.load_kernels()
     E, R = 5_000, 40
     rng = np.random.default_rng(n)
     known = np.stack([rng.integers(0, E, n), rng.integers(0, R, n), rng.integers(0, E, n)], 1)
     known[: n // 3] = [E - 1, R - 1, E - 1]
     known[n // 3 : n // 2] = known[n // 2 : n // 2 + (n // 2 - n // 3)]  # more repeats, apart
     expected = np.unique(known, axis=0).shape[0]
-    assert count_kernel.count_distinct_codes([known], E, R) == expected
+    assert filtering.count_distinct_codes([known], E, R) == expected
     assert count_distinct_triples(known, E, R) == expected
     # several sets counted together, read in place: repeats across sets, an empty and a strided one
     parts = [known[: n // 4], known[:0], np.asfortranarray(known[n // 4 : n // 2]), known[n // 2 :]]
-    assert count_kernel.count_distinct_codes(parts, E, R) == expected
+    assert filtering.count_distinct_codes(parts, E, R) == expected
     assert count_distinct_triples(parts, E, R) == expected
     assert count_distinct_triples([known, known[: n // 2]], E, R) == expected

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from kgeval.errors import InvalidInputError, UnknownNameError
-from kgeval.evaluation import FunctionScorer, evaluate_ranks, known_cache
+from kgeval.evaluation import FunctionScorer, evaluate_ranks
 from kgeval.models import from_embeddings
 from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kgeval.evaluation import EvaluationOptions, FunctionScorer, Tuning
-from kgeval.evaluation.context import RunContext
+from kgeval.evaluation.batches import RunContext
 from kgeval.evaluation.counting import Counter
 from kgeval.evaluation.full import BatchPlan, plan_full
 from kgeval.evaluation.scoring import SideScorer
@@ -49,7 +49,7 @@ def _plan(ne, n_tasks, *, budget=GIB, device="cpu", fused=True, threads=2, model
     return plan
 
 
-# bytes per whole row of c columns: c * (3 * 4 + 2) + 256 (batching.auto_batch)
+# bytes per whole row of c columns: c * (3 * 4 + 2) + 256 (batches.auto_batch)
 CASES = [
     # whole rows in groups: 16 groups x walkers x cpu_block / columns rows per batch
     (dict(ne=1000, n_tasks=5000, tuning={"cpu_block": 10_000}), BatchPlan(320)),

@@ -13,7 +13,7 @@ import torch
 
 import kgeval
 from kgeval.errors import InvalidInputError
-from kgeval.evaluation.batching import auto_batch
+from kgeval.evaluation.batches import auto_batch
 from kgeval.interop.pykeen import PyKEENScorer
 from kgeval.interop import from_pykeen
 from kgeval.models import load_model

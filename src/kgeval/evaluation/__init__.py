@@ -11,19 +11,19 @@ Modules, in the order a rank is computed:
 - :mod:`.scorers`: the scorer protocol, written down in full, and its adapters (:class:`PyKEENScorer`
   from :mod:`.pykeen_scorer`); :mod:`.scoring`: one adapter per side
   (side dispatch, output checks, reused score blocks, prepared queries);
-- :mod:`.inputs`: data checks and :class:`KnownTriples`; :mod:`.filter_index`: the CSR index of
+- :mod:`.inputs`: data checks and :class:`KnownTriples`; :mod:`kgeval.filtering`: the CSR index of
   known answers;
 - :mod:`.evaluator`: orchestration (inputs, sides one after the other, rank table, protocol);
 - :mod:`.full`: full ranking (the pure planner :func:`.full.plan_full`, whole rows, tiles, column
-  chunks with verified true scores); :mod:`.querybatch`: a side's queries and the :class:`.querybatch.Batch`;
-  :mod:`.batching`: memory budget and the out-of-memory-aware batch driver;
-- :mod:`.blocks`: counting a batch over its score blocks (:class:`.blocks.Counts`, the chunk walk);
-  :mod:`.executor`: the only worker threads; :mod:`.counting`: the exact rule (torch reference), NaN
-  policy, consistency check; :mod:`.count_kernel`: the compiled counting kernels;
+  chunks with verified true scores); :mod:`.batches`: the per-evaluation state, memory budget and the
+  out-of-memory-aware batch driver, a side's queries and the :class:`.batches.Batch`;
+- :mod:`.blocks`: counting a batch over its score blocks (:class:`.blocks.Counts`, the chunk walk) and
+  the only worker threads (the walkers); :mod:`.counting`: the exact rule (torch reference), NaN
+  policy, consistency check; :mod:`.count_kernel`: the compiled counting kernel;
 - :mod:`.listed`: ranking against listed candidates (sampled negatives, given candidates), one driver;
 - :mod:`.distributed`, :mod:`.collectives`, :mod:`.sharded`: multi-process evaluation (task slices,
   entity shards; the collectives and their fault handling);
-- :mod:`.query_metrics`: query-level precision@k / recall@k; :mod:`.context`: per-evaluation state.
+- :mod:`.query_metrics`: query-level precision@k / recall@k (full ranking only).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ import dataclasses
 
 from ..errors import InvalidInputError
 from ..protocol import EvaluationProtocol
-from .batching import default_memory_budget
+from ..filtering import FilterIndex
+from .batches import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
 from .count_kernel import warm_kernel
 from .options import EvaluationOptions, Tuning, as_options, canonical_names
-from .filter_index import FilterIndex
 from .inputs import KnownTriples
 from .listed import sample_negatives
 from .scorers import FunctionScorer, PyKEENScorer, Scorer, as_scorer

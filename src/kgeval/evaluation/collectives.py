@@ -26,13 +26,14 @@ import torch
 
 from .._partition import DistributedError, TooManyRanksError
 from ..errors import InvalidInputError, NaNScoresError
-from .batching import _batch_stop, is_out_of_memory
+from .batches import _batch_stop, is_out_of_memory
+from .options import DISTRIBUTED_MODES
 
 __all__ = ["MODES", "Plan", "DistributedError", "RankFailedError", "CollectiveError", "DistributedMismatchError",
            "TooManyRanksError"]
 
 #: the values of ``EvaluationOptions.distributed`` besides None (one process)
-MODES = ("tasks", "entities")
+MODES = DISTRIBUTED_MODES
 
 
 class RankFailedError(DistributedError):
@@ -145,7 +146,7 @@ class Plan:
             )
 
     def gather_side(self, fn):
-        """``fn()``, this rank's per-task counts (a :class:`.context.SideResult`: lists ``triple_index``,
+        """``fn()``, this rank's per-task counts (a :class:`.batches.SideResult`: lists ``triple_index``,
         ``better``, ``tied``, ``ncand``), merged with every other rank's into one of the same type."""
         mine = []
         parts = self.exchange(lambda: _flat(_kept(mine, fn())))
@@ -215,7 +216,7 @@ class Plan:
         raise RankFailedError("internal: a rank reported a failure but no error was exchanged")
 
     def run_batches(self, n: int, batch_size: int, step, bar=None, *, ends=None) -> int:
-        """:func:`.batching.run_batches` in lockstep: every rank walks the same batches; an
+        """:func:`.batches.run_batches` in lockstep: every rank walks the same batches; an
         out-of-memory error on any rank halves the batch on all (re-raised at a single row/group)."""
         start, size = 0, int(batch_size)
         while start < n:

@@ -33,15 +33,13 @@ import threading
 import numpy as np
 import torch
 
+from .. import filtering
 from ..errors import InvalidInputError
 from .counting import tolerance_bounds
 
-__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "warm_kernel",
-           "count_distinct_codes", "member_rows"]
+__all__ = ["fused_counts", "FusedCounts", "use_kernel", "kernel_ready", "warm_kernel"]
 
 _KERNEL = None  # the compiled function once numba has been imported (False: not importable)
-_DISTINCT = _DISTINCT_COUNT = None  # the compiled _distinct_buckets and _distinct_in_buckets, loaded with it
-_MEMBER = None  # the compiled _member_rows, loaded with it
 _LOCK = threading.Lock()
 _READY = threading.Event()  # set once the kernel is loaded and has run (compiled or read from cache)
 
@@ -60,17 +58,12 @@ def _load():
                 for thresholds in (t, t.astype(np.float64)):  # tolerance 0 / > 0 (float64 thresholds)
                     kernel(np.zeros((1, 1), dtype=np.float32), np.zeros(1, dtype=np.int64), thresholds, thresholds,
                            none, none, one, one.copy())  # the usual signatures: compiled (or read from cache) now
-                distinct = njit(nogil=True, cache=True, boundscheck=False)(_distinct_buckets)
-                distinct(np.zeros((1, 3), dtype=np.int64), 1, 1, 0, np.zeros(2, dtype=np.int64), none, none)
-                distinct_count = njit(nogil=True, cache=True, boundscheck=False)(_distinct_in_buckets)
-                distinct_count(one, np.array([0, 1], dtype=np.int64))
-                member = njit(nogil=True, cache=True, boundscheck=False)(_member_rows)
-                member(np.zeros((1, 3), dtype=np.int64), 0, 1, 1, np.zeros(2, dtype=np.bool_), one)
+                if not filtering.load_kernels():  # the filter index's kernels, loaded with this one
+                    raise ImportError("numba's filter kernels did not load")
             except Exception:  # noqa: BLE001 - numba missing or broken: the torch path counts the same
                 _KERNEL = False
             else:
-                global _DISTINCT, _DISTINCT_COUNT, _MEMBER
-                _KERNEL, _DISTINCT, _DISTINCT_COUNT, _MEMBER = kernel, distinct, distinct_count, member
+                _KERNEL = kernel
                 _READY.set()
     return _KERNEL
 
@@ -121,6 +114,7 @@ def use_kernel(device: torch.device, pairs: int, tuning) -> bool:
     return pairs >= tuning.kernel_min_pairs and bool(_load())
 
 
+_NONE = np.zeros(0, dtype=np.int64)
 _SEGMENT = 1 << 24  # rows shorter than this are counted in float32 (exact below 2^24)
 
 
@@ -257,132 +251,3 @@ class FusedCounts:
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(self.better), torch.from_numpy(self.tied)
-
-
-_NONE = np.zeros(0, dtype=np.int64)
-
-
-_HASH = np.int64(-7046029254386353131)  # the multiplicative hash of the kernels below (odd, 2^64 / golden ratio)
-
-
-def _distinct_buckets(triples, num_relations, num_entities, bits, start, buf, pos):  # compiled by numba
-    # the code (h * R + r) * E + t of each row (the caller checked that it fits int64) and its bucket,
-    # the top ``bits`` bits of its hash. Called twice per array: with ``buf`` empty it counts each
-    # bucket's codes into ``start[b + 1]``; then it writes them at ``buf[pos[b]]`` (pos advancing):
-    # the arrays are read in place, never concatenated
-    shift = 64 - bits
-    bmask = (1 << bits) - 1
-    scatter = buf.shape[0] > 0
-    for i in range(triples.shape[0]):
-        k = (triples[i, 0] * num_relations + triples[i, 1]) * num_entities + triples[i, 2]
-        b = ((k * _HASH) >> shift) & bmask
-        if scatter:
-            buf[pos[b]] = k
-            pos[b] += 1
-        else:
-            start[b + 1] += 1
-    return 0
-
-
-def _distinct_in_buckets(buf, start):  # compiled by numba (see _load)
-    # the distinct codes of each bucket ``buf[start[b]:start[b + 1]]``, counted in an open-addressing
-    # table of ~2x the bucket (a few thousand int64: cache-resident, where one table for all would not be)
-    big = 2
-    for b in range(start.shape[0] - 1):
-        big = max(big, start[b + 1] - start[b])
-    size = 2
-    while size < 2 * big:
-        size *= 2
-    table = np.empty(size, np.int64)
-    count = 0
-    for b in range(start.shape[0] - 1):
-        lo, hi = start[b], start[b + 1]
-        if hi == lo:
-            continue
-        s = 2
-        while s < 2 * (hi - lo):
-            s *= 2
-        mask = s - 1
-        table[:s] = -1  # codes are >= 0
-        for i in range(lo, hi):
-            k = buf[i]
-            j = ((k * _HASH) >> 17) & mask  # other bits of the hash than the bucket's
-            while True:  # linear probing; the table is at most half full
-                v = table[j]
-                if v == -1:
-                    table[j] = k
-                    count += 1
-                    break
-                if v == k:
-                    break
-                j = (j + 1) & mask
-    return count
-
-
-def _member_rows(triples, ent_col, rel_col, num_relations, table, wanted):  # compiled by numba (see _load)
-    n = triples.shape[0]
-    mask = table.shape[0] - 1
-    m = wanted.shape[0]
-    out = np.empty(n, np.int64)  # pages are touched only where written: ~#members
-    k = 0
-    for i in range(n):
-        key = triples[i, ent_col] * num_relations + triples[i, rel_col]
-        if table[key & mask]:  # hashed pre-filter, then the exact binary search
-            j = np.searchsorted(wanted, key)
-            if j < m and wanted[j] == key:
-                out[k] = i
-                k += 1
-    return out[:k].copy()
-
-
-def member_rows(triples: np.ndarray, side_col: int, num_relations: int, wanted: np.ndarray) -> np.ndarray | None:
-    """The rows ``i`` (ascending) of an int64 ``(n, 3)`` triple array whose query key
-    ``triples[i, side_col] * R + triples[i, 1]`` is in the sorted unique ``wanted``, in one pass
-    without the n-long key and mask arrays of :func:`.filter_index.member_positions` (whose
-    temporaries' page faults dominate its cost); None
-    until the kernel is loaded (then use that function)."""
-    if not (_READY.is_set() and _MEMBER) or triples.dtype != np.int64 or triples.ndim != 2:
-        return None
-    if not triples.flags.c_contiguous:  # the signature compiled at load (another would compile now)
-        return None
-    from .filter_index import member_table
-
-    return _MEMBER(triples, int(side_col), 1, int(num_relations), member_table(wanted), wanted)
-
-
-def count_distinct_codes(sets, num_entities: int, num_relations: int) -> int | None:
-    """The number of distinct rows of int64 ``(n, 3)`` triple arrays ``sets`` together (ids in range,
-    the code ``(h * R + r) * E + t`` fitting int64: the caller checks): ``len(np.unique(codes))``;
-    None until the kernel is loaded (then count another way).
-
-    The codes are hashed into 2^bits buckets of ~4,096 (two passes over each array, read in place:
-    no concatenation of the sets, one int64 per triple besides them), then counted bucket by bucket
-    in a cache-resident hash table (one table of all codes takes a cache miss per insert; a sort is slower
-    still).
-    """
-    if not (_READY.is_set() and _DISTINCT):
-        return None
-    n = sum(int(a.shape[0]) for a in sets)
-    bits = min(8, max(1, (n // 4096).bit_length()))  # >= 1: a shift by 64 bits is undefined in LLVM
-    nr, ne = int(num_relations), int(num_entities)
-    start = np.zeros((1 << bits) + 1, np.int64)
-    for block in _c_blocks(sets):
-        _DISTINCT(block, nr, ne, bits, start, _NONE, _NONE)
-    np.cumsum(start, out=start)
-    buf, pos = np.empty(n, np.int64), start[:-1].copy()
-    for block in _c_blocks(sets):
-        _DISTINCT(block, nr, ne, bits, start, buf, pos)
-    return int(_DISTINCT_COUNT(buf, start))
-
-
-def _c_blocks(sets, rows: int = 1 << 18, index: bool = False):
-    """The rows of ``(n, 3)`` arrays ``sets`` as C-ordered int64 arrays, the compiled kernels' signature:
-    each array itself where it is one, any other (strided, column-major like pandas' ``.values``,
-    another dtype) in blocks of ``rows`` rows, never as a copy of a whole set; empty arrays skipped.
-    ``index``: ``(i, block)`` pairs, ``i`` the set's position."""
-    for i, a in enumerate(sets):
-        whole = a.dtype == np.int64 and a.flags.c_contiguous
-        step = a.shape[0] if whole else rows
-        for lo in range(0, a.shape[0], max(1, step)):
-            block = a if whole else np.ascontiguousarray(a[lo:lo + step], dtype=np.int64)
-            yield (i, block) if index else block

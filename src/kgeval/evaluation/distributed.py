@@ -63,7 +63,7 @@ from ..errors import InvalidInputError
 from .collectives import (MODES, CollectiveError, DistributedError, DistributedMismatchError, Plan, RankFailedError,
                           TooManyRanksError)
 
-__all__ = ["MODES", "Plan", "start", "check_mode", "fingerprint", "DistributedError", "RankFailedError",
+__all__ = ["MODES", "Plan", "start", "fingerprint", "DistributedError", "RankFailedError",
            "CollectiveError", "DistributedMismatchError", "TooManyRanksError", "init_from_env", "shard_range",
            "check_shard_scorer", "check_shards", "check_replicas", "replicated_tensors"]
 
@@ -195,13 +195,6 @@ def _check_replicated(plan: Plan, digests: list, kind: str) -> None:
             f"distributed='entities': the shard ({kind}) has no replicated_digest() and no "
             "float tensor besides its entity rows that every rank holds, so the ranks cannot check that they "
             "score with the same relation parameters: define replicated_digest() (a hash of them)", stacklevel=4)
-
-
-def check_mode(value) -> str | None:
-    """``value`` validated as a distributed mode (None = one process)."""
-    if value is None or value in MODES:
-        return value
-    raise InvalidInputError(f"distributed must be one of {', '.join(map(repr, MODES))} or None, got {value!r}")
 
 
 def start(mode: str) -> Plan:

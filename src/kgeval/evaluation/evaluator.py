@@ -8,7 +8,7 @@ every candidate's score:
     optimistic = 1 + #{c : score(c) > s},   pessimistic = optimistic + #{c != answer : score(c) == s}
 
 (see :mod:`.counting` for the tie tolerance and NaN rules). The batch size follows a memory budget
-and halves on out-of-memory errors, resuming at the failed batch (:mod:`.batching`).
+and halves on out-of-memory errors, resuming at the failed batch (:mod:`.batches`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from .._threads import torch_threads
 from ..protocol import EvaluationProtocol, FilterSet, Sampling, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable
 from . import distributed
-from .batching import default_memory_budget
-from .context import RunContext
+from ..filtering import answer_column, query_keys
+from .batches import RunContext, default_memory_budget
 from .count_kernel import use_kernel
 from .counting import ConsistencyCheck, Counter
-from .filter_index import answer_column, query_keys
 from .full import rank_full
 from .inputs import Inputs, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_options, as_tuning

@@ -35,14 +35,12 @@ import numpy as np
 import torch
 
 from ..errors import InvalidInputError
-from .batching import auto_batch, run_batches
-from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_tiles, row_bounds
-from .context import RunContext, SideResult
+from ..filtering import FilterIndex
+from .batches import (Batch, Queries, RunContext, SideResult, auto_batch, batch_tasks, group_by_query, known_answers,
+                      run_batches)
+from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_tiles, row_bounds, walk_parts, walkers
 from .counting import apply_nan_policy, check_nan
-from .executor import walk_parts, walkers
-from .filter_index import FilterIndex
 from .query_metrics import QueryMetricAccumulator, add_query_metrics
-from .querybatch import Batch, Queries, batch_tasks, group_by_query, known_answers
 from .scoring import SideScorer
 
 __all__ = ["rank_full", "plan_full", "BatchPlan", "answer_scores", "chunk_true_scores", "tile_width", "tile_scores",
@@ -287,7 +285,7 @@ def _rank_row_groups(ctx, sc, b: Batch, picks, tile) -> list:
 
     Each group is a whole-row batch of its own (tasks and known answers, sorted by query row, are
     contiguous ranges), so its true scores come from the very call it is counted against. Several
-    walkers (:func:`.executor.walk_parts`) take the next unscored group as they finish one, each
+    walkers (:func:`.blocks.walk_parts`) take the next unscored group as they finish one, each
     scoring (one-thread products into its own block) and counting: the counting of one group hides
     behind another walker's product.
     """

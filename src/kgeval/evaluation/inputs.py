@@ -13,10 +13,10 @@ import torch
 
 from .._validation import check_entity_count, check_positive_int
 from ..errors import InvalidInputError
+from ..filtering import FilterIndex, count_distinct_triples
 from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
 from ..triples import as_triples, check_ids, restrict_mask
-from .batching import available_memory_bytes
-from .filter_index import FilterIndex, count_distinct_triples
+from .batches import available_memory_bytes
 from .options import EvaluationOptions
 from .scorers import as_scorer
 
@@ -31,7 +31,7 @@ class KnownTriples:
     An evaluation's known triples are its evaluation triples plus these sets. For each evaluation
     triple set (identified by its exact content) this object keeps, computed on first use:
 
-    - each side's :class:`.filter_index.FilterIndex` of the queries evaluated, per device;
+    - each side's :class:`kgeval.filtering.FilterIndex` of the queries evaluated, per device;
     - the number of distinct known triples (the protocol's ``num_known_triples``).
 
     The arrays are copied once and made read-only, so what is memoised can never go stale (``copy=False``

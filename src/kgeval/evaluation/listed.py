@@ -21,7 +21,7 @@ Task ``i`` of a side ranks its true answer against the entities listed in row ``
 
 Both go through :func:`rank_listed`, the contract of full ranking: the scorer's output checked by
 :class:`.scoring.SideScorer` (type, shape, dtype, device), the counting rule and NaN policy of
-:mod:`.counting`, the out-of-memory batch driver of :mod:`.batching` and the consistency check.
+:mod:`.counting`, the out-of-memory batch driver of :mod:`.batches` and the consistency check.
 Candidates are scored through ``score_*_candidates`` when the scorer has it, else as whole rows
 gathered at the candidates (correct, no faster than full ranking). A known answer, never drawn,
 never counts, NaN or not.
@@ -45,10 +45,9 @@ from .._validation import as_whole_numbers
 from ..errors import InvalidInputError
 from ..protocol import EvaluationProtocol, tasks_digest
 from ..ranks import SIDE_NAMES, SIDE_TAIL, RankTable, Side
-from .batching import auto_batch, default_memory_budget, run_batches
-from .context import RunContext, SideResult
+from ..filtering import FilterIndex
+from .batches import RunContext, SideResult, auto_batch, default_memory_budget, run_batches
 from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan
-from .filter_index import FilterIndex
 from .inputs import prepare_inputs
 from .options import EvaluationOptions, Tuning, as_tuning
 from .scorers import eval_mode

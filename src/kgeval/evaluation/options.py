@@ -28,6 +28,10 @@ from .._validation import (
 )
 from ..errors import InvalidInputError, unknown_name
 
+#: the values of ``EvaluationOptions.distributed`` besides None (one process); the collectives and the
+#: distributed driver import them from here, so that checking an option needs no distributed module
+DISTRIBUTED_MODES = ("tasks", "entities")
+
 __all__ = ["EvaluationOptions", "Tuning", "as_tuning", "ALIASES", "NAN_POLICIES", "as_options", "canonical_names"]
 
 NAN_POLICIES = ("raise", "worst")
@@ -187,9 +191,9 @@ class EvaluationOptions:
                                     or not hasattr(ks, "__iter__") else tuple(ks))
         ks = tuple(sorted({check_positive_int("query_metrics_k", k) for k in ks}))
         set_("query_metrics_k", ks)
-        from .distributed import check_mode
-
-        set_("distributed", check_mode(self.distributed))
+        if self.distributed is not None and self.distributed not in DISTRIBUTED_MODES:
+            raise InvalidInputError(f"distributed must be one of {', '.join(map(repr, DISTRIBUTED_MODES))} or None, "
+                                    f"got {self.distributed!r}")
         if self.distributed is not None and ks and self.num_negatives is None:
             raise InvalidInputError("query_metrics_k is not supported with distributed=; drop one of them")
         if ks and self.num_negatives is None and self.tie_tolerance > 0:

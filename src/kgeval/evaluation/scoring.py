@@ -117,7 +117,7 @@ class SideScorer:
 
         A block is overwritten by the next :meth:`rows` / :meth:`chunk` call of the same slot: callers
         use a block's scores before asking for the next (every score kept beyond that is indexed out,
-        i.e. copied). Concurrent walkers (:mod:`.executor`: chunk walks and row groups) use one
+        i.e. copied). Concurrent walkers (:mod:`.blocks`: chunk walks and row groups) use one
         slot each.
         """
         if not self.accepts_out:

@@ -40,12 +40,10 @@ import torch
 from .._threads import torch_threads
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_TAIL
-from .batching import auto_batch
-from .context import RunContext, SideResult
+from .batches import Batch, RunContext, SideResult, auto_batch, batch_tasks, group_by_query, known_answers
 from .counting import apply_nan_policy, check_nan
 from .blocks import count_block, count_chunks, count_tiles
 from .full import answer_scores, chunk_true_scores, nondeterministic, plan_batches, tile_scores, tile_width
-from .querybatch import Batch, batch_tasks, group_by_query, known_answers
 from .scorers import accepts_keyword
 from .scoring import SideScorer, own_prepare
 

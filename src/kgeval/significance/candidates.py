@@ -24,7 +24,7 @@ import torch
 
 from ..data.splits import canonical_split
 from ..errors import InvalidInputError
-from ..evaluation.filter_index import FilterIndex, query_keys
+from ..filtering import FilterIndex, query_keys
 from ..ranks import SIDE_HEAD, SIDE_TAIL
 
 #: the per-task sides, in the order the evaluator ranks them

@@ -14,16 +14,22 @@ training triples for 5,000 test queries is then one O(n) membership pass (:func:
 a few ms) and a sort of the few thousand matching triples, instead of a sort of all 10⁶. A batch lookup
 (:meth:`FilterIndex.pairs`) returns flat ``(row, entity)`` pairs built with ``repeat_interleave``;
 its size is the number of known answers of the batch's queries, never ``batch x |filter triples|``.
+
+The membership pass and the distinct count have compiled (numba) forms, :func:`member_rows` and
+:func:`count_distinct_codes`, loaded with the evaluator's counting kernel
+(:func:`kgeval.evaluation.warm_kernel` calls :func:`load_kernels`) and used only once loaded: until
+then the numpy forms answer the same.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
-from .._csr import csr_pairs
-from ..ranks import SIDE_HEAD, SIDE_TAIL
-from .count_kernel import member_rows
+from ._csr import csr_pairs
+from .ranks import SIDE_HEAD, SIDE_TAIL
 
 
 #: size of the hashed pre-filter of the membership tests (:func:`member_table`, a 4 MiB bool table)
@@ -72,8 +78,6 @@ def unique_pairs(keys: np.ndarray, values: np.ndarray, *, num_keys: int, num_val
 def count_distinct_triples(triples: np.ndarray | list[np.ndarray], num_entities: int, num_relations: int) -> int:
     """The number of distinct ``(head, relation, tail)`` rows of ``triples`` (ids in range): one
     ``(n, 3)`` array, or a list of them counted together (read in place when the kernel is loaded)."""
-    from .count_kernel import count_distinct_codes
-
     sets = _as_sets(triples)
     ne, nr = int(num_entities), int(num_relations)
     if sum(a.shape[0] for a in sets) == 0:
@@ -252,3 +256,161 @@ class FilterIndex:
         start, count = self.ranges(torch.tensor([key], device=self.keys.device))
         s, c = int(start[0]), int(count[0])
         return self.answers[s : s + c].cpu().numpy()
+
+
+# ------------------------------------------------------------------------------------ compiled kernels
+_DISTINCT = _DISTINCT_COUNT = None  # the compiled _distinct_buckets and _distinct_in_buckets
+_MEMBER = None  # the compiled _member_rows
+_LOADED = None  # whether the kernels compiled (None: not tried yet)
+_LOCK = threading.Lock()
+_READY = threading.Event()  # set once the kernels are loaded and have run (compiled or read from cache)
+
+
+def load_kernels() -> bool:
+    """Compile (or read from numba's cache) :func:`member_rows`' and :func:`count_distinct_codes`'
+    kernels, once per process; whether they are available (False without a working numba: the numpy
+    forms answer the same). The evaluator loads them with its counting kernel."""
+    global _LOADED, _DISTINCT, _DISTINCT_COUNT, _MEMBER
+    with _LOCK:
+        if _LOADED is None:
+            try:
+                from numba import njit
+
+                one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+                distinct = njit(nogil=True, cache=True, boundscheck=False)(_distinct_buckets)
+                distinct(np.zeros((1, 3), dtype=np.int64), 1, 1, 0, np.zeros(2, dtype=np.int64), none, none)
+                distinct_count = njit(nogil=True, cache=True, boundscheck=False)(_distinct_in_buckets)
+                distinct_count(one, np.array([0, 1], dtype=np.int64))
+                member = njit(nogil=True, cache=True, boundscheck=False)(_member_rows)
+                member(np.zeros((1, 3), dtype=np.int64), 0, 1, 1, np.zeros(2, dtype=np.bool_), one)
+            except Exception:  # noqa: BLE001 - numba missing or broken: the numpy forms count the same
+                _LOADED = False
+            else:
+                _DISTINCT, _DISTINCT_COUNT, _MEMBER, _LOADED = distinct, distinct_count, member, True
+                _READY.set()
+    return _LOADED
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+_HASH = np.int64(-7046029254386353131)  # the multiplicative hash of the kernels below (odd, 2^64 / golden ratio)
+
+
+def _distinct_buckets(triples, num_relations, num_entities, bits, start, buf, pos):  # compiled by numba
+    # the code (h * R + r) * E + t of each row (the caller checked that it fits int64) and its bucket,
+    # the top ``bits`` bits of its hash. Called twice per array: with ``buf`` empty it counts each
+    # bucket's codes into ``start[b + 1]``; then it writes them at ``buf[pos[b]]`` (pos advancing):
+    # the arrays are read in place, never concatenated
+    shift = 64 - bits
+    bmask = (1 << bits) - 1
+    scatter = buf.shape[0] > 0
+    for i in range(triples.shape[0]):
+        k = (triples[i, 0] * num_relations + triples[i, 1]) * num_entities + triples[i, 2]
+        b = ((k * _HASH) >> shift) & bmask
+        if scatter:
+            buf[pos[b]] = k
+            pos[b] += 1
+        else:
+            start[b + 1] += 1
+    return 0
+
+
+def _distinct_in_buckets(buf, start):  # compiled by numba (see load_kernels)
+    # the distinct codes of each bucket ``buf[start[b]:start[b + 1]]``, counted in an open-addressing
+    # table of ~2x the bucket (a few thousand int64: cache-resident, where one table for all would not be)
+    big = 2
+    for b in range(start.shape[0] - 1):
+        big = max(big, start[b + 1] - start[b])
+    size = 2
+    while size < 2 * big:
+        size *= 2
+    table = np.empty(size, np.int64)
+    count = 0
+    for b in range(start.shape[0] - 1):
+        lo, hi = start[b], start[b + 1]
+        if hi == lo:
+            continue
+        s = 2
+        while s < 2 * (hi - lo):
+            s *= 2
+        mask = s - 1
+        table[:s] = -1  # codes are >= 0
+        for i in range(lo, hi):
+            k = buf[i]
+            j = ((k * _HASH) >> 17) & mask  # other bits of the hash than the bucket's
+            while True:  # linear probing; the table is at most half full
+                v = table[j]
+                if v == -1:
+                    table[j] = k
+                    count += 1
+                    break
+                if v == k:
+                    break
+                j = (j + 1) & mask
+    return count
+
+
+def _member_rows(triples, ent_col, rel_col, num_relations, table, wanted):  # compiled by numba (see load_kernels)
+    n = triples.shape[0]
+    mask = table.shape[0] - 1
+    m = wanted.shape[0]
+    out = np.empty(n, np.int64)  # pages are touched only where written: ~#members
+    k = 0
+    for i in range(n):
+        key = triples[i, ent_col] * num_relations + triples[i, rel_col]
+        if table[key & mask]:  # hashed pre-filter, then the exact binary search
+            j = np.searchsorted(wanted, key)
+            if j < m and wanted[j] == key:
+                out[k] = i
+                k += 1
+    return out[:k].copy()
+
+
+def member_rows(triples: np.ndarray, side_col: int, num_relations: int, wanted: np.ndarray) -> np.ndarray | None:
+    """The rows ``i`` (ascending) of an int64 ``(n, 3)`` triple array whose query key
+    ``triples[i, side_col] * R + triples[i, 1]`` is in the sorted unique ``wanted``, in one pass
+    without the n-long key and mask arrays of :func:`member_positions` (whose
+    temporaries' page faults dominate its cost); None
+    until the kernel is loaded (then use that function)."""
+    if not (_READY.is_set() and _MEMBER) or triples.dtype != np.int64 or triples.ndim != 2:
+        return None
+    if not triples.flags.c_contiguous:  # the signature compiled at load (another would compile now)
+        return None
+    return _MEMBER(triples, int(side_col), 1, int(num_relations), member_table(wanted), wanted)
+
+
+def count_distinct_codes(sets, num_entities: int, num_relations: int) -> int | None:
+    """The number of distinct rows of int64 ``(n, 3)`` triple arrays ``sets`` together (ids in range,
+    the code ``(h * R + r) * E + t`` fitting int64: the caller checks): ``len(np.unique(codes))``;
+    None until the kernel is loaded (then count another way).
+
+    The codes are hashed into 2^bits buckets of ~4,096 (two passes over each array, read in place:
+    no concatenation of the sets, one int64 per triple besides them), then counted bucket by bucket
+    in a cache-resident hash table (one table of all codes takes a cache miss per insert; a sort is slower
+    still).
+    """
+    if not (_READY.is_set() and _DISTINCT):
+        return None
+    n = sum(int(a.shape[0]) for a in sets)
+    bits = min(8, max(1, (n // 4096).bit_length()))  # >= 1: a shift by 64 bits is undefined in LLVM
+    nr, ne = int(num_relations), int(num_entities)
+    start = np.zeros((1 << bits) + 1, np.int64)
+    for block in _c_blocks(sets):
+        _DISTINCT(block, nr, ne, bits, start, _NONE, _NONE)
+    np.cumsum(start, out=start)
+    buf, pos = np.empty(n, np.int64), start[:-1].copy()
+    for block in _c_blocks(sets):
+        _DISTINCT(block, nr, ne, bits, start, buf, pos)
+    return int(_DISTINCT_COUNT(buf, start))
+
+
+def _c_blocks(sets, rows: int = 1 << 18, index: bool = False):
+    """The rows of ``(n, 3)`` arrays ``sets`` as C-ordered int64 arrays, the compiled kernels' signature:
+    each array itself where it is one, any other (strided, column-major like pandas' ``.values``,
+    another dtype) in blocks of ``rows`` rows, never as a copy of a whole set; empty arrays skipped.
+    ``index``: ``(i, block)`` pairs, ``i`` the set's position."""
+    for i, a in enumerate(sets):
+        whole = a.dtype == np.int64 and a.flags.c_contiguous
+        step = a.shape[0] if whole else rows
+        for lo in range(0, a.shape[0], max(1, step)):
+            block = a if whole else np.ascontiguousarray(a[lo:lo + step], dtype=np.int64)
+            yield (i, block) if index else block
