@@ -117,7 +117,10 @@ def _warm_kernel() -> None:
 def run_single(args) -> dict:
     import kgeval
     from kgeval.evaluation import evaluate_ranks
-    from kgeval.evaluation.batches import auto_batch, default_memory_budget
+    try:  # an older checkout (--old-src) kept them in batching.py
+        from kgeval.evaluation.batches import auto_batch, default_memory_budget
+    except ImportError:
+        from kgeval.evaluation.batching import auto_batch, default_memory_budget
     from kgeval.models import from_embeddings
 
     if args.single.startswith("synthetic:"):
