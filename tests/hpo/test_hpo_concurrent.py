@@ -112,11 +112,12 @@ def test_a_study_made_by_optuna_is_adopted(tmp_path, monkeypatch, with_trial):
     """A study without kgeval's settings (made by Optuna directly) is adopted: at once when it has a trial, after
     IDENTITY_WAIT when it is empty (it might be a new study whose maker is about to record its settings)."""
     from kgeval.workflow import hpo as hpo_mod
+    from kgeval.workflow import study_guard
 
-    monkeypatch.setattr(hpo_mod, "IDENTITY_WAIT", 0.5)
+    monkeypatch.setattr(study_guard, "IDENTITY_WAIT", 0.5)
     waits = []
-    real = hpo_mod._wait_for_identity
-    monkeypatch.setattr(hpo_mod, "_wait_for_identity", lambda study: waits.append(1) or real(study))
+    real = study_guard._wait_for_identity
+    monkeypatch.setattr(study_guard, "_wait_for_identity", lambda study: waits.append(1) or real(study))
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     made = optuna.create_study(storage=storage, study_name="by-optuna", direction="maximize")
     if with_trial:

@@ -92,7 +92,6 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             dist_timeout):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
-    from ..workflow.runs import check_output_file
 
     sources = [model_file, pykeen_dir, entity_embeddings or relation_embeddings, libkge_checkpoint]
     if sum(x is not None for x in sources) != 1:
@@ -103,32 +102,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
                           libkge_data=libkge_data, trust_pickle=trust_pickle,
                           allow_dataset_mismatch=allow_dataset_mismatch, distributed=distributed,
                           drop_unseen=drop_unseen is not None)
-    if distributed == "entities":  # refused by name before any rank starts waiting for the others
-        from ..interop.external import ENTITIES_REFUSED, OUTPUT_REFUSED
-
-        for flag, given in (("--libkge-checkpoint", libkge_checkpoint), ("--pykeen-dir", pykeen_dir)):
-            if given is not None:
-                raise InvalidInputError(ENTITIES_REFUSED[flag])
-        if output and model_file is None:
-            raise InvalidInputError(OUTPUT_REFUSED)
-    if output:  # before the (possibly long) evaluation, and before the process group (no rank fails alone)
-        if model_file is not None:
-            run_dir = Path(model_file) if Path(model_file).is_dir() else Path(model_file).parent
-            replaced = check_output_file(output, inputs=[run_dir]).exists()  # never one of the run's own files
-        else:
-            from ..workflow.runs import check_output
-
-            check_output(output)
-    leader = True
-    if distributed:
-        from ..evaluation.distributed import init_from_env
-
-        leader = init_from_env(dist_timeout) == 0
-    shard = None
-    if distributed == "entities":  # this rank's entity rows only: the whole model is never built
-        import torch.distributed as dist
-
-        shard = (dist.get_rank(), dist.get_world_size())
+    replaced = _check_output(output, model_file, pykeen_dir, libkge_checkpoint, distributed)
+    leader, shard = _start_distributed(distributed, dist_timeout)
     if model_file is None:
         split = split or "test"
         check_no_filter_validation(no_filter_validation, split)
@@ -180,6 +155,46 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         if replaced:  # an earlier results file was replaced without a word
             click.echo(f"note: replaced the existing file {output}", err=True)
     _report(results, ds, split, f"{getattr(model, 'name', type(model).__name__)} from {model_file}", fmt)
+
+
+def _check_output(output, model_file, pykeen_dir, libkge_checkpoint, distributed) -> bool:
+    """Refuse ``--output`` (and sources ``--distributed entities`` cannot shard) before the (possibly long)
+    evaluation, and before the process group (no rank fails alone); whether ``--output`` replaces a file."""
+    from ..workflow.runs import check_output_file
+
+    if distributed == "entities":  # refused by name before any rank starts waiting for the others
+        from ..interop.external import ENTITIES_REFUSED, OUTPUT_REFUSED
+
+        for flag, given in (("--libkge-checkpoint", libkge_checkpoint), ("--pykeen-dir", pykeen_dir)):
+            if given is not None:
+                raise InvalidInputError(ENTITIES_REFUSED[flag])
+        if output and model_file is None:
+            raise InvalidInputError(OUTPUT_REFUSED)
+    replaced = False
+    if output:
+        if model_file is not None:
+            run_dir = Path(model_file) if Path(model_file).is_dir() else Path(model_file).parent
+            replaced = check_output_file(output, inputs=[run_dir]).exists()  # never one of the run's own files
+        else:
+            from ..workflow.runs import check_output
+
+            check_output(output)
+    return replaced
+
+
+def _start_distributed(distributed, dist_timeout) -> tuple[bool, tuple[int, int] | None]:
+    """Join the process group under ``--distributed``: whether this rank reports, and its entity shard
+    (``--distributed entities``: this rank's entity rows only, the whole model is never built)."""
+    if not distributed:
+        return True, None
+    from ..evaluation.distributed import init_from_env
+
+    leader = init_from_env(dist_timeout) == 0
+    if distributed != "entities":
+        return leader, None
+    import torch.distributed as dist
+
+    return leader, (dist.get_rank(), dist.get_world_size())
 
 
 def _check_source_options(model_file, pykeen_dir, libkge_checkpoint, **given) -> None:

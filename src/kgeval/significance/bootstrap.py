@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats
 
@@ -161,6 +163,7 @@ def _base_intervals(table, metrics, rank_type, confidence, method, num_resamples
     n_units = int(units.max(initial=-1)) + 1
     if n_units < 2:  # one triple has no sampling variability to speak of (scipy refuses it too)
         raise InvalidInputError(f"a bootstrap confidence interval needs at least 2 evaluation triples, got {n_units}")
+    draws = _Resampling(n_units, confidence, num_resamples, seed)
     suffs = [unit_statistics(table, m, rank_type, units) for m in metrics]
     bounds: list = [None] * len(metrics)
     joint = [i for i, s in enumerate(suffs) if s is not None]
@@ -188,13 +191,11 @@ def _base_intervals(table, metrics, rank_type, confidence, method, num_resamples
         centre = np.array([suffs[i].value() for i in joint])
         batch = max(1, _BATCH_ELEMENTS // max(1, n_units))
         if method == "bca":  # scipy draws the resamples; the BCa correction uses the exact jackknife
-            dist = _scipy_bootstrap(statistic, True, n_units, batch, confidence, "percentile", num_resamples, seed,
-                                    centre, distribution=True)
+            dist = _scipy_bootstrap(statistic, True, batch, "percentile", centre, draws, distribution=True)
             jack = _jackknife([suffs[i] for i in joint])
             lows, highs = _bca(centre, dist, jack, confidence)
         else:
-            lows, highs = _scipy_bootstrap(statistic, True, n_units, batch, confidence, method, num_resamples, seed,
-                                           centre)
+            lows, highs = _scipy_bootstrap(statistic, True, batch, method, centre, draws)
         for j, i in enumerate(joint):
             bounds[i] = (float(lows[j]), float(highs[j]))
     for i, m in enumerate(metrics):
@@ -202,8 +203,7 @@ def _base_intervals(table, metrics, rank_type, confidence, method, num_resamples
             def statistic(idx, m=m):
                 return metric_on_units(table, m, rank_type, idx, units)
             centre = np.array([statistic(np.arange(n_units))])
-            lows, highs = _scipy_bootstrap(statistic, False, n_units, 1, confidence, method, num_resamples, seed,
-                                           centre)
+            lows, highs = _scipy_bootstrap(statistic, False, 1, method, centre, draws)
             bounds[i] = (float(np.ravel(lows)[0]), float(np.ravel(highs)[0]))
     return bounds
 
@@ -258,14 +258,26 @@ def _bca(centre: np.ndarray, dist: np.ndarray, jack: np.ndarray, confidence: flo
     return lows, highs
 
 
-def _scipy_bootstrap(statistic, vectorized, n_units, batch, confidence, method, num_resamples, seed, centre,
-                     distribution: bool = False):
-    rng = np.random.default_rng(seed)
+@dataclass(frozen=True)
+class _Resampling:
+    """What every bootstrap of one table shares: its evaluation triples (``n_units``), the interval's
+    ``confidence``, and the resamples drawn (``num_resamples`` of them, from ``seed``)."""
+
+    n_units: int
+    confidence: float
+    num_resamples: int
+    seed: object
+
+
+def _scipy_bootstrap(statistic, vectorized, batch, method, centre, draws: _Resampling, distribution: bool = False):
+    rng = np.random.default_rng(draws.seed)
+    confidence = draws.confidence
     scipy_method = "percentile" if method == "normal" else CI_METHODS[method]
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
         warnings.simplefilter("ignore")  # degenerate samples give NaN: handled by the caller
-        res = stats.bootstrap((np.arange(n_units),), statistic, vectorized=vectorized, n_resamples=num_resamples,
-                              batch=batch, confidence_level=confidence, method=scipy_method, rng=rng)
+        res = stats.bootstrap((np.arange(draws.n_units),), statistic, vectorized=vectorized,
+                              n_resamples=draws.num_resamples, batch=batch, confidence_level=confidence,
+                              method=scipy_method, rng=rng)
     if distribution:
         return np.asarray(res.bootstrap_distribution).reshape(centre.size, -1)
     if method == "normal":

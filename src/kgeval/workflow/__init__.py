@@ -6,7 +6,9 @@
 - :mod:`.runs`: saving and loading run directories (manifest, dataset checks);
 - :mod:`.defaults`: per-model default settings;
 - :mod:`.hpo`: hyper-parameter search over configuration paths (:func:`~.hpo.hpo_pipeline`),
-  with :mod:`.search_space` (distributions, checked up front) and :mod:`.study` (shared Optuna studies).
+  with :mod:`.search_space` (distributions, checked up front), :mod:`.study` (shared Optuna studies),
+  :mod:`.hpo_checks` (what is refused before the first trial) and :mod:`.study_guard` (a study's identity,
+  checked where its results are saved and where it is resumed).
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ test afterwards with ``kgeval.pipeline(result.best_config)``.
 
 Search spaces are described in :mod:`kgeval.workflow.search_space`; studies (shared storage,
 heartbeats of running trials, per-trial sampler seeds) in :mod:`kgeval.workflow.study`.
-Everything that can be checked without training is checked before the first trial: the
-configuration, the search space and the values trials combine from it, and the metric (it must have a
-value under the evaluation options in use).
+Everything that can be checked without training is checked before the first trial
+(:mod:`kgeval.workflow.hpo_checks`): the configuration, the search space and the values trials combine
+from it, and the metric (it must have a value under the evaluation options in use). A study's identity
+(its saved results, its settings when resumed) is guarded in :mod:`kgeval.workflow.study_guard`.
 
 Optuna is an optional dependency (``pip install kgeval[hpo]``) imported only here, lazily.
 """
@@ -29,20 +30,18 @@ from typing import Any
 
 from .._json import finite_or_none, write_json
 from .._validation import check_positive_int, check_positive_number
-from ..errors import InvalidInputError, KGEvalError, UnknownNameError
+from ..errors import InvalidInputError, KGEvalError
 from ..keys import DEFAULT_METRIC
 from .config import PipelineConfig
-from .evaluation import evaluate_model, metric_direction
-from .pipeline import check_stopping_schedule, pipeline
-from .search_space import default_search_space, grid_points, normalize_space, probe_values, suggest
+from .hpo_checks import (StoppingMetricWarning, _base_config, _check_metric_has_value,  # noqa: F401 (re-exported)
+                         _check_space_values, _direction, _given_paths, _refuse_constant_metric, _stop_on_the_metric,
+                         _validation_results, refuse_fixed_and_searched)
+from .pipeline import pipeline
+from .search_space import default_search_space, grid_points, normalize_space, suggest
+from .study_guard import (IDENTITY_ATTR, OUTPUT_FILES, STUDY_ID_ATTR, _canonical_metric,  # noqa: F401 (re-exported)
+                          check_output_study, check_resumed_study, ensure_study_id, study_identity)
 
 INSTALL_HINT = "hyper-parameter search needs optuna: pip install 'kgeval[hpo]' (or pip install optuna)"
-#: pipeline keywords hpo_pipeline sets itself, and paths a search space must not move
-_RESERVED = ("evaluation_split", "callback", "progress")
-_FIXED_PATHS = ("dataset", "evaluation.split")
-#: paths that change what a trial's value measures (which triples are ranked, against which candidates,
-#: how ties and sides count): trials differing in them are not comparable, so a search space must not move them
-_PROTOCOL_PATHS = ("drop_unseen", "restriction", "evaluation")
 
 
 class MissingDependencyError(KGEvalError, ImportError):
@@ -170,147 +169,6 @@ class HPOResult:
         return directory
 
 
-#: what :meth:`HPOResult.save` writes: the best trial (its study named inside) and every trial
-OUTPUT_FILES = ("best_pipeline_config.json", "trials.json")
-
-
-#: the study's user attribute holding a random id (32 hex digits) drawn when kgeval first opens the study; saved
-#: as ``study_id`` in ``best_pipeline_config.json``, it tells apart studies of one name and storage URL
-STUDY_ID_ATTR = "kgeval_study_id"
-
-
-def ensure_study_id(study) -> str:
-    """The study's :data:`STUDY_ID_ATTR`, drawn (OS randomness, never the search's seed) if it has none yet."""
-    import uuid
-
-    value = study.user_attrs.get(STUDY_ID_ATTR)
-    if not isinstance(value, str):
-        value = uuid.uuid4().hex
-        study.set_user_attr(STUDY_ID_ATTR, value)
-    return value
-
-
-def check_output_study(directory: str | os.PathLike, study_name: str, shown_storage: str, *, study=None,
-                       new_study: bool = False, overwrite: bool = False) -> None:
-    """Refuse an output directory that holds the files of another search (``overwrite=True``: replace them).
-
-    ``best_pipeline_config.json`` names its study, storage and study id; a directory whose file names another
-    study (or the same name in another storage) was overwritten without a word by the next search
-    given that directory (``-o DIR --study-name other``, or another ``--model`` with the default study
-    name): that study's best configuration was lost. The same study (resumed, or another worker of it)
-    writes its files again. A ``trials.json`` without ``best_pipeline_config.json``, or one that cannot be
-    read, belongs to no known study and is refused too.
-
-    One name and storage URL can also name different studies: an in-memory storage is a new database on every
-    run (files of an in-memory study are refused before ``study`` is known, and then unless they carry its
-    id), and a study made anew in a deleted or replaced database has another id (checked once ``study``, the
-    opened study, is given). A file of an older kgeval, without a study id, must name a trial of ``study`` as
-    its best (with its value). A relative SQLite URL in such a file is read against the current working
-    directory: the directory of the search that wrote it was not recorded.
-
-    ``new_study=True``: the storage holds no study of that name, and this search is about to create one. It
-    would get a new id and hold no trial, so files naming this study and storage are refused now, before the
-    study is made (refused after, they left an empty study in the storage).
-    """
-    from .._json import read_json
-    from .runs import OutputDirectoryError
-    from .study import display_url, in_memory_sqlite
-
-    if overwrite:
-        return
-    directory = Path(directory)
-    best, trials = (directory / name for name in OUTPUT_FILES)
-    remedy = (f"give this search another output directory, move {best.name} and {trials.name} out of "
-              f"{directory} first, or pass --overwrite (overwrite=True) to replace them")
-    if not best.exists():
-        if trials.exists():
-            raise OutputDirectoryError(f"output directory {directory} holds a {trials.name} without "
-                                       f"{best.name}, of an unknown search; it would be replaced: {remedy}")
-        return
-    try:
-        saved = read_json(best, "a kgeval search's best configuration")
-    except InvalidInputError as exc:
-        raise OutputDirectoryError(f"output directory {directory}: {exc}; it would be replaced: {remedy}") from None
-    if not isinstance(saved, dict):
-        saved = {}
-    name, storage = saved.get("study_name"), saved.get("storage")
-    storage = display_url(storage)  # a file of an older kgeval may hold a ?password= it did not mask
-    held = _describe_saved(name, storage)
-    this = f"this search (study {study_name!r} in {shown_storage})"
-    if name != study_name or not _same_storage(storage, shown_storage):
-        raise OutputDirectoryError(f"output directory {directory} holds the results of {held}, not of {this}; "
-                                   f"they would be replaced: {remedy}")
-    saved_id = saved.get("study_id")
-    current = None if study is None else study.user_attrs.get(STUDY_ID_ATTR)
-    if in_memory_sqlite(shown_storage):
-        if current is None or saved_id != current:
-            raise OutputDirectoryError(
-                f"output directory {directory} holds the results of {held}, an in-memory database: that study "
-                f"ended with the search that wrote them, and {this} is a new one in a new in-memory database; they "
-                f"would be replaced: {remedy}")
-        return
-    if new_study:
-        raise OutputDirectoryError(
-            f"output directory {directory} holds the results of another study of the same name: {held}"
-            + (f" with study id {saved_id}" if isinstance(saved_id, str) else "")
-            + f", but {shown_storage} holds no study of that name now (its database deleted or replaced, or the "
-            f"study deleted), so this search would make a new one; it does not hold its best trial "
-            f"{saved.get('best_trial')!r}, and the results would be replaced: {remedy}")
-    if study is None:
-        return
-    if isinstance(saved_id, str) and isinstance(current, str):
-        if saved_id != current:
-            raise OutputDirectoryError(
-                f"output directory {directory} holds the results of another study of the same name: {held} with "
-                f"study id {saved_id}, while the study there now has id {current} (made anew since: its database "
-                f"deleted or replaced); they would be replaced: {remedy}")
-        return
-    if not isinstance(saved_id, str) and not _holds_saved_best(study, saved):
-        raise OutputDirectoryError(
-            f"output directory {directory} holds the results of {held}, but the study of that name in "
-            f"{shown_storage} does not hold its best trial {saved.get('best_trial')!r} (value "
-            f"{saved.get('best_value')!r}): another study of the same name; they would be replaced: {remedy}")
-
-
-def _describe_saved(name, storage) -> str:
-    """How a message names the study of a saved ``best_pipeline_config.json`` (fields possibly missing)."""
-    from .study import absolute_sqlite_url
-
-    if not isinstance(name, str) and not isinstance(storage, str):
-        return "an unknown search"
-    if not isinstance(storage, str):
-        return f"study {name!r} (its storage not recorded)"
-    where = storage
-    if absolute_sqlite_url(storage) != storage:
-        where = (f"{storage} (a relative SQLite URL saved by an older kgeval: its file depends on the working "
-                 f"directory of that search, which was not recorded; read against the current working directory: "
-                 f"{absolute_sqlite_url(storage)})")
-    return f"a study of unrecorded name in {where}" if not isinstance(name, str) else f"study {name!r} in {where}"
-
-
-def _holds_saved_best(study, saved: dict) -> bool:
-    """Whether ``study`` holds the saved best trial: a complete trial of that number and value."""
-    number, value = saved.get("best_trial"), saved.get("best_value")
-    if not isinstance(number, int) or isinstance(number, bool) or not isinstance(value, (int, float)):
-        return False
-    return any(t.number == number and t.state.name == "COMPLETE" and t.value == value
-               for t in study.get_trials(deepcopy=False))
-
-
-def _same_storage(saved, current: str) -> bool:
-    """Whether two storage URLs name one database: equal, or SQLite URLs of one file (a relative
-    ``sqlite:///h/kgeval-hpo.db`` and the absolute URL kgeval saves for it)."""
-    if not isinstance(saved, str):
-        return False
-    if saved == current:
-        return True
-    prefix = "sqlite:///"
-    if saved.startswith(prefix) and current.startswith(prefix):
-        a, b = (Path(url[len(prefix):].split("?", 1)[0]) for url in (saved, current))
-        return a.resolve() == b.resolve()
-    return False
-
-
 def _test_config(trial) -> PipelineConfig:
     return PipelineConfig.from_dict(trial.user_attrs["config"]).with_paths({"evaluation.split": "test"})
 
@@ -362,24 +220,15 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     :class:`HPOInterrupted` (after saving what exists); the study can be resumed either way.
     """
     optuna = _optuna()
-    from ..data import get_dataset
-    from .study import absolute_sqlite_url, display_url, make_pruner, open_study, silent_trials_note
+    from .study import make_pruner, silent_trials_note
 
     n_trials = check_positive_int("n_trials", n_trials)
     frequency = check_positive_int("evaluation_frequency", evaluation_frequency, allow_none=True)
     timeout = check_positive_number("timeout", timeout, allow_none=True)
     if storage is not None and not isinstance(storage, str):
         raise InvalidInputError(f"storage must be a database URL such as 'sqlite:///hpo.db', got {storage!r}")
-    base = _base_config(config, pipeline_kwargs)
-    if dataset is None and base.dataset is None:
-        raise InvalidInputError("the search needs a dataset (dataset= or --dataset)")
-    ds = get_dataset(dataset if dataset is not None else base.dataset, data_dir=data_dir,
-                     drop_unseen=base.drop_unseen)
-    fixed = {p: "given as a keyword argument" for p in _given_paths(pipeline_kwargs)}
-    if search_space is None:  # the default space leaves out what the caller fixed
-        search_space = {k: v for k, v in default_search_space(base.resolve().training.loop).items() if k not in fixed}
-    space = normalize_space(search_space)
-    refuse_fixed_and_searched(space, fixed)
+    base, ds = _base_and_dataset(config, pipeline_kwargs, dataset, data_dir)
+    space = _search_space(search_space, base, pipeline_kwargs)
     base = _stop_on_the_metric(base, space, metric)
     _check_space_values(space, base)
     sampler_obj = _sampler(sampler, base.seed, space)
@@ -388,213 +237,90 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     _check_metric_has_value(metric, ds, base)
     direction = _direction(metric, direction)
 
-    if output_dir is not None:
-        output_dir = _make_output_dir(output_dir)
-    # a relative SQLite file is another database in another working directory: recorded absolute (the saved
-    # files and the resume hint name the one database, and another directory's study is not taken for it)
-    storage = absolute_sqlite_url(storage) if storage is not None else _default_storage(output_dir)
-    study_name = study_name or f"{ds.name}-{base.model.name}".lower()
-    if output_dir is not None:  # before any trial: another study's results there are never replaced
-        check_output_study(output_dir, study_name, display_url(storage), overwrite=overwrite)
+    out = _Output.make(output_dir, storage, study_name or f"{ds.name}-{base.model.name}".lower(), overwrite)
+    out.check()  # before any trial: another study's results there are never replaced
     # a failing trial is reported once, by TrialError; Optuna would also log its traceback as a warning
     optuna.logging.set_verbosity(optuna.logging.INFO if progress else optuna.logging.ERROR)
+    study = _open_study(out, study_identity(metric, base, ds), direction=direction, sampler=sampler_obj,
+                        pruner=pruner_obj, load_if_exists=load_if_exists)
+    result = HPOResult(study=study, metric=metric, direction=direction, storage=out.storage,
+                       study_name=out.study_name, notes=tuple(n for n in [silent_trials_note(study)] if n))
+    _optimize(result, _Objective(ds, base, space, metric, frequency), n_trials=n_trials, timeout=timeout,
+              output_dir=out.directory, overwrite=overwrite)
+    if out.directory is not None:
+        result.save(out.directory, overwrite=overwrite)
+    return result
+
+
+def _base_and_dataset(config, pipeline_kwargs: dict, dataset, data_dir):
+    """The base configuration every trial starts from, and the dataset the search runs on."""
+    from ..data import get_dataset
+
+    base = _base_config(config, pipeline_kwargs)
+    if dataset is None and base.dataset is None:
+        raise InvalidInputError("the search needs a dataset (dataset= or --dataset)")
+    ds = get_dataset(dataset if dataset is not None else base.dataset, data_dir=data_dir,
+                     drop_unseen=base.drop_unseen)
+    return base, ds
+
+
+def _search_space(search_space, base: PipelineConfig, pipeline_kwargs: dict) -> dict[str, Any]:
+    """The normalised search space: the given one, or the default less what ``pipeline_kwargs`` fix; a path
+    both fixed there and searched is refused."""
+    fixed = {p: "given as a keyword argument" for p in _given_paths(pipeline_kwargs)}
+    if search_space is None:  # the default space leaves out what the caller fixed
+        search_space = {k: v for k, v in default_search_space(base.resolve().training.loop).items() if k not in fixed}
+    space = normalize_space(search_space)
+    refuse_fixed_and_searched(space, fixed)
+    return space
+
+
+@dataclass(frozen=True)
+class _Output:
+    """Where a search keeps its study (``storage``, an absolute URL) and writes its files (``directory``)."""
+
+    directory: Path | None
+    storage: str
+    study_name: str
+    overwrite: bool
+
+    @classmethod
+    def make(cls, output_dir, storage: str | None, study_name: str, overwrite: bool) -> _Output:
+        from .study import absolute_sqlite_url
+
+        directory = _make_output_dir(output_dir) if output_dir is not None else None
+        # a relative SQLite file is another database in another working directory: recorded absolute (the saved
+        # files and the resume hint name the one database, and another directory's study is not taken for it)
+        storage = absolute_sqlite_url(storage) if storage is not None else _default_storage(directory)
+        return cls(directory, storage, study_name, overwrite)
+
+    def check(self, **kwargs) -> None:
+        """:func:`check_output_study` on the output directory, if the search has one."""
+        from .study import display_url
+
+        if self.directory is not None:
+            check_output_study(self.directory, self.study_name, display_url(self.storage), overwrite=self.overwrite,
+                               **kwargs)
+
+
+def _open_study(out: _Output, identity: dict[str, Any], **study_options):
+    """Open (or create) the study: its creator records ``identity``, every other worker compares its own with
+    it, and the output directory is checked against the opened study (one made anew under the same name)."""
+    from .study import display_url, open_study
 
     def before_create() -> None:  # every refusal of a new study comes before it exists: none is left behind
-        if output_dir is not None:
-            check_output_study(output_dir, study_name, display_url(storage), new_study=True, overwrite=overwrite)
-
-    identity = study_identity(metric, base, ds)
+        out.check(new_study=True)
 
     def on_create(study) -> None:  # the creator records the settings; other workers compare theirs with them
         ensure_study_id(study)
         study.set_user_attr(IDENTITY_ATTR, identity)  # last: what a worker that loaded the new study waits for
 
-    study = open_study(storage, study_name, direction=direction, sampler=sampler_obj, pruner=pruner_obj,
-                       load_if_exists=load_if_exists, before_create=before_create, on_create=on_create)
-    check_resumed_study(study, identity, display_url(storage))
+    study = open_study(out.storage, out.study_name, before_create=before_create, on_create=on_create,
+                       **study_options)
+    check_resumed_study(study, identity, display_url(out.storage))
     ensure_study_id(study)
-    if output_dir is not None:  # the opened study: one made anew under the same name is refused too
-        check_output_study(output_dir, study_name, display_url(storage), study=study, overwrite=overwrite)
-    result = HPOResult(study=study, metric=metric, direction=direction, storage=storage, study_name=study_name,
-                       notes=tuple(n for n in [silent_trials_note(study)] if n))
-    _optimize(result, _Objective(ds, base, space, metric, frequency), n_trials=n_trials, timeout=timeout,
-              output_dir=output_dir, overwrite=overwrite)
-    if output_dir is not None:
-        result.save(output_dir, overwrite=overwrite)
-    return result
-
-
-#: the study's user attribute holding :func:`study_identity`
-IDENTITY_ATTR = "kgeval_identity"
-#: settings a resumed study may change: how fast a trial runs, and the seed (trials under other
-#: seeds measure the same configuration, with other training noise; the seed also seeds the sampler)
-_SPEED_ONLY = ("threads", "device", "seed")
-_SPEED_ONLY_EVALUATION = ("device", "memory_budget", "batch_size", "entity_chunk_size", "distributed")
-
-
-def _canonical_metric(metric: str) -> str:
-    """``side.rank_type.key`` with the metric's canonical key (``mrr`` -> ``both.realistic.inverse_harmonic_mean_rank``)."""
-    from .. import metrics
-    from ..keys import parse_key
-
-    try:
-        key = parse_key(metric)
-        return f"{key.side}.{key.rank_type}.{metrics.get(key.metric).key}"
-    except KGEvalError:
-        return str(metric)
-
-
-def study_identity(metric: str, base: PipelineConfig, ds) -> dict[str, Any]:
-    """What every trial of one study must share for their values to be comparable: the metric, the
-    base configuration (less the settings of :data:`_SPEED_ONLY`) and the dataset's split hashes."""
-    import json
-
-    config = base.to_dict()
-    for key in _SPEED_ONLY:
-        config.pop(key, None)
-    options = config["evaluation"]["options"]
-    for key in _SPEED_ONLY_EVALUATION:
-        options.pop(key, None)
-    # through JSON: what the storage keeps (tuples as lists), so a resumed study compares like with like
-    return json.loads(json.dumps({"metric": _canonical_metric(metric), "configuration": config,
-                                  "dataset": ds.hashes()}, default=str))
-
-
-def _differences(saved, current, path: str = "") -> list[str]:
-    if isinstance(saved, dict) and isinstance(current, dict):
-        out = []
-        for key in sorted(set(saved) | set(current), key=str):
-            out += _differences(saved.get(key), current.get(key), f"{path}.{key}" if path else str(key))
-        return out
-    return [] if saved == current else [f"{path}: {saved!r} -> {current!r}"]
-
-
-#: seconds a worker waits for the settings of a new, empty study that another worker has just made
-IDENTITY_WAIT = 10.0
-
-
-def _wait_for_identity(study):
-    """The study's recorded settings once they appear, or ``None`` after :data:`IDENTITY_WAIT` seconds (a study
-    made by Optuna directly, or by a worker that died before recording them) or once a trial starts."""
-    import time
-
-    deadline = time.monotonic() + IDENTITY_WAIT
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        saved = study.user_attrs.get(IDENTITY_ATTR)
-        if saved is not None or study.get_trials(deepcopy=False):
-            return saved
-    return None
-
-
-def check_resumed_study(study, identity: dict[str, Any], shown_storage: str) -> None:
-    """Record ``identity`` in a new study; refuse to resume one recorded with another identity.
-
-    Trial values are only comparable under one metric, base configuration and dataset: resuming
-    a study of validation MRR with ``metric="hits@10"`` (or with other epochs) would rank the
-    new trials' hits@10 against the old trials' MRR and report the larger number as the best.
-    A study made before kgeval recorded this (or by Optuna directly) is adopted as it is.
-
-    A study without recorded settings and without any trial may have just been made by another worker, which
-    records its settings right after: it is waited for up to :data:`IDENTITY_WAIT` seconds. (Adopted at once,
-    two workers started together with other metrics each recorded theirs in turn, and both ran: MRR and
-    hits@10 values ranked in one study.)
-    """
-    saved = study.user_attrs.get(IDENTITY_ATTR)
-    if saved is None and not study.get_trials(deepcopy=False):
-        saved = _wait_for_identity(study)
-    if saved is None:
-        study.set_user_attr(IDENTITY_ATTR, identity)
-        return
-    differ = _differences(saved, identity)
-    if differ:
-        shown = "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
-        raise InvalidInputError(
-            f"study {study.study_name!r} in {shown_storage} was run with other settings, so its trials' values "
-            f"are not comparable with new ones ({shown}); resume it with the same metric, base configuration "
-            "and dataset, or give the search another study name"
-        )
-
-
-def _base_config(config, pipeline_kwargs: dict) -> PipelineConfig:
-    """The configuration every trial starts from, evaluating on validation."""
-    for key in _RESERVED:
-        if key in pipeline_kwargs:
-            raise InvalidInputError(f"hpo_pipeline sets {key!r} itself (trials evaluate on validation)")
-    if config is not None and not isinstance(config, PipelineConfig):
-        config = PipelineConfig.from_dict(config)
-    base = PipelineConfig.from_kwargs(config, **pipeline_kwargs) if pipeline_kwargs else (config or PipelineConfig())
-    if base.model is None:
-        raise InvalidInputError("the search needs a model (model= or --model)")
-    return base.with_paths({"evaluation.split": "valid"})
-
-
-def _given_paths(pipeline_kwargs: Mapping[str, Any]) -> list[str]:
-    """The configuration paths ``pipeline_kwargs`` set to a value (``None`` leaves a setting to its default)."""
-    from .kwargs import kwargs_to_paths
-
-    return [path for path, value in kwargs_to_paths(pipeline_kwargs).items() if value is not None]
-
-
-def refuse_fixed_and_searched(space: Mapping[str, Any], fixed: Mapping[str, str]) -> None:
-    """Refuse a parameter both fixed explicitly (``fixed``: its path -> how it was fixed) and searched: every
-    trial would silently replace the fixed value with its own (``model_kwargs={"dim": 16}`` with a space
-    over ``dim`` trained dims 4 and 8, never 16)."""
-    both = [path for path in fixed if path in space]
-    if both:
-        raise InvalidInputError(f"{both[0]!r} is both {fixed[both[0]]} and in the search space, whose values "
-                                "would replace it in every trial: remove it from one of them")
-
-
-class StoppingMetricWarning(UserWarning):
-    """Trials stop early on another metric than the one the search optimises (set so explicitly)."""
-
-
-def _stop_on_the_metric(base: PipelineConfig, space: Mapping[str, Any], metric: str) -> PipelineConfig:
-    """``base`` with early stopping on the search's ``metric`` where trials stop early and the stopper's metric
-    was left unset; a stopper metric set explicitly (base or space) is kept, with a :class:`StoppingMetricWarning`
-    where it differs.
-
-    A trial that stops early is scored on the checkpoint its stopper restores: the best by the stopper's metric.
-    Left to the stopper's default (MRR), a search optimising hits@1 scored each trial by the hits@1 of its
-    best-MRR checkpoint, not by its best hits@1, and said nothing. The search's metric is what the user asked to
-    optimise, so it also selects each trial's checkpoint (and the best configuration re-run on test stops on it).
-    Each trial records the stopper's metric, best epoch and value in its ``early_stopping`` user attribute.
-    """
-    import warnings
-
-    from ..training.stopping import DEFAULT_METRIC as STOPPING_DEFAULT
-
-    searched = {name for name in space if name.split(".")[0] == "early_stopping"}
-    if base.early_stopping is None and not searched:
-        return base  # no trial stops early
-    given = dict(base.early_stopping.options) if base.early_stopping is not None else {}
-    if "early_stopping.metric" in searched or given.get("metric") is not None:
-        chosen = given.get("metric")
-        if "early_stopping.metric" in searched or _canonical_metric(chosen) != _canonical_metric(metric):
-            what = "the search space's early_stopping.metric" if chosen is None or "early_stopping.metric" in \
-                searched else f"early_stopping.metric {chosen!r}"
-            warnings.warn(f"trials stop early on {what}, not on the optimised metric {metric!r}: each trial's value "
-                          f"is the {metric!r} of the checkpoint that is best by the stopping metric (recorded in the "
-                          "trial's 'early_stopping' user attribute); leave early_stopping.metric unset to stop on "
-                          f"{metric!r}", StoppingMetricWarning, stacklevel=3)
-        return base
-    if _canonical_metric(metric) == _canonical_metric(STOPPING_DEFAULT):
-        return base  # the stopper's default is the search's metric already
-    larger = given.get("larger_is_better")
-    try:
-        own = _direction(metric, None) == "maximize"
-    except KGEvalError:
-        return base  # refused by the metric's own check, with its message
-    if larger is not None and larger != own:
-        # a direction given without a metric is the default metric's: it stays on it, and the user is told
-        warnings.warn(f"trials stop early on the stopper's default metric {STOPPING_DEFAULT!r} "
-                      f"(early_stopping.larger_is_better={larger} is its direction, not that of the optimised metric "
-                      f"{metric!r}): each trial's value is the {metric!r} of the checkpoint that is best by that "
-                      "metric (recorded in the trial's 'early_stopping' user attribute); leave larger_is_better "
-                      f"unset to stop on {metric!r}", StoppingMetricWarning, stacklevel=3)
-        return base
-    return base.with_paths({"early_stopping.metric": metric})
+    out.check(study=study)
+    return study
 
 
 def _sampler(name: str, seed: int, space):
@@ -620,144 +346,6 @@ def _make_output_dir(output_dir) -> Path:
 def _default_storage(output_dir) -> str:
     base = Path(output_dir) if output_dir is not None else Path.cwd()  # output_dir: made by _make_output_dir
     return f"sqlite:///{(base / 'kgeval-hpo.db').absolute()}"
-
-
-def _check_space_values(space: Mapping[str, Mapping[str, Any]], base: PipelineConfig) -> None:
-    """Refuse, before any trial, paths the configuration does not have and values it, the model or
-    the training loop refuse (checked for every choice and at both ends of each range)."""
-    try:
-        _check_config(base, {}, "the base configuration")
-    except InvalidInputError:
-        # no trial runs the base as it is: refused only where the space does not mend it
-        # (stopper='early' for 2 epochs with a space over early_stopping.frequency [1, 2])
-        first = {name: probe_values(spec)[0] for name, spec in space.items()}
-        try:
-            _check_config(base, first, "")
-        except InvalidInputError:
-            _check_config(base, {}, "the base configuration")
-    for name, spec in space.items():
-        if name in _FIXED_PATHS or name.split(".")[0] in _FIXED_PATHS:
-            raise InvalidInputError(f"search space parameter {name!r}: the search fixes it (trials run on the "
-                                    "given dataset and are evaluated on validation)")
-        if name.split(".")[0] in _PROTOCOL_PATHS and not _speed_only_path(name):
-            raise InvalidInputError(
-                f"search space parameter {name!r} changes how trials are evaluated, so their values would not be "
-                "comparable (the search would select the most lenient protocol, not the best model); set it in the "
-                "base configuration instead (only the evaluation options "
-                f"{', '.join(_SPEED_ONLY_EVALUATION)} may be searched)")
-    _check_combinations(space, base)
-
-
-#: above this many combinations of probe values, each parameter's values are checked on their own
-MAX_PROBE_COMBINATIONS = 4096
-
-
-def _check_combinations(space: Mapping[str, Mapping[str, Any]], base: PipelineConfig) -> None:
-    """Check what trials will build: every combination of the parameters' probe values (a trial sets
-    them all at once: early_stopping.frequency [1] makes early_stopping.patience valid for 2 epochs,
-    training.loop 'slcwa' refuses a label_smoothing that 'lcwa' takes). A failing combination is
-    named by the one value that fails on its own, if there is one."""
-    import itertools
-    import math
-
-    probes = {name: probe_values(spec) for name, spec in space.items()}
-    if math.prod(len(v) for v in probes.values()) > MAX_PROBE_COMBINATIONS:
-        combinations = [{name: value} for name, values in probes.items() for value in values]
-    else:
-        combinations = [dict(zip(probes, values)) for values in itertools.product(*probes.values())]
-    for values in combinations:
-        try:
-            _check_config(base, values, "")
-        except InvalidInputError:
-            for name, value in values.items():
-                _check_config(base, {name: value}, f"search space parameter {name!r} can take {value!r}")
-            shown = ", ".join(f"{name}={value!r}" for name, value in values.items())
-            _check_config(base, values, f"search space values {shown} (taken together by a trial)")
-
-
-def _speed_only_path(name: str) -> bool:
-    """``evaluation.options.<option>`` for an option that changes how fast, not what, a trial evaluates."""
-    parts = name.split(".")
-    return len(parts) == 3 and parts[:2] == ["evaluation", "options"] and parts[2] in _SPEED_ONLY_EVALUATION
-
-
-def _check_config(base: PipelineConfig, values: Mapping[str, Any], what: str) -> None:
-    """Build what a trial with ``values`` would build, short of data: the resolved configuration,
-    its TrainingConfig and a 2-entity model (which checks the model's option names and values)."""
-    from ..models import get_model
-
-    try:
-        cfg = base.with_paths(values).resolve()
-        cfg.training_config()
-        if cfg.early_stopping is not None:
-            check_stopping_schedule(cfg.early_stopping.options.get("frequency"), cfg.training.epochs)
-        get_model(cfg.model.name, 2, 1, **cfg.model.options)
-    except KGEvalError as exc:
-        raise InvalidInputError(f"{what}: {exc}") from None
-
-
-def _validation_results(model, ds, config: PipelineConfig, known=None):
-    """``model`` evaluated on the validation split as every trial is (restriction and evaluation options;
-    ``known``: the validation filter sets as a :class:`~kgeval.evaluation.KnownTriples`, built once)."""
-    rel, ent = config.restriction.relations, config.restriction.entities
-    return evaluate_model(model, ds, split="valid", evaluation_relation_whitelist=None if rel is None else list(rel),
-                          evaluation_entity_whitelist=None if ent is None else list(ent), progress=False,
-                          options=config.evaluation.options, known=known)
-
-
-def _refuse_constant_metric(metric: str) -> None:
-    """``count`` is the number of evaluated tasks, the same for every trial: nothing to optimise."""
-    from ..keys import parse_key
-
-    try:
-        is_count = parse_key(metric).metric == "count"
-    except KGEvalError:
-        return  # an unknown key gets its own error from the metric check
-    if is_count:
-        raise InvalidInputError(f"metric {metric!r} is the number of evaluated tasks, the same for every trial: "
-                                "optimise a quality metric (mrr, hits@10, mr, ...)")
-
-
-def _direction(metric: str, direction: str | None) -> str:
-    """``direction``, or the metric's own; query metrics (``tail.precision_at_10``) are maximised.
-    A direction against the metric's (``mrr`` minimised) would select the worst trial: refused."""
-    if direction is not None and direction not in ("maximize", "minimize"):
-        raise InvalidInputError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-    try:
-        own = metric_direction(metric)
-    except KGEvalError:
-        name = metric.rsplit(".", 1)[-1].lower()
-        if not name.startswith(("precision_at_", "recall_at_")):
-            raise
-        own = "maximize"
-    if direction is not None and direction != own:
-        raise InvalidInputError(f"direction={direction!r} for metric {metric!r}, which is better when "
-                                f"{'larger' if own == 'maximize' else 'smaller'}: the search would select the "
-                                "worst trial; leave direction unset")
-    return own
-
-
-def _check_metric_has_value(metric: str, ds, config: PipelineConfig) -> None:
-    """Evaluate a constant scorer on validation and read ``metric``: a key that parses but has no
-    value under these options (a side not evaluated, a query metric not computed) is refused now."""
-    import torch
-
-    from ..evaluation import FunctionScorer
-
-    class ConstantScorer(FunctionScorer):
-        def eval(self):  # evaluate_model switches models to eval mode
-            return self
-
-    def zeros(h, r, t):
-        return torch.zeros(torch.broadcast_shapes(h.shape, r.shape, t.shape))
-
-    scorer = ConstantScorer(zeros, ds.num_entities, ds.num_relations)
-    try:
-        _validation_results(scorer, ds, config).get_metric(metric)
-    except UnknownNameError as exc:
-        raise UnknownNameError(f"metric {metric!r} cannot be optimised: {exc}") from None
-    except KGEvalError as exc:
-        raise InvalidInputError(f"metric {metric!r} cannot be optimised: {exc}") from None
 
 
 class _Objective:
