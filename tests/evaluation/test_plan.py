@@ -59,9 +59,14 @@ CASES = [
     (dict(ne=1000, n_tasks=5000, tuning={"cpu_block": 10_000}, model=False), BatchPlan(160)),  # no out=: 1 walker
     (dict(ne=1000, n_tasks=5000, tuning={"cpu_block": 10_000}, query_metrics=True), BatchPlan(64)),  # one group
     (dict(ne=1000, n_tasks=5000), BatchPlan(5000)),
-    # rows wider than cpu_whole_cols: equal row blocks of <= 1,024 rows x aligned 1,024-column chunks, 4 blocks a batch
-    (dict(ne=20_000, n_tasks=5000), BatchPlan(4000, 1024, 1000)),
-    (dict(ne=5000, n_tasks=5000, tuning={"cpu_whole_cols": 4096, "cpu_block_rows": 4096}), BatchPlan(5000, 384, 2500)),
+    # rows wider than cpu_whole_cols: equal row blocks of <= 1,024 rows x aligned 1,024-column chunks, one block a
+    # batch by default (FB15k-237's 14,541 entities are chunked), up to row_blocks
+    (dict(ne=20_000, n_tasks=5000), BatchPlan(1000, 1024, 1000)),
+    (dict(ne=14_541, n_tasks=5000), BatchPlan(1000, 1024, 1000)),
+    (dict(ne=14_541, n_tasks=5000, tuning={"cpu_whole_cols": 1 << 14}), BatchPlan(16 * 2 * (1 << 21) // 14_541)),
+    (dict(ne=4096, n_tasks=5000), BatchPlan(5000)),  # up to cpu_whole_cols: whole rows
+    (dict(ne=20_000, n_tasks=5000, tuning={"row_blocks": 4}), BatchPlan(4000, 1024, 1000)),
+    (dict(ne=5000, n_tasks=5000, tuning={"cpu_block_rows": 4096}), BatchPlan(2500, 384, 2500)),
     # explicit sizes are used as given
     (dict(ne=20_000, n_tasks=5000, options={"batch_size": 100}), BatchPlan(100)),
     (dict(ne=1000, n_tasks=5000, options={"entity_chunk_size": 50}), BatchPlan(5000, 50)),

@@ -12,7 +12,9 @@ from kgeval.models import get_model
 
 NE, NR, N = 5000, 3, 9000  # rows of 5,000 > 4,096 columns (CHUNKED): chunks; 9,000 tasks: 3 row blocks of 3,000
 #: rows of more than 4,096 columns are chunked, in row blocks of about 4,096 queries
-CHUNKED = Tuning(cpu_whole_cols=4096, cpu_block_rows=4096)
+CHUNKED = Tuning(cpu_whole_cols=4096, cpu_block_rows=4096, row_blocks=4)
+#: rows of up to 16,384 columns whole (the reference)
+WHOLE = Tuning(cpu_whole_cols=1 << 14)
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +34,10 @@ def _table(out):
 
 
 def _whole(model, test, train, monkeypatch):
-    with monkeypatch.context() as m:  # the default Tuning: whole rows (5,000 <= 16,384 columns)
-        calls = []
-        m.setattr(full, "count_chunks", lambda *a, **k: calls.append(1) or full.count_chunks(*a, **k))
-        out = evaluate_ranks(model, test, filter_triples=train, progress=False)
+    with monkeypatch.context() as m:  # whole rows (5,000 <= 16,384 columns)
+        calls, count_chunks = [], full.count_chunks
+        m.setattr(full, "count_chunks", lambda *a, **k: calls.append(1) or count_chunks(*a, **k))
+        out = evaluate_ranks(model, test, filter_triples=train, progress=False, tuning=WHOLE)
         assert not calls and out.protocol.get("entity_chunk_size") is None
         return _table(out)
 

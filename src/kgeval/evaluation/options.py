@@ -349,8 +349,10 @@ class Tuning:
     cpu_chunk_block: int = 1 << 20
     #: query rows of an automatic CPU chunk
     cpu_block_rows: int = 1024
-    #: whole rows up to this many candidate columns (scored in row groups of one block); wider rows are chunked
-    cpu_whole_cols: int = 1 << 14
+    #: whole rows up to this many candidate columns (scored in row groups of one block); wider rows are
+    #: chunked: from here on 1,024 x 1,024 chunks with a scored pass 1 beat aligned whole-row tiles
+    #: (FB15k-237, 14,541 entities: see benchmarks/results/evaluation-notes.md)
+    cpu_whole_cols: int = 1 << 12
     #: a whole-row batch holds up to this many row groups per walker (per-batch work paid once for all)
     whole_batch_blocks: int = 16
     #: whole local rows of an entity shard, scored in one piece: fewer batches, each paying three collectives
@@ -363,8 +365,9 @@ class Tuning:
     cpu_chunk_align: int = 64
     #: row groups hold at least this many query rows
     min_walker_rows: int = 16
-    #: a batch of automatic CPU chunks holds up to this many row blocks, walked as one (one setup per batch)
-    row_blocks: int = 4
+    #: a batch of automatic CPU chunks holds up to this many row blocks, walked as one (one setup per
+    #: batch); more than one made the scored pass 1 slower than the setup it saves (FB15k-237, WN18RR)
+    row_blocks: int = 1
 
     def __post_init__(self):
         if self.kernel not in _KERNEL_MODES:
