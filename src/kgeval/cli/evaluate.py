@@ -148,7 +148,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     if not leader:  # every rank holds the same results: one of them reports
         return
     if defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
-            defaults["split"], defaults["filter_validation_when_testing"], defaults["relations"], defaults["entities"]):
+            defaults["split"], defaults["filter_validation_when_testing"], defaults["relations"], defaults["entities"]) \
+            and _unseen_policy(results) == _unseen_policy(defaults["saved"]):
         _warn_if_differs(model_file, defaults["saved"], results)  # evaluated as the run was: the same ranks
     if output:
         results.save_json(output)  # atomic
@@ -283,6 +284,12 @@ def _saved_results(run):
     if not any((run.directory / f).exists() for f in ("results.json", "rank_table.npz")):
         return None
     return run_results(run)
+
+
+def _unseen_policy(results):
+    """Whether the unseen evaluation triples were kept or dropped (None: not recorded)."""
+    unseen = (results.protocol or {}).get("unseen")
+    return unseen.get("policy") if isinstance(unseen, dict) else None
 
 
 def _warn_if_differs(model_file, saved, results) -> None:
