@@ -14,11 +14,11 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import kgeval
+from run_oracle import oracle_mrr
 from kgeval.cli import main
 from kgeval.errors import InvalidInputError
 from kgeval.rankfile import read_rank_file
@@ -27,15 +27,6 @@ from kgeval.workflow import CorruptRunError, load_run
 from kgeval.workflow.runs import verify_manifest, write_manifest
 
 MRR = "both.realistic.inverse_harmonic_mean_rank"
-
-
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        result = kgeval.pipeline(dataset="nations", model="distmult", model_kwargs={"dim": 8}, epochs=2,
-                                 progress=False)
-    return result.save(tmp_path_factory.mktemp("run-files") / "run")
 
 
 def load_run_results(run):
@@ -60,13 +51,6 @@ def edit_json(run: Path, name: str, change, *, manifest: bool = True) -> None:
 
 def cli(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def oracle_mrr(run: Path) -> float:
-    """The realistic MRR of both sides from rank_table.npz, without kgeval."""
-    with np.load(run / "rank_table.npz") as z:
-        realistic = (z["optimistic"] + z["pessimistic"]) / 2.0
-    return float(np.mean(1.0 / realistic))
 
 
 # ------------------------------------------------------------------ class 1: one source of truth

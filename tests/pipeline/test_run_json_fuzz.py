@@ -11,12 +11,11 @@ import tempfile
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kgeval
+from run_oracle import oracle_mrr
 from kgeval._json import parse_json
 from kgeval.errors import KGEvalError
 from kgeval.workflow.runs import load_run, write_manifest
@@ -31,15 +30,6 @@ values = st.recursive(scalars, lambda c: st.lists(c, max_size=3) | st.dictionari
 RAW = [b"", b"[" * 100_000, b"{\"a\":" * 5000, b"\xff\xfe\x00", b"\xef\xbb\xbf{}", b"NaN", b"-Infinity",
        b"1e999", b"9" * 5000, b"{\"files\": 1, \"files\": {}}", b"{\"metrics\": {}, \"metrics\": {}}", b"\x00" * 64,
        b"[1, 2", b"\"unterminated"]
-
-
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        result = kgeval.pipeline(dataset="nations", model="distmult", model_kwargs={"dim": 8}, epochs=2,
-                                 progress=False)
-    return result.save(tmp_path_factory.mktemp("fuzz") / "run")
 
 
 @st.composite
@@ -82,11 +72,6 @@ def load_and_check(run: Path, oracle: float) -> None:
         return
     assert results.value("both", "realistic", "inverse_harmonic_mean_rank") == pytest.approx(oracle, rel=1e-12)
     results.evaluation_protocol.describe()  # what report and evaluate print
-
-
-def oracle_mrr(run: Path) -> float:
-    with np.load(run / "rank_table.npz") as z:
-        return float(np.mean(2.0 / (z["optimistic"] + z["pessimistic"])))
 
 
 @pytest.mark.parametrize("name", ["config.json", "results.json", "manifest.json"])
