@@ -133,8 +133,7 @@ class EvaluationProtocol(Mapping):
     #: query rows ranked a second time, exactly, because the scorer's score of a true answer among the answer
     #: columns (pass 1 of chunked ranking) was not bitwise its score in the answer's column chunk (a scorer that
     #: rounds gathered and sliced columns differently): the ranks are exact either way, this is extra work.
-    #: Re-ranks after a missed prediction of true scores (built-in models on the CPU, :mod:`.evaluation.predicted`)
-    #: are not counted. ``distributed="tasks"``: the sum over ranks. None: not recorded (an older file)
+    #: ``distributed="tasks"``: the sum over ranks. None: not recorded (an older file)
     chunk_redone_queries: int | None = None
     device: str | None = None
     #: SHA-256 of what defines the ranking tasks (:func:`tasks_digest`): the evaluation triples in their

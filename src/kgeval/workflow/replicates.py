@@ -107,7 +107,7 @@ class ReplicatesResult:
         """Each run into ``directory/seed<seed>`` and the summary into ``directory/replicates.json``, all
         at once: the set is written beside ``directory`` and moved into place when complete (a failure
         used to leave ``seed42/`` without ``seed43/`` or ``replicates.json``). To keep each run as soon
-        as it is trained, give ``output`` to :func:`run_replicates` instead."""
+        as it is trained, give ``output`` to :func:`kgeval.replicates` instead."""
         from .runs import _commit, check_output, staging_directory
 
         target = check_output(directory, overwrite=overwrite)
