@@ -108,12 +108,13 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         split = split or "test"
         check_no_filter_validation(no_filter_validation, split)
     if model_file is None and pykeen_dir is None:  # embedding files (sharded with shard) or LibKGE
+        from ..interop.external import ExternalSource
         from ..workflow.foreign import evaluate_external
 
+        source = ExternalSource(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data,
+                                entity_ids, relation_ids)
         results, ds, what = evaluate_external(
-            entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
-            split=split, data_dir=data_dir, output=output if leader else None, shard=shard, entity_ids=entity_ids,
-            relation_ids=relation_ids,
+            source, dataset, split=split, data_dir=data_dir, output=output if leader else None, shard=shard,
             filter_validation_when_testing=not no_filter_validation,
             evaluation_relation_whitelist=split_list(relation_whitelist),
             evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)

@@ -8,8 +8,30 @@ Both become kgeval models with the dataset's ids (:func:`kgeval.models.from_embe
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ..errors import InvalidInputError
+
+
+@dataclass(frozen=True)
+class ExternalSource:
+    """Where a model trained elsewhere comes from: plain embedding files (``entity_embeddings``,
+    ``relation_embeddings``, ``interaction``, optional ``entity_ids`` / ``relation_ids`` files) or a
+    LibKGE checkpoint (``libkge_checkpoint``, ``libkge_data``); the arguments of :func:`load_external`."""
+
+    entity_embeddings: object = None
+    relation_embeddings: object = None
+    interaction: str | None = None
+    libkge_checkpoint: object = None
+    libkge_data: object = None
+    entity_ids: object = None
+    relation_ids: object = None
+
+    def load(self, dataset, *, data_dir=None, shard: tuple[int, int] | None = None):
+        """``(model, dataset, description)``: :func:`load_external` of this source."""
+        return load_external(self.entity_embeddings, self.relation_embeddings, self.interaction,
+                             self.libkge_checkpoint, self.libkge_data, dataset, data_dir=data_dir, shard=shard,
+                             entity_ids=self.entity_ids, relation_ids=self.relation_ids)
 
 
 def load_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
-from ..interop.external import OUTPUT_REFUSED, array_spec, load_external
+from ..interop.external import OUTPUT_REFUSED, ExternalSource, array_spec
 from ..interop.pykeen_dir import converted_model, load_dataset_scorer, pykeen_losses
 from ..training.loops import TrainingResult
 from .config import EvaluationSpec, ModelSpec, PipelineConfig
@@ -36,10 +36,10 @@ class ImportedRun(PipelineResult):
         return {**super().metadata(), "source": dict(self.source)}
 
 
-def evaluate_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint, libkge_data, dataset,
-                      *, split: str = "test", data_dir=None, output=None, filter_validation_when_testing=True,
-                      shard: tuple[int, int] | None = None, entity_ids=None, relation_ids=None, **evaluate_kwargs):
-    """``(Results, dataset, description)`` of embedding files or a LibKGE checkpoint evaluated on ``dataset``.
+def evaluate_external(source: ExternalSource, dataset, *, split: str = "test", data_dir=None, output=None,
+                      filter_validation_when_testing=True, shard: tuple[int, int] | None = None, **evaluate_kwargs):
+    """``(Results, dataset, description)`` of embedding files or a LibKGE checkpoint (``source``) evaluated
+    on ``dataset``.
 
     ``output``: also write a kgeval run directory there (not with ``shard``: its ``model.pt`` needs the
     whole entity table); ``shard``: see :func:`kgeval.interop.external.load_external`.
@@ -48,20 +48,23 @@ def evaluate_external(entity_embeddings, relation_embeddings, interaction, libkg
         if shard is not None:
             raise InvalidInputError(OUTPUT_REFUSED)
         check_output(output)
-    model, ds, what = load_external(entity_embeddings, relation_embeddings, interaction, libkge_checkpoint,
-                                    libkge_data, dataset, data_dir=data_dir, shard=shard, entity_ids=entity_ids,
-                                    relation_ids=relation_ids)
+    model, ds, what = source.load(dataset, data_dir=data_dir, shard=shard)
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_validation_when_testing,
                              progress=False, **evaluate_kwargs)
     if output is not None:
-        source = {"library": "libkge", "checkpoint": str(Path(libkge_checkpoint).resolve())} if libkge_checkpoint \
-            else {"library": "embeddings", **_file_source("entity", entity_embeddings, "--entity-embeddings"),
-                  **_file_source("relation", relation_embeddings, "--relation-embeddings"),
-                  **{f"{kind}_ids": str(Path(path).resolve()) for kind, path in
-                     (("entity", entity_ids), ("relation", relation_ids)) if path is not None}}
-        save_imported_run(results, ds, model, output, source=source, split=split,
+        save_imported_run(results, ds, model, output, source=_source_record(source), split=split,
                           filter_validation_when_testing=filter_validation_when_testing)
     return results, ds, what
+
+
+def _source_record(source: ExternalSource) -> dict:
+    """config.json's ``source``: the checkpoint, or the embedding and id files, as absolute paths."""
+    if source.libkge_checkpoint:
+        return {"library": "libkge", "checkpoint": str(Path(source.libkge_checkpoint).resolve())}
+    return {"library": "embeddings", **_file_source("entity", source.entity_embeddings, "--entity-embeddings"),
+            **_file_source("relation", source.relation_embeddings, "--relation-embeddings"),
+            **{f"{kind}_ids": str(Path(path).resolve()) for kind, path in
+               (("entity", source.entity_ids), ("relation", source.relation_ids)) if path is not None}}
 
 
 def _file_source(kind: str, value, flag: str) -> dict:
