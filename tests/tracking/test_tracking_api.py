@@ -1,0 +1,189 @@
+"""The Python side of tracking: pipeline(trackers=) with a group it makes itself, hpo_pipeline (one run per
+trial), replicates (one run per seed), and the errors before training (missing package, unreachable server,
+unknown tracker)."""
+
+from __future__ import annotations
+
+import csv
+import socket
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import need
+
+import kgeval
+from kgeval.cli import main
+from kgeval.errors import UnknownNameError
+from kgeval.tracking import MissingTrackerError, TrackerError, Trackers, get_tracker, parse_specs
+
+MRR = "both.realistic.inverse_harmonic_mean_rank"
+TINY = dict(dataset="nations", model="distmult", model_kwargs={"dim": 8}, epochs=2, random_seed=0, progress=False)
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _csv_rows(run_dir: Path, name: str) -> list[dict]:
+    with open(run_dir / name, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Training fails the test: the errors under test must come before it."""
+    import kgeval.training
+
+    def train(*args, **kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(kgeval.training, "train", train)
+
+
+def test_pipeline_with_tracker_names_ends_its_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the CSV tracker's default directory is ./kgeval-tracking
+    result = kgeval.pipeline(trackers="csv", **TINY)
+    [run_dir] = (tmp_path / "kgeval-tracking").iterdir()
+    rows = _csv_rows(run_dir, "metrics.csv")
+    assert [float(r["value"]) for r in rows if r["key"] == "training/loss"] == result.losses
+    final = {r["key"]: float(r["value"]) for r in rows if r["step"] == ""}
+    assert final[MRR] == result.results.get_metric(MRR)
+    assert final["training.epochs_run"] == 2
+    assert {r["key"]: r["value"] for r in _csv_rows(run_dir, "tags.csv")}["status"] == "FINISHED"
+
+
+def test_a_failing_run_ends_failed(tmp_path):
+    group = Trackers("csv", options={"csv": {"directory": tmp_path}})
+
+    def stop(epoch, loss, model):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        kgeval.pipeline(trackers=group, callback=stop, **TINY)
+    [run_dir] = tmp_path.iterdir()
+    assert {r["key"]: r["value"] for r in _csv_rows(run_dir, "tags.csv")}["status"] == "FAILED"
+    assert [r["step"] for r in _csv_rows(run_dir, "metrics.csv")] == ["1"]  # the epoch before the error is kept
+    assert not group.active
+
+
+def test_replicates_one_run_per_seed(tmp_path):
+    group = Trackers("csv", options={"csv": {"directory": tmp_path / "csv"}})
+    rep = kgeval.replicates(num_replicates=2, trackers=group, output=tmp_path / "out", **TINY)
+    runs = sorted((tmp_path / "csv").iterdir())
+    assert len(runs) == 2
+    by_seed = {}
+    for run_dir in runs:
+        params = {r["key"]: r["value"] for r in _csv_rows(run_dir, "params.csv")}
+        final = {r["key"]: float(r["value"]) for r in _csv_rows(run_dir, "metrics.csv") if r["step"] == ""}
+        [artifact] = _csv_rows(run_dir, "artifacts.csv")
+        by_seed[int(params["seed"])] = (final[MRR], artifact["path"])
+    assert by_seed == {s: (run.results.get_metric(MRR), str((tmp_path / "out" / f"seed{s}").resolve()))
+                       for s, run in zip(rep.seeds, rep.runs)}
+
+
+def test_hpo_one_run_per_trial(tmp_path):
+    need("mlflow")
+    pytest.importorskip("optuna")
+    import mlflow
+
+    from kgeval.workflow.hpo import hpo_pipeline
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    group = Trackers(["mlflow"], options={"mlflow": {"tracking_uri": uri, "experiment": "hpo"}})
+    res = hpo_pipeline(dataset="nations", model="distmult", epochs=2, n_trials=2, storage=f"sqlite:///{tmp_path / 's.db'}",
+                       study_name="study", search_space={"dim": [8, 16]}, pruner="none", trackers=group)
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["hpo"]).sort_values("tags.mlflow.runName")
+    assert runs["tags.mlflow.runName"].tolist() == ["study-trial0", "study-trial1"]
+    assert set(runs["tags.group"]) == {"study"} and set(runs["status"]) == {"FINISHED"}
+    values = [t.value for t in sorted(res.study.trials, key=lambda t: t.number)]
+    assert runs["metrics.hpo/value"].tolist() == values
+    assert runs[f"metrics.{MRR}"].tolist() == values  # the trials are scored on the validation MRR
+    assert set(runs["tags.split"]) == {"valid"}
+    assert runs["params.model.dim"].tolist() == [str(t.params["model.dim"]) for t in sorted(res.study.trials, key=lambda t: t.number)]
+
+
+def test_hpo_command_line(tmp_path):
+    pytest.importorskip("optuna")
+    res = CliRunner().invoke(main, ["hpo", "-d", "nations", "-m", "distmult", "--trials", "1", "--epochs", "2",
+                                    "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study-name", "cli",
+                                    "--tracker", f"csv={tmp_path / 'csv'}"])
+    assert res.exit_code == 0, res.output
+    [run_dir] = (tmp_path / "csv" / "cli").iterdir()
+    assert run_dir.name == "cli-trial0"
+    final = {r["key"]: float(r["value"]) for r in _csv_rows(run_dir, "metrics.csv") if r["step"] == ""}
+    import optuna
+
+    trial = optuna.load_study(study_name="cli", storage=f"sqlite:///{tmp_path / 's.db'}").trials[0]
+    assert final["hpo/value"] == trial.value == final[MRR]
+
+
+@pytest.mark.parametrize("name, module", [("mlflow", "mlflow"), ("wandb", "wandb"),
+                                          ("tensorboard", "torch.utils.tensorboard")])
+def test_missing_package_is_one_error_before_training(name, module, monkeypatch, tmp_path, no_training):
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    with pytest.raises(MissingTrackerError, match=rf'pip install -e "\.\[{name}\]"'):
+        get_tracker(name)
+    res = CliRunner().invoke(main, ["pipeline", "-d", "nations", "-m", "distmult", "--epochs", "1",
+                                    "-o", tmp_path / "out", "--tracker", name])
+    assert res.exit_code != 0 and f'pip install -e ".[{name}]"' in res.output, res.output
+    assert "Traceback" not in res.output and not (tmp_path / "out").exists()
+
+
+def test_unreachable_mlflow_server_before_training(tmp_path, no_training):
+    need("mlflow")
+    uri = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(TrackerError, match=f"cannot reach the MLflow tracking server at {uri}"):
+        kgeval.pipeline(trackers=Trackers("mlflow", options={"mlflow": {"tracking_uri": uri}}), **TINY)
+    res = CliRunner().invoke(main, ["pipeline", "-d", "nations", "-m", "distmult", "-o", tmp_path / "out",
+                                    "--tracker", f"mlflow={uri}"])
+    assert res.exit_code != 0 and "cannot reach the MLflow tracking server" in res.output, res.output
+
+
+def test_unreachable_wandb_server_before_training(monkeypatch, no_training):
+    need("wandb")
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{_free_port()}")
+    with pytest.raises(TrackerError, match="cannot reach the W&B server.*WANDB_MODE=offline"):
+        kgeval.pipeline(trackers=["wandb"], **TINY)
+
+
+def test_mlflow_file_store_is_named(tmp_path, monkeypatch):
+    need("mlflow")
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(TrackerError, match=r"MLflow tracking store file:.* cannot be used"):
+        get_tracker("mlflow", tracking_uri=f"file:{tmp_path / 'mlruns'}")
+
+
+def test_specs_and_names():
+    assert parse_specs(["csv", "MLflow=sqlite:///a.db", "csv=out"]) == (
+        ["csv", "mlflow"], {"mlflow": {"tracking_uri": "sqlite:///a.db"}, "csv": {"directory": "out"}})
+    with pytest.raises(UnknownNameError, match="mlfow"):
+        parse_specs(["mlfow"])
+    with pytest.raises(UnknownNameError):
+        get_tracker("comet")
+    with pytest.raises(kgeval.errors.InvalidInputError, match="nothing after"):
+        parse_specs(["csv="])
+
+
+def test_no_tracker_package_is_imported_by_kgeval():
+    import subprocess
+
+    code = ("import sys, kgeval, kgeval.tracking, kgeval.workflow.pipeline, kgeval.cli.pipeline; "
+            "print(sorted(m for m in ('mlflow', 'wandb', 'tensorboard', 'torch.utils.tensorboard') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
