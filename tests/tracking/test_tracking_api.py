@@ -187,3 +187,54 @@ def test_no_tracker_package_is_imported_by_kgeval():
             "print(sorted(m for m in ('mlflow', 'wandb', 'tensorboard', 'torch.utils.tensorboard') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class Recorder:
+    """A Tracker of the test's own: records every call."""
+
+    name = "recorder"
+
+    def __init__(self, fail_on_start=False):
+        self.calls, self.fail_on_start = [], fail_on_start
+
+    def start(self, run_name, params, *, group=None):
+        if self.fail_on_start:
+            raise ConnectionError("refused")
+        self.calls.append(("start", run_name, dict(params), group))
+
+    def set_tags(self, tags):
+        self.calls.append(("tags", dict(tags)))
+
+    def log_metrics(self, values, step=None):
+        self.calls.append(("metrics", dict(values), step))
+
+    def log_artifact(self, path, name=None):
+        self.calls.append(("artifact", Path(path).name, name))
+
+    def finish(self, status="FINISHED"):
+        self.calls.append(("finish", status))
+
+
+def test_an_own_tracker_gets_each_epoch_and_the_final_values():
+    rec = Recorder()
+    result = kgeval.pipeline(trackers=[rec], stopper="early", stopper_kwargs={"frequency": 1, "patience": 5}, **TINY)
+    kind = [c[0] for c in rec.calls]
+    assert kind[0] == "start" and kind[-1] == "finish" and rec.calls[-1] == ("finish", "FINISHED")
+    assert rec.calls[0][2]["training.epochs"] == 2 and rec.calls[0][2]["model.name"] == "distmult"
+    epochs = [c for c in rec.calls if c[0] == "metrics" and c[2] is not None]
+    assert [(c[2], c[1]["training/loss"]) for c in epochs] == list(enumerate(result.losses, start=1))
+    assert [(c[2], c[1][f"validation/{MRR}"]) for c in epochs] == result.training.metric_history
+    final = {k: v for c in rec.calls if c[0] == "metrics" and c[2] is None for k, v in c[1].items()}
+    flat = result.results.to_flat_dict(p_values=True)
+    assert {k: final[k] for k in flat} == pytest.approx(flat, nan_ok=True, rel=0, abs=0)
+    assert final["training.best_epoch"] == result.training.best_epoch
+    assert ("artifact", "protocol.json", "protocol.json") in rec.calls
+
+
+def test_a_tracker_failing_to_start_ends_the_runs_before_it(tmp_path, no_training):
+    group = Trackers(["csv", Recorder(fail_on_start=True)], options={"csv": {"directory": tmp_path}})
+    with pytest.raises(TrackerError, match="the recorder tracker cannot start a run: ConnectionError: refused"):
+        kgeval.pipeline(trackers=group, **TINY)
+    [run_dir] = tmp_path.iterdir()
+    assert {r["key"]: r["value"] for r in _csv_rows(run_dir, "tags.csv")}["status"] == "FAILED"
+    assert not group.active

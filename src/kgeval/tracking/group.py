@@ -104,7 +104,17 @@ class Trackers:
             raise TrackerError("a tracker run is still active: end it (end_run) before starting another")
         params = flat_params(config)
         run_name = self.name or name
-        self._each(lambda t: t.start(run_name, params, group=self.group))
+        for i, tracker in enumerate(self.trackers):
+            try:
+                tracker.start(run_name, params, group=self.group)
+            except Exception as exc:  # the runs started before it are ended, not left running
+                for started in self.trackers[:i]:
+                    with contextlib.suppress(Exception):
+                        started.finish("FAILED")
+                if isinstance(exc, TrackerError):
+                    raise
+                raise TrackerError(f"the {tracker.name} tracker cannot start a run: {type(exc).__name__}: {exc}") \
+                    from exc
         self.active = True
         all_tags = {**({"group": self.group} if self.group else {}), **(tags or {})}
         if all_tags:
