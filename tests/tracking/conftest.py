@@ -1,43 +1,14 @@
-"""Fixtures of the tracker tests: which tracker packages are installed, and one CLI run logged to all of them.
-
-A tracker whose package is missing is skipped, unless ``KGEVAL_REQUIRE_TRACKERS`` is set (``.ci/run`` sets
-it: CI cannot pass by skipping).
-"""
+"""Fixture of the tracker tests: one CLI run logged to every installed tracker (tracker_helpers.installed)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
-from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from tracker_helpers import installed
 
-sys.path.insert(0, str(Path(__file__).parent))  # wandb_records
-
-from click.testing import CliRunner  # noqa: E402
-
-from kgeval.cli import main  # noqa: E402
-
-#: tracker -> the module its adapter imports
-PACKAGES = {"mlflow": "mlflow", "wandb": "wandb", "tensorboard": "tensorboard"}
-
-
-def installed(name: str) -> bool:
-    module = PACKAGES.get(name)
-    return module is None or importlib.util.find_spec(module) is not None
-
-
-def need(name: str) -> None:
-    """Skip the calling test when the tracker's package is missing (fail under KGEVAL_REQUIRE_TRACKERS)."""
-    if installed(name):
-        return
-    message = f"the {name} tracker's package is not installed (pip install -e \".[{name}]\")"
-    if os.environ.get("KGEVAL_REQUIRE_TRACKERS"):
-        pytest.fail(f"KGEVAL_REQUIRE_TRACKERS is set but {message}")
-    pytest.skip(message)
-
+from kgeval.cli import main
 
 #: the CLI run: 4 epochs, the early stopper evaluating after epochs 2 and 4
 PIPELINE = ("pipeline", "--dataset", "nations", "--model", "distmult", "--dim", "8", "--epochs", "4", "--seed", "0",

@@ -15,7 +15,7 @@ import json
 import math
 
 import numpy as np
-from conftest import need
+from tracker_helpers import need
 
 MRR = "both.realistic.inverse_harmonic_mean_rank"
 VALIDATION = "validation/" + MRR  # the stopper's default metric

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import need
+from tracker_helpers import need
 
 import kgeval
 from kgeval.cli import main
@@ -238,3 +238,21 @@ def test_a_tracker_failing_to_start_ends_the_runs_before_it(tmp_path, no_trainin
     [run_dir] = tmp_path.iterdir()
     assert {r["key"]: r["value"] for r in _csv_rows(run_dir, "tags.csv")}["status"] == "FAILED"
     assert not group.active
+
+
+def test_replicates_command_line(tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["pipeline", "-d", "nations", "-m", "distmult", "--dim", "8", "--epochs", "1",
+                                    "--replicates", "2", "-o", out, "--tracker", f"csv={tmp_path / 'csv'}"])
+    assert res.exit_code == 0, res.output
+    runs = sorted((tmp_path / "csv" / out.name).iterdir())  # grouped under the output directory's name
+    saved = {}
+    for run_dir in runs:
+        seed = {r["key"]: r["value"] for r in _csv_rows(run_dir, "params.csv")}["seed"]
+        final = {r["key"]: float(r["value"]) for r in _csv_rows(run_dir, "metrics.csv") if r["step"] == ""}
+        [artifact] = _csv_rows(run_dir, "artifacts.csv")
+        assert artifact["path"] == str((out / f"seed{seed}").resolve())
+        saved[seed] = final[MRR]
+    import json
+
+    assert saved == {s: json.loads((out / f"seed{s}" / "results.json").read_text())["metrics"][MRR] for s in ("42", "43")}

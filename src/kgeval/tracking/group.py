@@ -87,6 +87,8 @@ class Trackers:
         """``(group, owned)``: ``trackers`` as a group, and whether it was made here (its runs end here)."""
         if trackers is None or isinstance(trackers, Trackers):
             return trackers, False
+        if isinstance(trackers, (list, tuple)) and not trackers:  # no tracker asked for
+            return None, False
         return cls(trackers), True
 
     def _each(self, action: Callable[[Tracker], None]) -> None:
