@@ -256,3 +256,18 @@ def test_replicates_command_line(tmp_path):
     import json
 
     assert saved == {s: json.loads((out / f"seed{s}" / "results.json").read_text())["metrics"][MRR] for s in ("42", "43")}
+
+
+def test_a_pruned_trial_ends_killed(tmp_path, monkeypatch):
+    optuna = pytest.importorskip("optuna")
+    from kgeval.workflow.hpo import hpo_pipeline
+
+    monkeypatch.setattr(optuna.trial.Trial, "should_prune", lambda self: True)  # every trial pruned at its first report
+    rec = Recorder()
+    with pytest.raises(kgeval.errors.InvalidInputError, match="no trial .* completed"):
+        hpo_pipeline(dataset="nations", model="distmult", epochs=2, n_trials=1, evaluation_frequency=1,
+                     storage=f"sqlite:///{tmp_path / 's.db'}", study_name="p", search_space={"dim": [8]},
+                     trackers=[rec])
+    assert rec.calls[0][:2] == ("start", "p-trial0") and rec.calls[0][3] == "p"
+    assert [c for c in rec.calls if c[0] == "finish"] == [("finish", "KILLED")]
+    assert [c[2] for c in rec.calls if c[0] == "metrics"] == [1]  # the epoch before the pruning report

@@ -10,8 +10,8 @@ import click
 from .._json import read_json
 from .._validation import check_seed
 from ..errors import InvalidInputError
-from .common import data_dir_option, format_option, nonempty_path
 from ..tracking import Trackers
+from .common import data_dir_option, format_option, nonempty_path
 from .pipeline import OPTION_PATHS, TRACKER_HELP
 
 

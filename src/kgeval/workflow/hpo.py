@@ -22,6 +22,7 @@ Optuna is an optional dependency (``pip install kgeval[hpo]``) imported only her
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -397,12 +398,12 @@ class _Objective:
 
         if self.trackers is not None:
             self.trackers.name = f"{self.trackers.group}-trial{trial.number}"
-        result = pipeline(config, dataset=self.ds, progress=False, callback=report, trackers=self.trackers)
-        value = float(result.results.get_metric(self.metric))
-        if self.trackers is not None:
-            self.trackers.log_metrics({"hpo/value": value})
-            self.trackers.set_tags({"hpo.trial": str(trial.number), "hpo.metric": self.metric})
-            self.trackers.end_run()
+        with self.trackers or contextlib.nullcontext():  # the trial's tracker run ends here, failed or not
+            result = pipeline(config, dataset=self.ds, progress=False, callback=report, trackers=self.trackers)
+            value = float(result.results.get_metric(self.metric))
+            if self.trackers is not None:
+                self.trackers.log_metrics({"hpo/value": value})
+                self.trackers.set_tags({"hpo.trial": str(trial.number), "hpo.metric": self.metric})
         trial.set_user_attr("configuration", result.configuration)
         trial.set_user_attr("config", result.config.to_dict())
         trial.set_user_attr("epochs_run", result.training.epochs_run)
