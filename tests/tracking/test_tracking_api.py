@@ -103,7 +103,8 @@ def test_hpo_one_run_per_trial(tmp_path):
     from kgeval.workflow.hpo import hpo_pipeline
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    group = Trackers(["mlflow"], options={"mlflow": {"tracking_uri": uri, "experiment": "hpo"}})
+    group = Trackers(["mlflow"], options={"mlflow": {"tracking_uri": uri, "experiment": "hpo",
+                                                    "artifact_location": str(tmp_path / "artifacts")}})
     res = hpo_pipeline(dataset="nations", model="distmult", epochs=2, n_trials=2, storage=f"sqlite:///{tmp_path / 's.db'}",
                        study_name="study", search_space={"dim": [8, 16]}, pruner="none", trackers=group)
     mlflow.set_tracking_uri(uri)
@@ -114,6 +115,8 @@ def test_hpo_one_run_per_trial(tmp_path):
     assert runs["metrics.hpo/value"].tolist() == values
     assert runs[f"metrics.{MRR}"].tolist() == values  # the trials are scored on the validation MRR
     assert set(runs["tags.split"]) == {"valid"}
+    for run_id in runs["run_id"]:  # the artifacts went to the experiment's artifact_location
+        assert (tmp_path / "artifacts" / run_id / "artifacts" / "protocol.json").is_file()
     assert runs["params.model.dim"].tolist() == [str(t.params["model.dim"]) for t in sorted(res.study.trials, key=lambda t: t.number)]
 
 
@@ -271,3 +274,14 @@ def test_a_pruned_trial_ends_killed(tmp_path, monkeypatch):
     assert rec.calls[0][:2] == ("start", "p-trial0") and rec.calls[0][3] == "p"
     assert [c for c in rec.calls if c[0] == "finish"] == [("finish", "KILLED")]
     assert [c[2] for c in rec.calls if c[0] == "metrics"] == [1]  # the epoch before the pruning report
+
+
+def test_logging_without_a_run_is_refused(tmp_path):
+    group = Trackers("csv", options={"csv": {"directory": tmp_path}})
+    with pytest.raises(TrackerError, match="no tracker run is active"):
+        group.log_metrics({"x": 1.0}, step=1)
+    group.start_run("r", {})
+    with pytest.raises(TrackerError, match="still active"):
+        group.start_run("again", {})
+    group.end_run()
+    group.end_run()  # nothing left to end

@@ -92,6 +92,8 @@ class Trackers:
         return cls(trackers), True
 
     def _each(self, action: Callable[[Tracker], None]) -> None:
+        if not self.active:
+            raise TrackerError("no tracker run is active: start one (start_run) before logging to it")
         for tracker in self.trackers:
             try:
                 action(tracker)

@@ -3,7 +3,8 @@
 The tracking URI is the one given, else MLflow's own (``MLFLOW_TRACKING_URI``, else
 ``sqlite:///mlflow.db`` in the working directory since MLflow 3). A local store is a SQLite database,
 ``sqlite:///path/to/mlflow.db``: MLflow 3 refuses the older ``file:`` store unless
-``MLFLOW_ALLOW_FILE_STORE=true``. An ``http(s)://`` server is asked for ``/health`` with a
+``MLFLOW_ALLOW_FILE_STORE=true``; with a SQLite store a new experiment's artifacts go where MLflow puts
+them (``./mlruns`` of the working directory) unless ``artifact_location`` is given. An ``http(s)://`` server is asked for ``/health`` with a
 :data:`CONNECT_TIMEOUT` before any run; MLflow itself would retry for minutes.
 
 Metric and tag names keep kgeval's keys; a character MLflow refuses in a name (it allows letters,
@@ -54,11 +55,13 @@ def check_server(uri: str) -> None:
 
 
 class MLflowTracker:
-    """Log runs to MLflow: ``tracking_uri`` (default: MLflow's) and ``experiment`` (made if absent)."""
+    """Log runs to MLflow: ``tracking_uri`` (default: MLflow's), ``experiment`` (made if absent, with
+    ``artifact_location`` if given)."""
 
     name = "mlflow"
 
-    def __init__(self, tracking_uri: str | None = None, experiment: str | None = None):
+    def __init__(self, tracking_uri: str | None = None, experiment: str | None = None,
+                 artifact_location: str | None = None):
         try:
             import mlflow
             from mlflow.tracking import MlflowClient
@@ -72,7 +75,7 @@ class MLflowTracker:
             self.client = MlflowClient(tracking_uri=self.tracking_uri)
             found = self.client.get_experiment_by_name(self.experiment)
             self.experiment_id = found.experiment_id if found is not None else \
-                self.client.create_experiment(self.experiment)
+                self.client.create_experiment(self.experiment, artifact_location=artifact_location)
         except Exception as exc:  # MlflowException, SQLAlchemy errors: one line naming the store
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise TrackerError(f"the MLflow tracking store {self.tracking_uri} cannot be used: {first}") from None
