@@ -49,8 +49,10 @@ UNITS = [
     # L3: the evaluator and the built-in scorers (peers)
     ("kgeval.evaluation", "evaluation", 3),
     ("kgeval.models", "models", 3),
-    # L4: training (evaluates); the null model of a dataset (reads datasets, counts with the filter index)
+    # L4: training (evaluates); the null model of a dataset (reads datasets, counts with the filter index);
+    # the experiment trackers (receive plain values and duck-typed results; import only the core)
     ("kgeval.training", "training", 4),
+    ("kgeval.tracking", "tracking", 4),
     ("kgeval.significance.candidates", "null_model", 4),
     ("kgeval.significance.null_model", "null_model", 4),
     ("kgeval.significance.null_tables", "null_model", 4),

@@ -10,8 +10,9 @@ import click
 from .._json import read_json
 from .._validation import check_seed
 from ..errors import InvalidInputError
+from ..tracking import Trackers
 from .common import data_dir_option, format_option, nonempty_path
-from .pipeline import OPTION_PATHS
+from .pipeline import OPTION_PATHS, TRACKER_HELP
 
 
 @click.command("hpo")
@@ -42,10 +43,12 @@ from .pipeline import OPTION_PATHS
 @click.option("--seed", type=int, help="Pipeline seed of every trial, in [0, 2**32) [default: 42]; "
                                        "trial n's sampler is seeded from (seed, n).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop starting trials after this many seconds.")
+@click.option("--tracker", "trackers", multiple=True, metavar="NAME[=LOCATION]",
+              help=TRACKER_HELP.replace("Log the run to", "Log each trial (one run per trial, grouped by study) to"))
 @data_dir_option
 @format_option
 def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name, metric, search_space, config_file,
-            settings, output, overwrite, seed, timeout, data_dir, fmt):
+            settings, output, overwrite, seed, timeout, data_dir, fmt, trackers):
     """Search hyper-parameters on the validation split (the test split is never read)."""
     from ..results.render import format_value
     from ..workflow.hpo import HPOInterrupted, hpo_pipeline
@@ -58,7 +61,7 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
                                 f"path -> distribution, e.g. {{\"model.dim\": [32, 64]}}; got {_kind(space)}")
     base = _base_config(config_file, model, settings)
     space = _search_space(space, base, settings, epochs, seed)
-    given = {"epochs": epochs, "random_seed": seed, "metric": metric}
+    given = {"epochs": epochs, "random_seed": seed, "metric": metric, "trackers": Trackers.from_specs(trackers)}
     try:
         res = hpo_pipeline(base, dataset=dataset, n_trials=trials, sampler=sampler,
                            pruner=pruner, storage=storage, study_name=study_name, search_space=space,

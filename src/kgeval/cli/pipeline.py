@@ -9,6 +9,7 @@ reason and the run is saved to a temporary directory instead, named in that line
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from pathlib import Path
@@ -17,6 +18,7 @@ import click
 
 from .._validation import check_seed
 from ..errors import InvalidInputError, KGEvalError
+from ..tracking import Trackers
 from .common import count, data_dir_option, format_option, headline_table, metrics_payload, nonempty_path, \
     protocol_lines, split_list
 
@@ -26,6 +28,12 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
                 "loop": "training.loop", "seed": "seed", "threads": "threads",
                 "patience": "early_stopping.patience", "frequency": "early_stopping.frequency",
                 "stopping_metric": "early_stopping.metric"}
+
+#: the help of --tracker (kgeval hpo has the same option)
+TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboard or csv; repeatable. LOCATION: "
+                "MLflow's tracking URI (default MLFLOW_TRACKING_URI, else sqlite:///mlflow.db), else the directory "
+                "to write to (defaults: W&B's WANDB_DIR or ., ./runs, ./kgeval-tracking). Needs the tracker's "
+                "package: pip install -e \".[mlflow]\" (or .[wandb], .[tensorboard]).")
 
 
 @click.command("pipeline")
@@ -62,8 +70,9 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
               help="Train K times with seeds seed, seed+1, ...; save each run in OUTPUT/seed<s> and a summary "
                    "across seeds (mean, sd, t-based 95% CI) in OUTPUT/replicates.json.")
 @click.option("--progress/--no-progress", default=False, show_default=True, help="Show progress bars (stderr).")
+@click.option("--tracker", "trackers", multiple=True, metavar="NAME[=LOCATION]", help=TRACKER_HELP)
 def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist, no_filter_validation, drop_unseen,
-            output, data_dir, fmt, progress, replicates, **options):
+            output, data_dir, fmt, progress, replicates, trackers, **options):
     """Train MODEL on DATASET, evaluate on test and save everything to an output directory.
 
     Example: kgeval pipeline --dataset nations --model complex
@@ -86,13 +95,19 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     config = PipelineConfig().with_paths(paths)  # validates model name, seed, ... before any loading
     ds = get_dataset(dataset, data_dir=data_dir, drop_unseen=drop_unseen)
     out_dir = check_output(output or Path("kgeval-output") / default_run_name(ds.name, model, config.seed))
+    # made before training: a missing package or an unreachable server is one error now
+    group = Trackers.from_specs(trackers, name=None if replicates else out_dir.name,
+                                group=out_dir.name if replicates else None)
     if replicates is not None:
-        _replicates(config, replicates, ds, out_dir, fmt, progress)
+        _replicates(config, replicates, ds, out_dir, fmt, progress, group)
         return
-    result = pipeline(config, dataset=ds, progress=progress)
-    if fmt != "json":  # the metrics reach the screen before anything can go wrong while saving
-        _report(result, ds, fmt)
-    saved, failure = _save(result, out_dir)
+    with group or contextlib.nullcontext():  # the tracker run ends here, with the run directory logged
+        result = pipeline(config, dataset=ds, progress=progress, trackers=group)
+        if fmt != "json":  # the metrics reach the screen before anything can go wrong while saving
+            _report(result, ds, fmt)
+        saved, failure = _save(result, out_dir)
+        if group is not None and saved is not None:
+            group.log_artifact(saved, "run")
     if fmt == "json":
         _report(result, ds, fmt, saved)
     elif saved is not None:
@@ -138,7 +153,7 @@ def _fallback(run, exc: Exception, out_dir: Path) -> tuple[Path | None, KGEvalEr
     return fallback, OutputDirectoryError(f"{first}; the run was saved to {fallback} instead")
 
 
-def _replicates(config, k: int, ds, out_dir: Path, fmt: str, progress: bool) -> None:
+def _replicates(config, k: int, ds, out_dir: Path, fmt: str, progress: bool, trackers=None) -> None:
     """Train ``k`` replicates, printing each one's metrics and saving it in ``out_dir/seed<s>`` as it finishes,
     then the summary across seeds. A failed save stops the set (the replicates saved before it stay, the
     failed one goes to a temporary directory) and the summary covers the replicates trained."""
@@ -151,7 +166,7 @@ def _replicates(config, k: int, ds, out_dir: Path, fmt: str, progress: bool) -> 
             click.echo(f"seed {seed}: " + ", ".join(f"{label} {format_value(run.results.get_metric(name))}"
                                                      for label, name in _REPLICATE_LINE))
     try:
-        result = replicates(config, k, dataset=ds, progress=progress, output=out_dir, on_run=on_run)
+        result = replicates(config, k, dataset=ds, progress=progress, output=out_dir, on_run=on_run, trackers=trackers)
     except ReplicateSaveError as exc:
         saved, failure = _fallback(exc.runs[-1], exc, out_dir)
         if saved is not None:

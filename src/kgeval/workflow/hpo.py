@@ -22,6 +22,7 @@ Optuna is an optional dependency (``pip install kgeval[hpo]``) imported only her
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .._json import finite_or_none, write_json
 from .._validation import check_positive_int, check_positive_number
 from ..errors import InvalidInputError, KGEvalError
 from ..keys import DEFAULT_METRIC
+from ..tracking import Trackers
 from .config import PipelineConfig
 from .hpo_checks import (StoppingMetricWarning, _base_config, _check_metric_has_value,  # noqa: F401 (re-exported)
                          _check_space_values, _direction, _given_paths, _refuse_constant_metric, _stop_on_the_metric,
@@ -182,7 +184,7 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
                  storage: str | None = None, study_name: str | None = None, load_if_exists: bool = True,
                  metric: str = DEFAULT_METRIC, direction: str | None = None, evaluation_frequency: int | None = None,
                  output_dir: str | os.PathLike | None = None, overwrite: bool = False, timeout: float | None = None, data_dir=None,
-                 progress: bool = False, **pipeline_kwargs) -> HPOResult:
+                 progress: bool = False, trackers=None, **pipeline_kwargs) -> HPOResult:
     """Search hyper-parameters on ``dataset``, optimising a validation metric.
 
     ``config`` (a :class:`PipelineConfig` or its dict) and ``pipeline_kwargs`` (any keyword of
@@ -215,6 +217,9 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
       study name or storage, the study of another run with an in-memory storage such as ``sqlite://``, a
       study made anew in a deleted database) is refused before the first trial (:func:`check_output_study`),
       unless ``overwrite=True``; the same study, resumed, rewrites them.
+    - ``trackers``: experiment trackers (as :func:`kgeval.pipeline`'s), made before the first trial; each
+      trial is one tracker run ``<study>-trial<n>`` in the group ``<study>``, which adds the trial's value
+      (``hpo/value``); a pruned trial's run ends as KILLED.
 
     A failing trial stops the search with a :class:`TrialError`, Ctrl-C with
     :class:`HPOInterrupted` (after saving what exists); the study can be resumed either way.
@@ -239,13 +244,16 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
 
     out = _Output.make(output_dir, storage, study_name or f"{ds.name}-{base.model.name}".lower(), overwrite)
     out.check()  # before any trial: another study's results there are never replaced
+    tracking, _ = Trackers.of(trackers)  # before any trial: a missing package or server fails now
+    if tracking is not None:
+        tracking.group = out.study_name
     # a failing trial is reported once, by TrialError; Optuna would also log its traceback as a warning
     optuna.logging.set_verbosity(optuna.logging.INFO if progress else optuna.logging.ERROR)
     study = _open_study(out, study_identity(metric, base, ds), direction=direction, sampler=sampler_obj,
                         pruner=pruner_obj, load_if_exists=load_if_exists)
     result = HPOResult(study=study, metric=metric, direction=direction, storage=out.storage,
                        study_name=out.study_name, notes=tuple(n for n in [silent_trials_note(study)] if n))
-    _optimize(result, _Objective(ds, base, space, metric, frequency), n_trials=n_trials, timeout=timeout,
+    _optimize(result, _Objective(ds, base, space, metric, frequency, tracking), n_trials=n_trials, timeout=timeout,
               output_dir=out.directory, overwrite=overwrite)
     if out.directory is not None:
         result.save(out.directory, overwrite=overwrite)
@@ -351,8 +359,9 @@ def _default_storage(output_dir) -> str:
 class _Objective:
     """One trial: the base configuration with the trial's values, trained and scored on validation."""
 
-    def __init__(self, ds, base: PipelineConfig, space, metric: str, frequency: int | None):
+    def __init__(self, ds, base: PipelineConfig, space, metric: str, frequency: int | None, trackers=None):
         self.ds, self.base, self.space, self.metric, self.frequency = ds, base, space, metric, frequency
+        self.trackers = trackers  # a Trackers group: one run per trial, ended here
         self.current: tuple[int, dict] | None = None  # (trial number, values) of the trial running now
         self.known = None  # the validation filter sets as one KnownTriples, shared by every trial's reports
 
@@ -383,10 +392,18 @@ class _Objective:
                 kge.train(was_training)
             trial.report(float(res.get_metric(self.metric)), epoch)
             if trial.should_prune():
+                if self.trackers is not None:
+                    self.trackers.end_run("KILLED")
                 raise optuna.TrialPruned()
 
-        result = pipeline(config, dataset=self.ds, progress=False, callback=report)
-        value = float(result.results.get_metric(self.metric))
+        if self.trackers is not None:
+            self.trackers.name = f"{self.trackers.group}-trial{trial.number}"
+        with self.trackers or contextlib.nullcontext():  # the trial's tracker run ends here, failed or not
+            result = pipeline(config, dataset=self.ds, progress=False, callback=report, trackers=self.trackers)
+            value = float(result.results.get_metric(self.metric))
+            if self.trackers is not None:
+                self.trackers.log_metrics({"hpo/value": value})
+                self.trackers.set_tags({"hpo.trial": str(trial.number), "hpo.metric": self.metric})
         trial.set_user_attr("configuration", result.configuration)
         trial.set_user_attr("config", result.config.to_dict())
         trial.set_user_attr("epochs_run", result.training.epochs_run)

@@ -23,6 +23,8 @@ import numpy as np
 from .._threads import torch_threads
 from ..data.splits import split_attribute
 from ..errors import InvalidInputError, KGEvalError
+from ..tracking import Trackers
+from ..tracking.group import epoch_callback, log_results, tracked_run
 from .config import PipelineConfig, Restriction
 from .evaluation import check_split_to_evaluate, evaluate_model, resolve_whitelist, validation_filter_sets
 from .replicates import ReplicateSaveError, ReplicatesResult, lost_replicate, replicate_seeds, write_summary
@@ -161,7 +163,7 @@ def _handle_evaluation(config: PipelineConfig, model, ds, *, progress: bool):
 
 # ---------------------------------------------------------------------------- pipeline
 def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bool = True, data_dir=None,
-             callback=None, num_replicates: int | None = None, **overrides):
+             callback=None, num_replicates: int | None = None, trackers=None, **overrides):
     """Train and evaluate as ``config`` says, with ``overrides`` applied; returns a :class:`PipelineResult`.
 
     ``config``: a :class:`PipelineConfig` (or its dict form). ``overrides``: the keyword
@@ -187,22 +189,32 @@ def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bo
     ``dataset``: a name, a directory or a :class:`~kgeval.data.Dataset` (default: the
     configuration's). ``callback(epoch, loss, model)`` runs after every epoch.
 
+    ``trackers``: experiment trackers to log the run to (:mod:`kgeval.tracking`): names
+    (``"mlflow"``, ``"wandb"``, ``"tensorboard"``, ``"csv"``), adapters, or a
+    :class:`~kgeval.tracking.Trackers` group. Each is made (its package imported, its server asked)
+    before the dataset is loaded. They receive the configuration, the loss of every epoch, each
+    early-stopping validation value and the final values of ``results.json``. A run of a group made
+    here ends with the pipeline; a run of your own group stays open, so that you can log the saved
+    run directory (``trackers.log_artifact(run.save(path))``) before ``trackers.end_run()``.
+
     ``num_replicates=k`` is deprecated: it returns :func:`replicates`'s
     :class:`~kgeval.workflow.replicates.ReplicatesResult` instead of one :class:`PipelineResult`;
     call :func:`kgeval.replicates` instead.
     """
     config = _configured(config, dataset, overrides)
+    group, owned = Trackers.of(trackers)  # before any loading: a missing package or server fails now
     if num_replicates is not None:
         warnings.warn("pipeline(num_replicates=k) is deprecated: call kgeval.replicates(config, k, ...), which "
                       "returns the ReplicatesResult; pipeline() returns one PipelineResult", DeprecationWarning,
                       stacklevel=2)
         return _replicates(config, num_replicates, dataset=dataset, progress=progress, data_dir=data_dir,
-                           callback=callback)
-    return _run(config, dataset, progress=progress, data_dir=data_dir, callback=callback)
+                           callback=callback, trackers=group)
+    return _run(config, dataset, progress=progress, data_dir=data_dir, callback=callback, trackers=group,
+                owned=owned)
 
 
 def replicates(config: PipelineConfig | None = None, num_replicates: int | None = None, *, dataset=None,
-               progress: bool = True, data_dir=None, callback=None, output=None, on_run=None,
+               progress: bool = True, data_dir=None, callback=None, output=None, on_run=None, trackers=None,
                **overrides) -> ReplicatesResult:
     """Train and evaluate one configuration ``num_replicates`` times, with seeds ``seed, seed + 1, ...``.
 
@@ -219,6 +231,8 @@ def replicates(config: PipelineConfig | None = None, num_replicates: int | None 
         before it kept.
     on_run : callable, optional
         ``on_run(seed, run)`` as each run finishes, before it is saved.
+    trackers : optional
+        As :func:`pipeline`: one tracker run per replicate, with its run directory when ``output`` is given.
 
     Returns
     -------
@@ -235,14 +249,16 @@ def replicates(config: PipelineConfig | None = None, num_replicates: int | None 
     [0, 1, 2]
     """
     config = _configured(config, dataset, overrides)
+    group, _ = Trackers.of(trackers)
     return _replicates(config, num_replicates, dataset=dataset, progress=progress, data_dir=data_dir,
-                       callback=callback, output=output, on_run=on_run)
+                       callback=callback, output=output, on_run=on_run, trackers=group)
 
 
-def _replicates(config: PipelineConfig, num_replicates, *, dataset, output=None, on_run=None,
+def _replicates(config: PipelineConfig, num_replicates, *, dataset, output=None, on_run=None, trackers=None,
                 **kwargs) -> ReplicatesResult:
     """The runs one after the other; each saved as it finishes when ``output`` is given, so a failed
-    save (a full disk) loses no replicate saved before it."""
+    save (a full disk) loses no replicate saved before it. With ``trackers``, each run is one tracker run,
+    ended after its directory is saved and logged."""
     from .runs import check_output, save_run
 
     seeds = replicate_seeds(config.seed, num_replicates)
@@ -250,20 +266,32 @@ def _replicates(config: PipelineConfig, num_replicates, *, dataset, output=None,
     target = None if output is None else check_output(output)
     runs = []
     for s in seeds:
-        runs.append(_run(config.replace(seed=s), dataset, **kwargs))
+        runs.append(_run(config.replace(seed=s), dataset, trackers=trackers, **kwargs))
         if on_run is not None:
             on_run(s, runs[-1])
         if target is None:
+            _end_tracker_run(trackers)
             continue
         try:
             target.mkdir(parents=True, exist_ok=True)
-            save_run(runs[-1], target / f"seed{s}")
+            saved = save_run(runs[-1], target / f"seed{s}")
         except (OSError, KGEvalError) as exc:
+            _end_tracker_run(trackers)
             raise ReplicateSaveError(lost_replicate(exc, target, seeds, len(runs)), runs, seeds[:len(runs)]) from exc
+        _end_tracker_run(trackers, saved)
     result = ReplicatesResult(runs, seeds)
     if target is not None:
         write_summary(result, target, target)
     return result
+
+
+def _end_tracker_run(trackers, saved=None) -> None:
+    """Log the saved run directory (if any) to the tracker run left open by :func:`_run` and end it."""
+    if trackers is None or not trackers.active:
+        return
+    if saved is not None:
+        trackers.log_artifact(saved, "run")
+    trackers.end_run()
 
 
 def _configured(config, dataset, overrides: dict) -> PipelineConfig:
@@ -286,17 +314,26 @@ def _configured(config, dataset, overrides: dict) -> PipelineConfig:
     return config
 
 
-def _run(config: PipelineConfig, dataset, *, progress: bool, data_dir, callback) -> PipelineResult:
+def _run(config: PipelineConfig, dataset, *, progress: bool, data_dir, callback, trackers=None,
+         owned: bool = False) -> PipelineResult:
+    from .runs import default_run_name
+
     t_start = time.perf_counter()
     ds, config = _handle_dataset(config, dataset, data_dir)
     config = config.resolve()
     stopper, config = _handle_stopper(config, ds)
-    with torch_threads(config.threads):
+    tags = {"dataset": ds.name, "model": config.model.name, "split": config.evaluation.split}
+    with tracked_run(trackers, owned, default_run_name(ds.name, config.model.name, config.seed), config.to_dict(),
+                     tags) as tracking, torch_threads(config.threads):
+        if tracking is not None:
+            callback = epoch_callback(tracking, stopper, callback)
         model = _handle_model(config, ds)
         t0 = time.perf_counter()
         training = _handle_training(config, model, ds, stopper, progress=progress, callback=callback)
         t1 = time.perf_counter()
         results = _handle_evaluation(config, model, ds, progress=progress)
+        if tracking is not None:
+            log_results(tracking, results, training)
     t2 = time.perf_counter()
     timings = {"training": t1 - t0, "evaluation": t2 - t1, "total": t2 - t_start}
     return PipelineResult(results=results, model=model, training=training, timings=timings, config=config,
