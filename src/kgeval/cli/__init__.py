@@ -21,6 +21,7 @@ import sys
 
 import click
 
+from .._version import __version__
 from ..errors import KGEvalError
 
 
@@ -49,7 +50,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group)
-@click.version_option(package_name="kgeval")
+@click.version_option(version=__version__, prog_name="kgeval")
 def main():
     """kgeval: exact, fast, comparable rank-based evaluation of link prediction."""
 
