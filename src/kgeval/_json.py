@@ -200,8 +200,8 @@ def confined(path: str | os.PathLike, root: str | os.PathLike) -> Path:
     lies inside ``root`` (itself resolved): ``root / name`` where ``name`` is absolute, holds ``..`` or
     is a symlink leaving ``root``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> import tempfile
     >>> root = tempfile.mkdtemp()
     >>> confined(os.path.join(root, "a.json"), root).name
@@ -223,8 +223,8 @@ def read_regular(path: str | os.PathLike, what: str = "a file", *, max_bytes: in
     /dev/zero, a directory), a file longer than ``max_bytes`` (procfs files report size 0: the
     bound is on the bytes read, not on ``st_size``), an unreadable one.
 
-    Example
-    -------
+    Examples
+    --------
     >>> import tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.json")
     >>> _ = open(path, "w").write("[1]")
@@ -290,8 +290,8 @@ def parse_json(data: bytes | str, source: str, what: str = "a JSON file", *, all
     bytes that are not UTF-8, invalid JSON, a key twice in one object, nesting deeper than
     ``max_depth``, and ``NaN`` / ``Infinity`` literals unless ``allow_nan``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> parse_json(b'{"a": [1, 2]}', "example")
     {'a': [1, 2]}
     """
@@ -318,8 +318,8 @@ def read_json(path: str | os.PathLike, what: str = "a JSON file", *, max_bytes: 
     ``max_bytes``, unreadable, not UTF-8, invalid JSON, nested too deep, a duplicate key, ``NaN`` unless
     ``allow_nan``) is an :class:`~kgeval.errors.InvalidInputError` naming the file and the problem.
 
-    Example
-    -------
+    Examples
+    --------
     >>> import tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.json")
     >>> _ = open(path, "w").write('{"x": 1}')

@@ -254,8 +254,8 @@ def check_score_tensor(name: str, out, shape: tuple[int, ...], what: str = "") -
     'SparseCPU' backend"), nested tensors ("NestedTensorImpl doesn't support sizes"). ``what``
     describes the call for a shape mismatch (e.g. "tail prediction of 4 queries").
 
-    Example
-    -------
+    Examples
+    --------
     >>> import torch
     >>> check_score_tensor("scorer.score_tails", torch.zeros(2, 5), (2, 5))
     >>> check_score_tensor("scorer.score_tails", torch.zeros(2, 5, device="meta"), (2, 5))
@@ -309,8 +309,8 @@ def check_entity_count(num_entities: int, host_free: int | None, device_free: in
     InvalidInputError
         Naming the count, the bytes needed and the bytes free.
 
-    Example
-    -------
+    Examples
+    --------
     >>> check_entity_count(1000, host_free=2**30)
     >>> check_entity_count(2**31, host_free=2**30)  # doctest: +ELLIPSIS
     Traceback (most recent call last):

@@ -44,8 +44,8 @@ def unseen_mask(training: np.ndarray, triples: np.ndarray) -> np.ndarray:
         ``(n,)`` bool: ``h ∉ E_train or t ∉ E_train or r ∉ R_train``, where ``E_train`` holds the
         heads and tails of ``training`` and ``R_train`` its relations.
 
-    Example
-    -------
+    Examples
+    --------
     >>> unseen_mask(np.array([[0, 0, 1]]), np.array([[1, 0, 0], [0, 1, 1], [2, 0, 1]])).tolist()
     [False, True, True]
     """
@@ -76,8 +76,8 @@ def count_unseen(training, triples, *, policy: str = "kept", reference: str = "t
         ``triples``: rows of :func:`unseen_mask`; ``entities`` / ``relations``: distinct ids among
         those rows that training lacks.
 
-    Example
-    -------
+    Examples
+    --------
     >>> import numpy as np
     >>> u = count_unseen(np.array([[0, 0, 1]]), np.array([[0, 0, 1], [0, 0, 2], [3, 1, 1]]))
     >>> (u.triples, u.entities, u.relations)
@@ -123,8 +123,8 @@ def unicode_twins(labels: Iterable[str]) -> list[tuple[str, ...]]:
     list of tuple of str
         Each group sorted, the groups sorted; labels alone in their normal form are left out.
 
-    Example
-    -------
+    Examples
+    --------
     >>> unicode_twins(["caf\\u00e9", "cafe\\u0301", "tea"])
     [('cafe\\u0301', 'café')]
     """

@@ -78,8 +78,8 @@ def sample_negatives(keys: np.ndarray, answers: np.ndarray, *, num_negatives: in
     ``(negatives, counts)``: ``negatives`` is ``(n, min(num_negatives, #universe))`` int64 padded
     with -1 where fewer entities are available, ``counts[i]`` the number drawn for task ``i``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> import numpy as np
     >>> negs, counts = sample_negatives(np.array([0]), np.array([2]), num_negatives=5, seed=0, side=1,
     ...                                 universe=np.arange(4), index=None)

@@ -116,7 +116,7 @@ class EvaluationOptions:
     #: Seed of the negative sampler (``numpy.random.default_rng([seed, side])``).
     seed: int = 42
     #: Scores within ``tie_tolerance`` of the true score count as ties: ``better = #{score > s + tol}``,
-    #: ``tied = #{|score - s| <= tol}``. 0 = exact float comparison.
+    #: ``tied = #{abs(score - s) <= tol}``. 0 = exact float comparison.
     tie_tolerance: float = 0.0
     #: ``"raise"`` (:class:`~kgeval.errors.NaNScoresError` naming the triple and side) or ``"worst"``: NaN
     #: candidates lose to every non-NaN true score and a NaN true score gets the worst rank
@@ -124,7 +124,7 @@ class EvaluationOptions:
     #: filtered known answer (no candidate; never scored by sampled ranking) is ignored.
     nan_policy: str = "raise"
     #: Re-score the first and last task of every batch alone and warn when the in-batch score differs
-    #: (relative tolerance 1e-5, absolute max(1e-6, 1e-5 x the mean |score| of the checked rows)).
+    #: (relative tolerance 1e-5, absolute max(1e-6, 1e-5 x the mean absolute score of the checked rows)).
     check_consistency: bool = True
     #: Bytes for the score matrix and its temporaries (default ``min(1 GiB, available memory / 4)``, at
     #: least 16 MiB; 512 MiB where the available memory cannot be read).

@@ -79,8 +79,8 @@ entities with :class:`~kgeval.evaluation.distributed.TooManyRanksError`.
 Adapters: :class:`FunctionScorer` (a plain ``fn(h, r, t)``) and :class:`PyKEENScorer` (a PyKEEN
 model, :mod:`.pykeen_scorer`); :func:`as_scorer` wraps a PyKEEN model and refuses anything else.
 
-Example
--------
+Examples
+--------
 >>> import torch
 >>> from kgeval.evaluation.scorers import FunctionScorer
 >>> s = FunctionScorer(lambda h, r, t: (h == t).float(), num_entities=3)

@@ -20,8 +20,8 @@ class DistMultScorer:
     All-entity scoring is one matrix product ``(e_h * w_r) @ E^T``; used by the tests (with
     integer embeddings, so every score is exact) and the benchmarks.
 
-    Example
-    -------
+    Examples
+    --------
     >>> import torch
     >>> s = DistMultScorer(torch.eye(3), torch.ones(2, 3))
     >>> s.score_tails(torch.tensor([0]), torch.tensor([1])).tolist()

@@ -363,8 +363,8 @@ def load_run_results(directory: str | os.PathLike):
         The run (:func:`~kgeval.workflow.runs.load_run`, manifest verified) and its results, computed
         from its rank table.
 
-    Example
-    -------
+    Examples
+    --------
     >>> import kgeval                                                    # doctest: +SKIP
     >>> run_dir = kgeval.pipeline(dataset="nations", model="distmult", epochs=2).save("run")  # doctest: +SKIP
     >>> run, results = load_run_results(run_dir)                         # doctest: +SKIP
