@@ -91,7 +91,7 @@ def test_bad_input(tmp_path):
 
 def test_missing_optuna_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "optuna", None)  # makes `import optuna` raise ImportError
-    with pytest.raises(MissingDependencyError, match=r"pip install 'kgeval\[hpo\]'"):
+    with pytest.raises(MissingDependencyError, match=r'pip install -e "\.\[hpo\]"'):
         hpo_pipeline(dataset="nations", model="distmult", n_trials=1)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._compat import install_hint
 from .._json import read_json
 from ..data import get_dataset
 from ..errors import InvalidInputError
@@ -53,7 +54,7 @@ def load_pipeline_directory(directory, *, trust_pickle: bool = False):
     try:
         from pykeen.triples import TriplesFactory
     except ImportError:
-        raise InvalidInputError("reading a PyKEEN directory needs pykeen: pip install 'kgeval[pykeen]'") from None
+        raise InvalidInputError(f"reading a PyKEEN directory needs pykeen: {install_hint('pykeen')}") from None
     model = torch.load(model_path, map_location="cpu", weights_only=False)
     factory = TriplesFactory.from_path_binary(directory / TRAINING_DIR)
     meta_path = directory / "metadata.json"

@@ -15,6 +15,7 @@ import io
 
 import numpy as np
 
+from .._compat import install_hint
 from .. import metrics as _metrics
 from ..keys import flat_key
 from .._escape import mathtext_literal
@@ -27,7 +28,7 @@ def _pyplot():
     except ImportError:  # pragma: no cover - the report extra
         from ..errors import InvalidInputError
 
-        raise InvalidInputError("figures need matplotlib: pip install 'kgeval[report]'") from None
+        raise InvalidInputError(f"figures need matplotlib: {install_hint('report', 'matplotlib')}") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

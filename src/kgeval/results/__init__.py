@@ -24,6 +24,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._compat import install_hint
 from .. import metrics as _metrics
 from ..errors import InvalidInputError, UnknownNameError, unknown_name
 from ..keys import RANK_TYPE_SYNONYMS, RANK_TYPES, SIDES, MetricKey, flat_key, parse_key
@@ -287,7 +288,7 @@ class Results:
         try:
             import pandas as pd
         except ImportError:  # pragma: no cover
-            raise ImportError("to_df needs pandas: pip install 'kgeval[pandas]'") from None
+            raise ImportError(f"to_df needs pandas: {install_hint('pandas', 'pandas')}") from None
         rows = list(self._entries(p_values))
         return pd.DataFrame(rows, columns=["Side", "Type", "Metric", "Value"])
 

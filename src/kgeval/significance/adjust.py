@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .._compat import install_hint
 from .._validation import Side
 from ..errors import InvalidInputError
 from ..metrics.derived import AdjustedIndex, DerivedMetric, ZScore
@@ -78,7 +79,7 @@ def adjust(dataset, values: Mapping[str, float], split: str = "test", *, side: s
         import pandas as pd
     except ImportError:
         if as_frame:
-            raise InvalidInputError("as_frame=True needs pandas (pip install 'kgeval[pandas]')") from None
+            raise InvalidInputError(f"as_frame=True needs pandas ({install_hint('pandas', 'pandas')})") from None
         return rows
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     frame.attrs["protocol"] = describe(model)

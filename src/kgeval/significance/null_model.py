@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from .._compat import install_hint
 from .._version import __version__
 from ..data import Dataset, dataset_available, get_dataset
 from ..data.registry import lookup
@@ -167,7 +168,7 @@ class NullModel:
         try:
             import pandas as pd
         except ImportError as exc:  # pragma: no cover - pandas is in the test extra
-            raise InvalidInputError("to_df() needs pandas (pip install 'kgeval[pandas]'); use to_records()") from exc
+            raise InvalidInputError(f"to_df() needs pandas ({install_hint('pandas', 'pandas')}); use to_records()") from exc
         return pd.DataFrame(self.to_records())
 
 

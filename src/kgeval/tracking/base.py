@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from .._compat import install_hint
 from ..errors import KGEvalError, unknown_name
 
 
@@ -59,9 +60,6 @@ TRACKERS = {
 STATUSES = ("FINISHED", "FAILED", "KILLED")
 
 
-def install_hint(extra: str, package: str) -> str:
-    """The install command of an extra, spelled for an install from a clone of kgeval."""
-    return f'pip install -e ".[{extra}]" (or pip install {package})'
 
 
 def missing(name: str, package: str, exc: ImportError) -> MissingTrackerError:

@@ -17,7 +17,7 @@ Everything that can be checked without training is checked before the first tria
 from it, and the metric (it must have a value under the evaluation options in use). A study's identity
 (its saved results, its settings when resumed) is guarded in :mod:`kgeval.workflow.study_guard`.
 
-Optuna is an optional dependency (``pip install kgeval[hpo]``) imported only here, lazily.
+Optuna is an optional dependency (``pip install -e ".[hpo]"``) imported only here, lazily.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._compat import install_hint
 from .._json import finite_or_none, write_json
 from .._validation import check_positive_int, check_positive_number
 from ..errors import InvalidInputError, KGEvalError
@@ -43,7 +44,7 @@ from .search_space import default_search_space, grid_points, normalize_space, su
 from .study_guard import (IDENTITY_ATTR, OUTPUT_FILES, STUDY_ID_ATTR, _canonical_metric,  # noqa: F401 (re-exported)
                           check_output_study, check_resumed_study, ensure_study_id, study_identity)
 
-INSTALL_HINT = "hyper-parameter search needs optuna: pip install 'kgeval[hpo]' (or pip install optuna)"
+INSTALL_HINT = f"hyper-parameter search needs optuna: {install_hint('hpo', 'optuna')}"
 
 
 class MissingDependencyError(KGEvalError, ImportError):

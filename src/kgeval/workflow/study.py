@@ -37,6 +37,7 @@ import numpy as np
 import optuna
 from optuna.samplers import BaseSampler
 
+from .._compat import install_hint
 from ..errors import InvalidInputError, KGEvalError, unknown_name
 
 #: seconds between heartbeats of a running trial
@@ -51,9 +52,9 @@ OPEN_ATTEMPTS = 8
 CONNECT_TIMEOUT = 10
 #: how to install a missing database driver, by the module SQLAlchemy failed to import
 #: (SQLAlchemy 2.1 reads ``postgresql://`` as psycopg 3, older versions as psycopg2)
-DRIVER_HINTS = {"psycopg": "pip install 'kgeval[postgres]' (psycopg 3)",
-                "psycopg2": "pip install psycopg2-binary, or write the URL as postgresql+psycopg:// and "
-                            "pip install 'kgeval[postgres]'",
+DRIVER_HINTS = {"psycopg": install_hint("postgres", "'psycopg[binary]'"),
+                "psycopg2": ("pip install psycopg2-binary, or write the URL as postgresql+psycopg:// and "
+                             + install_hint("postgres")),
                 "pymysql": "pip install pymysql"}
 
 SAMPLERS = ("tpe", "random", "grid")
