@@ -135,10 +135,10 @@ def test_replicate_set_of_runs_evaluated_otherwise_is_refused(replicated, tmp_pa
     (mixed / "replicates.json").write_text(json.dumps({"format": "kgeval-replicates", "version": 1,
                                                       "seeds": [42, 43], "runs": ["seed42", "seed43"]}))
     for pair in ((mixed, replicated / "complex"), (replicated / "complex", mixed)):
-        with pytest.raises(ProtocolMismatchError, match="replicate set .*mixed.*tie_tolerance is 0.0 vs 0.5"):
+        with pytest.raises(ProtocolMismatchError, match=r"replicate set .*mixed.*different tie tolerance \(0.0 vs 0.5\)"):
             compare(*pair, metrics="mrr", num_resamples=40)
     res = run("compare", mixed, replicated / "complex")
-    assert res.exit_code == 2 and "tie_tolerance" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "different tie tolerance (0.0 vs 0.5)" in res.output and "Traceback" not in res.output
 
 
 def test_replicate_set_listing_a_run_twice_is_refused(replicated, tmp_path):
@@ -188,3 +188,19 @@ def test_too_few_resamples_are_refused_naming_the_flag(replicated):
     assert res.exit_code == 0, res.output
     row = json.loads(res.output)[0]
     assert row["ci_low"] < row["ci_high"]
+
+
+def test_runs_on_two_datasets_are_refused_in_words(tmp_path):
+    """Issue 32: the refusal says what differs in words first, not FilterSet(...) reprs."""
+    from click.testing import CliRunner
+
+    from kgeval.cli import main
+
+    runner = CliRunner()
+    for name in ("nations", "kinships"):
+        res = runner.invoke(main, ["pipeline", "-d", name, "-m", "distmult", "--epochs", "1", "-o", str(tmp_path / name)])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["compare", str(tmp_path / "nations"), str(tmp_path / "kinships")])
+    assert res.exit_code == 2
+    assert res.output.startswith("error: different datasets (Nations vs Kinships)"), res.output
+    assert "FilterSet(" not in res.output

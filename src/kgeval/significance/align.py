@@ -97,25 +97,52 @@ def replicates(name: str, members: list[Model], what: str, path: Path | None = N
     return Model(name, [t for m in members for t in m.tables], members[0].protocol, members[0].dataset, True, path)
 
 
+#: each protocol field in words, for the refusal that names it first
+FIELD_WORDS = {"filtered": "filtering (filtered vs unfiltered)", "filter_sets": "filter sets",
+               "num_known_triples": "number of known (filtered) triples", "num_triples": "number of test triples",
+               "num_evaluated_triples": "number of evaluated triples", "num_entities": "number of entities",
+               "num_relations": "number of relations", "restrict_entities": "entity restriction",
+               "restrict_relations": "relation restriction", "num_triples_dropped": "triples dropped (unseen)",
+               "sampling": "sampled negatives", "macro": "averaging (micro vs macro)",
+               "tie_tolerance": "tie tolerance", "candidates": "given candidates"}
+
+
 def check_protocols(a: Model, b: Model) -> None:
-    """Refuse models whose protocols (or datasets) differ in a field both record."""
+    """Refuse models evaluated on different datasets or under protocols that differ in a field both record;
+    the message says what differs in words first ("different datasets (Nations vs Kinships)"), then the
+    detail."""
     from ..protocol import EvaluationProtocol
 
+    da, db = a.dataset or {}, b.dataset or {}
+    for key in ("reference", "hashes"):
+        if da.get(key) is not None and db.get(key) is not None and da[key] != db[key]:
+            names = (da.get("name") or da.get("reference"), db.get("name") or db.get("reference"))
+            what = f"{names[0]} vs {names[1]}" if names[0] != names[1] else f"both named {names[0]}, other files"
+            raise ProtocolMismatchError(f"different datasets ({what}): {a.name!r} and {b.name!r} cannot be "
+                                        f"compared task by task ({key} differs)")
     pa, pb = EvaluationProtocol.from_dict(a.protocol), EvaluationProtocol.from_dict(b.protocol)
     for name in PROTOCOL_FIELDS:
         va, vb = getattr(pa, name), getattr(pb, name)
         if va is not None and vb is not None and va != vb and name == "tasks_sha256":
-            raise TaskMismatchError(f"{a.name!r} and {b.name!r} were evaluated on different triples (or the same "
-                                    "triples in another order, or other given negatives): a task of one is not "
-                                    f"the task at its position in the other (tasks_sha256 {va[:12]}... vs {vb[:12]}...)")
+            raise TaskMismatchError(f"different triples: {a.name!r} and {b.name!r} were evaluated on other "
+                                    "test triples (or the same triples in another order, or other given negatives): a "
+                                    f"task of one is not the task at its position in the other (tasks_sha256 "
+                                    f"{va[:12]}... vs {vb[:12]}...)")
         if va is not None and vb is not None and va != vb:
-            raise ProtocolMismatchError(f"{a.name!r} and {b.name!r} were evaluated under different protocols: "
-                                        f"{name} is {va!r} vs {vb!r}")
-    da, db = a.dataset or {}, b.dataset or {}
-    for key in ("reference", "hashes"):
-        if da.get(key) is not None and db.get(key) is not None and da[key] != db[key]:
-            raise ProtocolMismatchError(f"{a.name!r} and {b.name!r} were evaluated on different datasets "
-                                        f"({key} differs: {da.get('reference')!r} vs {db.get('reference')!r})")
+            raise ProtocolMismatchError(f"different {FIELD_WORDS.get(name, name)} ({_words(va)} vs {_words(vb)}): "
+                                        f"{a.name!r} and {b.name!r} were evaluated under different protocols")
+
+
+def _words(value) -> str:
+    """A protocol value as a reader says it: filter sets as ``training 1,592 + validation 199``."""
+    if isinstance(value, (list, tuple)) and value and all(hasattr(v, "name") and hasattr(v, "num_triples")
+                                                          for v in value):
+        return " + ".join(f"{v.name} {v.num_triples:,}" for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
 
 
 def _order(table: RankTable) -> np.ndarray | None:
