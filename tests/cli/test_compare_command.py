@@ -46,7 +46,7 @@ def test_replicate_summary_is_mean_sd_and_t_interval_of_the_runs(replicated):
 
 def test_compare_replicates_has_task_and_run_rows(replicated):
     res = run("compare", replicated / "distmult", replicated / "complex", "--metric", "mrr", "--format", "json",
-              "--num-resamples", "200")
+              "--resamples", "200")
     assert res.exit_code == 0, res.output
     rows = {r["level"]: r for r in json.loads(res.output)}
     assert set(rows) == {"task", "run"}
@@ -58,7 +58,7 @@ def test_compare_replicates_has_task_and_run_rows(replicated):
 
 def test_compare_single_runs_matches_the_api_and_prints_csv(replicated):
     a, b = replicated / "distmult" / "seed42", replicated / "complex" / "seed42"
-    res = run("compare", a, b, "--format", "csv", "--test", "wilcoxon", "--num-resamples", "100", "--seed", "3")
+    res = run("compare", a, b, "--format", "csv", "--test", "wilcoxon", "--resamples", "100", "--seed", "3")
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(io.StringIO(res.output)))
     assert [r["metric"] for r in rows] == ["mrr", "hits@10", "mr", "gmr"]
@@ -69,7 +69,7 @@ def test_compare_single_runs_matches_the_api_and_prints_csv(replicated):
     for row, ref in zip(rows, api):
         assert float(row["p_value"]) == pytest.approx(ref["p_value"])
         assert float(row["difference"]) == pytest.approx(ref["difference"])
-    text = run("compare", a, b, "--metric", "mr", "--num-resamples", "100")
+    text = run("compare", a, b, "--metric", "mr", "--resamples", "100")
     assert text.exit_code == 0 and "mr (lower better)" in text.output
 
 
@@ -158,7 +158,7 @@ def test_replicate_set_listing_a_run_twice_is_refused(replicated, tmp_path):
 def test_text_table_names_the_run_level_interval(replicated):
     """The footer called every CI a 'paired bootstrap percentile interval'; the run level's is
     Welch's t interval of the difference of the seeds' means, not a bootstrap."""
-    res = run("compare", replicated / "distmult", replicated / "complex", "--metric", "mrr", "--num-resamples", "50")
+    res = run("compare", replicated / "distmult", replicated / "complex", "--metric", "mrr", "--resamples", "50")
     assert res.exit_code == 0, res.output
     assert "Welch t interval of the difference of the run means (run level)" in res.output
 
@@ -167,7 +167,7 @@ def test_text_table_names_the_run_level_interval(replicated):
 def test_compare_text_footer_names_the_side_compared(replicated, side):
     """The footer said '(head and tail tasks together)' under --side tail too, where only tail tasks are compared."""
     res = run("compare", replicated / "distmult", replicated / "complex", "--metric", "mrr", "--side", side,
-              "--num-resamples", "50")
+              "--resamples", "50")
     assert res.exit_code == 0, res.output
     assert f"side {side}," in res.output
     assert ("head and tail tasks together" in res.output) == (side == "both")
@@ -176,15 +176,15 @@ def test_compare_text_footer_names_the_side_compared(replicated, side):
 
 
 def test_too_few_resamples_are_refused_naming_the_flag(replicated):
-    """--num-resamples 1 printed a task-level CI of one point ([0.039, 0.039] for an MRR difference
+    """--resamples 1 printed a task-level CI of one point ([0.039, 0.039] for an MRR difference
     of 0.0455): the paired bootstrap's only resample."""
     a, b = replicated / "distmult" / "seed42", replicated / "complex" / "seed42"
-    res = run("compare", a, b, "--metric", "mrr", "--num-resamples", "1")
-    assert res.exit_code == 2 and "--num-resamples must be at least 40 " in res.output, res.output
+    res = run("compare", a, b, "--metric", "mrr", "--resamples", "1")
+    assert res.exit_code == 2 and "--resamples must be at least 40 " in res.output, res.output
     assert "got 1" in res.output and "Traceback" not in res.output
-    res = run("compare", a, b, "--metric", "mrr", "--num-resamples", "100", "--confidence", "0.99")
-    assert res.exit_code == 2 and "--num-resamples must be at least 200 " in res.output, res.output
-    res = run("compare", a, b, "--metric", "mrr", "--num-resamples", "40", "--format", "json")
+    res = run("compare", a, b, "--metric", "mrr", "--resamples", "100", "--confidence", "0.99")
+    assert res.exit_code == 2 and "--resamples must be at least 200 " in res.output, res.output
+    res = run("compare", a, b, "--metric", "mrr", "--resamples", "40", "--format", "json")
     assert res.exit_code == 0, res.output
     row = json.loads(res.output)[0]
     assert row["ci_low"] < row["ci_high"]

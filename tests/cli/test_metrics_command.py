@@ -46,7 +46,7 @@ def test_cli_json(rank_file):
 
 def test_cli_metric_selection(rank_file):
     path, r = rank_file
-    res = CliRunner().invoke(main, ["metrics", str(path), "--metric", "mrr", "-m", "tail.pessimistic.hits@10",
+    res = CliRunner().invoke(main, ["metrics", str(path), "--metric", "mrr", "--metric", "tail.pessimistic.hits@10",
                                     "--format", "json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
@@ -107,7 +107,7 @@ def test_rank_type_applies_to_metric_keys_without_one(rank_file):
     path, _ = rank_file
     pessimistic = np.array([1, 5, 2, 15], float)
     optimistic = np.array([1, 3, 2, 12], float)
-    res = CliRunner().invoke(main, ["metrics", str(path), "--metric", "mrr", "-m", "best.mrr", "-m", "tail.hits@3",
+    res = CliRunner().invoke(main, ["metrics", str(path), "--metric", "mrr", "--metric", "best.mrr", "--metric", "tail.hits@3",
                                     "--rank-type", "worst", "--format", "json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)

@@ -86,7 +86,7 @@ def test_results_that_disagree_with_the_rank_table_are_refused_by_every_command(
         build_report([run], num_resamples=200)
     with pytest.raises(CorruptRunError, match="disagrees with rank_table.npz"):
         kgeval.compare(run, copy(saved, tmp_path, "twin"), metrics=("mrr",), num_resamples=100)
-    for args in (["report", run, "-o", tmp_path / "r.json"], ["compare", run, saved, "--num-resamples", "100"],
+    for args in (["report", run, "-o", tmp_path / "r.json"], ["compare", run, saved, "--resamples", "100"],
                  ["evaluate", "--model-file", run]):
         res = cli(*args)
         assert res.exit_code == 2 and "disagrees with rank_table.npz" in res.output, (args, res.output)

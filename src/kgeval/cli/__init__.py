@@ -23,6 +23,7 @@ import click
 
 from .._version import __version__
 from ..errors import KGEvalError
+from .grammar import did_you_mean, rewrite_deprecated
 
 
 def _quiet_broken_pipe() -> None:
@@ -36,11 +37,18 @@ def _quiet_broken_pipe() -> None:
 
 
 class _Group(click.Group):
-    """Turns kgeval's errors and OS errors into one line on stderr and exit status 2."""
+    """Turns kgeval's errors and OS errors into one line on stderr and exit status 2; rewrites deprecated
+    option spellings and suggests kgeval's for PyKEEN's (:mod:`.grammar`)."""
+
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        return name, command, rewrite_deprecated(name, rest) if name else rest
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            raise did_you_mean(exc) from None
         except BrokenPipeError:
             _quiet_broken_pipe()
             sys.exit(1)

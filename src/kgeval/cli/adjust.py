@@ -9,6 +9,7 @@ import click
 
 from ..errors import InvalidInputError
 from .common import check_no_filter_validation, data_dir_option
+from .grammar import SPLIT
 
 
 def _parse_pairs(pairs: tuple[str, ...]) -> dict[str, float]:
@@ -50,9 +51,9 @@ def _table(rows: list[dict]) -> list[str]:
 
 
 @click.command("adjust")
-@click.option("--dataset", required=True, help="A registered dataset (shipped tables need no files) or a directory.")
+@click.option("--dataset", "-d", required=True, help="A registered dataset (shipped tables need no files) or a directory.")
 @click.argument("values", nargs=-1)
-@click.option("--split", default="test", show_default=True, help="valid or test.")
+@click.option("--split", type=SPLIT, default="test", show_default=True, help="The split the values were measured on.")
 @click.option("--side", default="both", show_default=True, type=click.Choice(["head", "tail", "both"]))
 @click.option("--unfiltered", is_flag=True, help="The raw (unfiltered) setting: every entity is a candidate.")
 @click.option("--no-filter-validation", is_flag=True, help="Test split: filter training + test only.")

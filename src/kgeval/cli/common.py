@@ -15,6 +15,11 @@ data_dir_option = click.option("--data-dir", type=click.Path(file_okay=False),
                                help="Where large datasets live (else $KGEVAL_DATA).")
 
 
+def echo_wrote(path, what: str, fmt: str) -> None:
+    """Say what a command wrote and where: after the table on stdout, on stderr when stdout is JSON."""
+    click.echo(f"wrote {path} ({what})", err=fmt == "json")
+
+
 def nonempty_path(ctx, param, value):
     """A click callback refusing an empty path: ``-o ""`` was taken as no --output (nothing written, or the
     default directory), exit status 0."""

@@ -32,13 +32,13 @@ from .common import rank_type_callback
 @click.option("--rank-type", default="realistic", show_default=True,
               callback=rank_type_callback(("optimistic", "pessimistic", "realistic")),
               help="optimistic (best), pessimistic (worst) or realistic (avg).")
-@click.option("--num-resamples", type=click.IntRange(min=1), default=10_000, show_default=True,
+@click.option("--resamples", "num_resamples", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Random sign patterns / bootstrap resamples, at least 2 / (1 - confidence) (40 at 0.95).")
 @click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the intervals, in (0, 1).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the resampling (reproducible tables), in [0, 2**32).")
 @click.option("--format", "fmt", type=click.Choice(["text", "table", "json", "csv"]), default="text",
-              show_default=True)
+              show_default=True, help="What to print: text (the table with its caption), table, json or csv.")
 def command(runs, metrics, test, correction, baseline, side, rank_type, num_resamples, confidence, seed, fmt):
     """Is one run better than another? Paired tests on the same test triples.
 
@@ -53,7 +53,7 @@ def command(runs, metrics, test, correction, baseline, side, rank_type, num_resa
     # named as the user typed them: compare() names its own arguments ('seed must be ...')
     check_seed("--seed", seed)
     confidence = check_probability("--confidence", confidence)
-    check_num_resamples("--num-resamples", num_resamples, confidence, what="the interval of the difference")
+    check_num_resamples("--resamples", num_resamples, confidence, what="the interval of the difference")
     table = compare(*runs, metrics=tuple(metrics) or ("mrr", "hits@10", "mr", "gmr"), side=side,
                     rank_type=rank_type, test=test, num_resamples=num_resamples, seed=seed,
                     correction=None if correction == "none" else correction, baseline=baseline,

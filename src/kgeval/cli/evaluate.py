@@ -18,8 +18,9 @@ from pathlib import Path
 import click
 
 from ..errors import InvalidInputError
-from .common import check_no_filter_validation, data_dir_option, format_option, headline_table, metrics_payload, \
-    nonempty_path, protocol_lines, split_list
+from .common import check_no_filter_validation, data_dir_option, echo_wrote, format_option, headline_table, \
+    metrics_payload, nonempty_path, protocol_lines, split_list
+from .grammar import SPLIT
 
 
 @click.command("evaluate")
@@ -60,7 +61,7 @@ from .common import check_no_filter_validation, data_dir_option, format_option, 
 @click.option("--libkge-data", type=click.Path(exists=True, file_okay=False),
               help="The LibKGE dataset folder of the checkpoint (entity_ids.del, relation_ids.del).")
 @click.option("--dataset", "-d", help="Dataset name or directory [default: the one in the output's config.json].")
-@click.option("--split", type=click.Choice(["test", "valid"]),
+@click.option("--split", type=SPLIT,
               help="Split to evaluate on [default: the run's own for a run directory, else test].")
 @click.option("--relation-whitelist", help="Comma-separated relation labels or ids [default: as trained].")
 @click.option("--entity-whitelist", help="Comma-separated entity labels or ids [default: as trained].")
@@ -120,6 +121,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)
         if leader:  # every rank holds the same results: one of them reports
             _report(results, ds, split, what, fmt)
+            if output:
+                echo_wrote(output, "a run directory: config.json, results.json, rank_table.npz, model.pt", fmt)
         return
     if pykeen_dir is not None:  # --distributed tasks: the whole PyKEEN model on every rank
         from ..workflow.foreign import evaluate_pykeen_directory
@@ -131,6 +134,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)
         if leader:
             _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt)
+            if output:
+                echo_wrote(output, "a run directory: config.json, results.json, rank_table.npz", fmt)
         return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
@@ -157,6 +162,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         if replaced:  # an earlier results file was replaced without a word
             click.echo(f"note: replaced the existing file {output}", err=True)
     _report(results, ds, split, f"{getattr(model, 'name', type(model).__name__)} from {model_file}", fmt)
+    if output:
+        echo_wrote(output, "the results: every metric value, the protocol and the null moments", fmt)
 
 
 def _check_output(output, model_file, pykeen_dir, libkge_checkpoint, distributed) -> bool:

@@ -13,6 +13,7 @@ from ..errors import InvalidInputError
 from ..tracking import Trackers
 from .common import data_dir_option, format_option, nonempty_path
 from .pipeline import OPTION_PATHS, TRACKER_HELP
+from .grammar import progress_enabled, progress_option
 
 
 @click.command("hpo")
@@ -47,8 +48,9 @@ from .pipeline import OPTION_PATHS, TRACKER_HELP
               help=TRACKER_HELP.replace("Log the run to", "Log each trial (one run per trial, grouped by study) to"))
 @data_dir_option
 @format_option
+@progress_option
 def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name, metric, search_space, config_file,
-            settings, output, overwrite, seed, timeout, data_dir, fmt, trackers):
+            settings, output, overwrite, seed, timeout, data_dir, fmt, trackers, progress):
     """Search hyper-parameters on the validation split (the test split is never read)."""
     from ..results.render import format_value
     from ..workflow.hpo import HPOInterrupted, hpo_pipeline
@@ -66,6 +68,7 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
         res = hpo_pipeline(base, dataset=dataset, n_trials=trials, sampler=sampler,
                            pruner=pruner, storage=storage, study_name=study_name, search_space=space,
                            output_dir=output, overwrite=overwrite, timeout=timeout, data_dir=data_dir,
+                           progress=progress_enabled(progress),  # Optuna's line per trial, with the best so far
                            **{k: v for k, v in given.items() if v is not None})
     except HPOInterrupted as stop:  # Ctrl-C: the study is kept; say how to go on
         click.echo(str(stop), err=True)

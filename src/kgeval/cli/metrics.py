@@ -20,7 +20,7 @@ def example_rank_file() -> str:
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.option("--example", is_flag=True, help="Use the rank file shipped with kgeval (DistMult on Nations).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option("--metric", "-m", "selected", multiple=True, help="Metric key(s) to show, e.g. mrr, tail.hits@10 (repeatable).")
+@click.option("--metric", "selected", multiple=True, help="Metric key(s) to show, e.g. mrr, tail.hits@10 (repeatable).")
 @click.option("--rank-type", default="realistic", show_default=True, callback=rank_type_callback(),
               help="Rank type of the table view and of the --metric keys that name none: optimistic (best), "
                    "pessimistic (worst), realistic (avg), expected.")

@@ -21,6 +21,7 @@ from ..errors import InvalidInputError, KGEvalError
 from ..tracking import Trackers
 from .common import count, data_dir_option, format_option, headline_table, metrics_payload, nonempty_path, \
     protocol_lines, split_list
+from .grammar import progress_enabled, progress_option
 
 #: The options that set one configuration path each (``kgeval hpo`` prints them back).
 OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimizer.lr",
@@ -69,7 +70,7 @@ TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboar
 @click.option("--replicates", type=click.IntRange(min=2),
               help="Train K times with seeds seed, seed+1, ...; save each run in OUTPUT/seed<s> and a summary "
                    "across seeds (mean, sd, t-based 95% CI) in OUTPUT/replicates.json.")
-@click.option("--progress/--no-progress", default=False, show_default=True, help="Show progress bars (stderr).")
+@progress_option
 @click.option("--tracker", "trackers", multiple=True, metavar="NAME[=LOCATION]", help=TRACKER_HELP)
 def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist, no_filter_validation, drop_unseen,
             output, data_dir, fmt, progress, replicates, trackers, **options):
@@ -80,6 +81,7 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     from ..data import get_dataset
 
     check_seed("--seed", options.get("seed"))  # named as the user typed it
+    progress = progress_enabled(progress)
     from ..workflow import PipelineConfig
     from ..workflow.pipeline import pipeline
     from ..workflow.runs import check_output, default_run_name
@@ -98,6 +100,8 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     # made before training: a missing package or an unreachable server is one error now
     group = Trackers.from_specs(trackers, name=None if replicates else out_dir.name,
                                 group=out_dir.name if replicates else None)
+    if progress:  # what will run, on what, under which protocol: before the work, on stderr
+        _header(config, ds, out_dir, replicates)
     if replicates is not None:
         _replicates(config, replicates, ds, out_dir, fmt, progress, group)
         return
@@ -114,6 +118,18 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
         click.echo(f"wrote {saved} (config.json, results.json, rank_table.npz, model.pt, losses.json, manifest.json)")
     if failure:
         raise failure
+
+
+def _header(config, ds, out_dir: Path, replicates: int | None) -> None:
+    """The lines printed before training starts (stderr: stdout stays the results)."""
+    ev = config.evaluation
+    filters = "training + validation + test" if ev.filter_validation_when_testing else "training + test"
+    runs = f"{replicates} replicates (seeds {config.seed}..{config.seed + replicates - 1})" if replicates else \
+        f"seed {config.seed}"
+    click.echo(f"kgeval pipeline: {config.model.name} on {ds.name} ({count(ds.num_entities)} entities, "
+               f"{count(ds.num_relations)} relations, {count(len(ds.training))} training triples), {runs}", err=True)
+    click.echo(f"then: evaluate on the test split ({count(len(ds.testing))} triples, both sides), filtered with "
+               f"{filters}; unseen entities {'dropped' if config.drop_unseen else 'kept'}; output {out_dir}", err=True)
 
 
 def _save(run, out_dir: Path) -> tuple[Path | None, KGEvalError | None]:
@@ -161,10 +177,16 @@ def _replicates(config, k: int, ds, out_dir: Path, fmt: str, progress: bool, tra
     from ..workflow.pipeline import replicates
     from ..workflow.replicates import ReplicateSaveError, ReplicatesResult
 
+    best: list[float] = []
+
     def on_run(seed, run):
         if fmt != "json":
             click.echo(f"seed {seed}: " + ", ".join(f"{label} {format_value(run.results.get_metric(name))}"
                                                      for label, name in _REPLICATE_LINE))
+        if progress:  # a counter with the best value so far, on stderr
+            best.append(run.results.get_metric(_REPLICATE_LINE[0][1]))
+            click.echo(f"replicate {len(best)}/{k} done (seed {seed}); best MRR so far {format_value(max(best))}",
+                       err=True)
     try:
         result = replicates(config, k, dataset=ds, progress=progress, output=out_dir, on_run=on_run, trackers=trackers)
     except ReplicateSaveError as exc:

@@ -1,0 +1,100 @@
+"""The one grammar of the ``kgeval`` command line: what an option spelling means in every command.
+
+- **Shared options** mean the same in every command that has them (``-d/--dataset``, ``-m/--model``,
+  ``-o/--output``, ``--metric``, ``--format``, ``--resamples``, ``--seed``, ``--progress``); the
+  test ``tests/cli/test_grammar.py`` walks every command and checks their names, types and defaults.
+- **Old spellings** keep working for a deprecation period (:data:`DEPRECATED`): the group rewrites them
+  before the command parses its arguments and prints one ``warning:`` line on stderr.
+- **PyKEEN's spellings** of the pipeline options get a "did you mean" (:data:`PYKEEN_SPELLINGS`).
+- **Progress** defaults to on when stderr is a terminal and off in pipes (:func:`progress_enabled`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+#: what a command prints on stdout, one set for every command; each takes the subset that applies
+#: (``kgeval report --format`` names a file format instead: html, md, latex, csv, json)
+FORMATS = ("table", "text", "json", "csv")
+
+#: command -> {old spelling: the spelling that replaces it}
+DEPRECATED = {
+    "metrics": {"-m": "--metric"},  # -m is --model everywhere else
+    "compare": {"--num-resamples": "--resamples"},
+}
+
+#: PyKEEN's pipeline option names -> kgeval's (``kgeval pipeline`` / ``kgeval hpo``)
+PYKEEN_SPELLINGS = {
+    "--embedding-dim": "--dim", "--learning-rate": "--lr", "--training-loop": "--loop",
+    "--num-epochs": "--epochs", "--random-seed": "--seed", "--negatives": "--num-negatives",
+}
+
+#: ``--progress/--no-progress``, declared once
+progress_option = click.option(
+    "--progress/--no-progress", default=None,
+    help="Show progress on stderr (training epochs and loss, runs, trials) [default: on when stderr is a terminal].")
+
+
+def progress_enabled(value: bool | None) -> bool:
+    """The ``--progress`` flag as given, else whether stderr is a terminal (silent in pipes and files)."""
+    if value is not None:
+        return value
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def rewrite_deprecated(command: str, args: list[str]) -> list[str]:
+    """``args`` of ``command`` with every deprecated spelling replaced, one warning line per spelling."""
+    table = DEPRECATED.get(command, {})
+    out, warned = [], set()
+    for i, arg in enumerate(args):
+        if arg == "--":  # everything after it is an argument, not an option
+            return out + args[i:]
+        name, sep, value = arg.partition("=")
+        if name in table:
+            if name not in warned:
+                click.echo(f"warning: {name} is deprecated in kgeval {command}; use {table[name]}", err=True)
+                warned.add(name)
+            arg = table[name] + sep + value
+        out.append(arg)
+    return out
+
+
+def did_you_mean(exc: click.NoSuchOption) -> click.NoSuchOption:
+    """A PyKEEN spelling gets kgeval's as its suggestion (click's own guess stays for other typos)."""
+    name = exc.option_name.partition("=")[0]
+    if name in PYKEEN_SPELLINGS and exc.ctx is not None:
+        known = {opt for p in exc.ctx.command.params for opt in getattr(p, "opts", [])}
+        if PYKEEN_SPELLINGS[name] in known:
+            new = click.NoSuchOption(name, ctx=exc.ctx)
+            new.possibilities = [PYKEEN_SPELLINGS[name]]  # click keeps only difflib's close matches
+            return new
+    return exc
+
+
+class SplitType(click.ParamType):
+    """An evaluation split, ``test`` or ``valid``, in any spelling kgeval accepts (``validation``, ``Test``)."""
+
+    name = "split"
+
+    def get_metavar(self, param, ctx=None):
+        return "[test|valid]"
+
+    def convert(self, value, param, ctx):
+        from ..data.splits import canonical_split
+        from ..errors import InvalidInputError
+
+        try:
+            split = canonical_split(value)
+        except InvalidInputError:
+            split = None
+        if split not in ("test", "valid"):
+            self.fail(f"{value!r} is not an evaluation split: test or valid", param, ctx)
+        return split
+
+
+SPLIT = SplitType()
