@@ -174,3 +174,13 @@ def test_a_terminal_sees_the_header_and_training_before_the_results(tmp_path):
     os.close(master)
     assert proc.returncode == 0, seen.decode(errors="replace")[-2000:]
     assert events == ["kgeval pipeline: complex on Nations", "training:", "MRR (inverse_harmonic_mean_rank)"], events
+
+
+def test_cli_errors_name_options_and_python_errors_name_arguments(tmp_path):
+    from kgeval.data import get_dataset
+    from kgeval.errors import KGEvalError
+
+    res = CliRunner().invoke(main, ["pipeline", "-d", "fb15k237", "-m", "distmult", "--data-dir", str(tmp_path)])
+    assert res.exit_code == 2 and "pass --data-dir to look elsewhere" in res.output and "data_dir=" not in res.output
+    with pytest.raises(KGEvalError, match="data_dir="):
+        get_dataset("fb15k237", data_dir=tmp_path)

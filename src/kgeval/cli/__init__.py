@@ -23,7 +23,7 @@ import click
 
 from .._version import __version__
 from ..errors import KGEvalError
-from .grammar import did_you_mean, rewrite_deprecated
+from .grammar import cli_terms, did_you_mean, rewrite_deprecated
 
 
 def _quiet_broken_pipe() -> None:
@@ -53,7 +53,7 @@ class _Group(click.Group):
             _quiet_broken_pipe()
             sys.exit(1)
         except (KGEvalError, OSError) as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {cli_terms(str(exc))}", err=True)
             sys.exit(2)
 
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -30,6 +31,22 @@ PYKEEN_SPELLINGS = {
     "--embedding-dim": "--dim", "--learning-rate": "--lr", "--training-loop": "--loop",
     "--num-epochs": "--epochs", "--random-seed": "--seed", "--negatives": "--num-negatives",
 }
+
+#: Python argument names in kgeval's messages -> the option a CLI user types (translated once, at the
+#: CLI boundary: the Python API keeps naming its arguments)
+PYTHON_TO_CLI = (
+    (re.compile(r"\bdata_dir="), "--data-dir"), (re.compile(r"\bnum_resamples\b"), "--resamples"),
+    (re.compile(r"\brandom_seed\b"), "--seed"), (re.compile(r"\bn_trials\b"), "--trials"),
+    (re.compile(r"\bstudy_name\b"), "--study-name"), (re.compile(r"\boutput_dir\b"), "--output"),
+)
+
+
+def cli_terms(message: str) -> str:
+    """A kgeval error message with the Python argument names it mentions spelled as CLI options."""
+    for pattern, option in PYTHON_TO_CLI:
+        message = pattern.sub(option, message)
+    return message
+
 
 #: ``--progress/--no-progress``, declared once
 progress_option = click.option(
