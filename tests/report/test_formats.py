@@ -39,7 +39,7 @@ def test_markdown_and_latex_tables(runs, tmp_path):
     assert "| distmult on Nations | both | mrr |" in md and "evaluation: " in md
     assert "| distmult on Nations | complex on Nations | mrr (higher better) |" in md  # the pairwise comparison
     tex = _report(runs, tmp_path, "latex")
-    assert tex.startswith("\\begin{tabular}") and "hits@10" in tex and "\\_" not in tex.split("\n")[2]
+    assert "\\begin{tabular}" in tex and "Hits@10" in tex and "\\toprule" in tex
 
 
 def test_not_a_run_directory_is_a_named_error(runs, tmp_path):
@@ -185,7 +185,7 @@ def test_every_interval_has_at_least_the_minimum_resamples_and_refusals_are_note
     run = report.runs[0]
     table = run.results.rank_table
     empty = [r for r in run.relations
-             if r["ci_low"] is None and _units(table.subset(table.relation == r["relation"])) > 1]
+             if r["ci_low"] is None and _units(table.subset(table.relation == r["relation_id"])) > 1]
     notes = [n for n in report.notes if "per-relation interval(s) (200 resamples each) left empty" in n]
     assert empty and notes == [n for n in notes if n.startswith(f"{run.name}: {len(empty)} per-relation")], notes
     assert len(notes) == 1 and "BCa" in notes[0]

@@ -67,7 +67,8 @@ def figure_one(runs, metric: str) -> str:
             raw = [values.get((model, d), {}).get(key) for d in datasets]
             raw = [np.nan if v is None else float(v) for v in raw]
             x = np.arange(len(datasets)) + (j - (len(models) - 1) / 2) * width
-            bars = ax.bar(x, [v if np.isfinite(v) else np.nan for v in raw], width, label=mathtext_literal(model))
+            bars = ax.bar(x, [v if np.isfinite(v) else np.nan for v in raw], width, label=mathtext_literal(model),
+                          color=model_colour(model))
             for xi, h, d, bar in zip(x, raw, datasets, bars):
                 if (model, d) in series and not np.isfinite(h):
                     # a run whose value is NaN or infinite drew no bar, like a model not run on the dataset
@@ -104,6 +105,25 @@ def _figure_one_values(results, keys) -> dict:
 def direction(metric) -> str:
     """``higher is better`` or ``lower is better``: the metric's direction, for axis labels."""
     return "higher is better" if metric.increasing else "lower is better"
+
+
+#: the colours of models in every figure (matplotlib's tab10, colour-blind friendlier than its default cycle order)
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+
+
+def model_colour(name: str) -> str:
+    """The colour of a model, from its name alone: the same model has the same colour in every report
+    (a stable digest, not Python's per-process salted ``hash``).
+
+    Examples
+    --------
+    >>> model_colour("complex") == model_colour("complex")
+    True
+    """
+    import hashlib
+
+    return PALETTE[int(hashlib.sha256(name.encode("utf-8")).hexdigest()[:8], 16) % len(PALETTE)]
 
 
 def series_label(run) -> str:

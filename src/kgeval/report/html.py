@@ -13,14 +13,22 @@ from . import figures
 from .text import comparison_legend, fmt, headers, legend, p_text, p_value_text
 
 _CSS = """
-body{font-family:sans-serif;margin:2em;max-width:1300px;color:#222}
+body{font-family:sans-serif;margin:2em auto;padding:0 1em;max-width:1300px;color:#222}
+.scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:0.5em 0 1.5em}
 th,td{border:1px solid #ccc;padding:2px 8px;text-align:right;font-size:13px}
 th:first-child,td:first-child{text-align:left}
-pre{background:#f6f6f6;padding:0.6em;font-size:12px}
-figure{margin:0.5em 0}
+pre{background:#f6f6f6;padding:0.6em;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
+p{overflow-wrap:anywhere}
+figure{margin:0.5em 0;max-width:100%}
+figure svg{max-width:100%;height:auto}
 .note{color:#a40}
+@media (max-width:600px){body{margin:0.5em auto;padding:0 0.5em}th,td{font-size:11px;padding:2px 4px}}
 """
+
+#: the paper whose framework the report follows (Figure 1 is its Figure 1 on these runs)
+CITATION = ("Hoyt, C. T., Berrendorf, M., Galkin, M., Tresp, V., & Gyori, B. M. (2022). A Unified Framework for "
+            "Rank-based Evaluation Metrics for Link Prediction in Knowledge Graphs. arXiv:2203.07544.")
 
 
 def _num(value, key: str | None = None, run: str | None = None, text: str | None = None) -> str:
@@ -49,7 +57,7 @@ def _headline(run, report) -> str:
                    f"{_num(row['value'], row['key'], run.name)}{ci}"
                    f"{_num(row['adjusted'], row['adjusted_key'], run.name)}{_num(row['z'], row['z_key'], run.name)}"
                    f"{p}</tr>")
-    return "\n".join(out) + "</table>"
+    return "<div class='scroll'>" + "\n".join(out) + "</table></div>"
 
 
 def _relations(run, metric: str, confidence: float) -> str:
@@ -60,22 +68,47 @@ def _relations(run, metric: str, confidence: float) -> str:
         ci = "—" if r["ci_low"] is None else f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
         out.append(f"<tr><td>{escape(r['relation'])}</td><td>{escape(r['count'])}</td>{_num(r['value'])}<td>{ci}</td>"
                    f"{_num(r['hits_at_10'])}{_num(r['adjusted'])}</tr>")
-    return "\n".join(out) + "</table>"
+    return "<div class='scroll'>" + "\n".join(out) + "</table></div>"
+
+
+#: the compact comparison table: (header, row field); the constant fields are stated once above it
+_PAIR_COLUMNS = (("A", "model_a"), ("B", "model_b"), ("metric", "metric"), ("A", "value_a"), ("B", "value_b"),
+                 ("A − B", "difference"), ("CI", "ci"), ("p corrected", "p_corrected"), ("effect", "effect_size"))
+_CONSTANT = (("level", "level"), ("test", "test"), ("p-value", "p_method"), ("effect size", "effect_kind"),
+             ("evaluation triples", "num_units"))
 
 
 def _comparison(report) -> str:
+    """Model pairs as rows: the difference, its interval, the corrected p-value and the effect size; what
+    every row shares (test, level, effect kind, triples) is said once above the table."""
     if not report.comparison:
         return ""
-    cols = list(report.comparison[0])
+    rows = report.comparison
+    constant = [f"{label}: {rows[0][field]}" for label, field in _CONSTANT
+                if field in rows[0] and all(r.get(field) == rows[0][field] for r in rows)]
+    shown = {field for _, field in _CONSTANT} - {f for label, f in _CONSTANT if f"{label}: " in " ".join(constant)}
+    extra = [(label, field) for label, field in _CONSTANT if field in shown]
+    head = [f"{100 * report.confidence:g}% CI" if f == "ci" else h for h, f in _PAIR_COLUMNS] + [lb for lb, _ in extra]
     out = [f"<h2>Pairwise comparison</h2><p class='legend'>{escape(comparison_legend(report))}</p>"
-           "<table class='comparison'><tr>" +
-           "".join(f"<th>{escape(str(c))}</th>" for c in cols) + "</tr>"]
-    for row in report.comparison:
-        out.append("<tr>" + "".join(
-            f"<td data-column=\"{escape(str(c))}\" data-value=\"{v!r}\">"
-            f"{escape(p_value_text(v) if c in ('p_value', 'p_corrected') else fmt(v))}</td>" if isinstance(v, float)
-            else f"<td data-column=\"{escape(str(c))}\">{escape(str(v))}</td>" for c, v in row.items()) + "</tr>")
-    return "\n".join(out) + "</table>"
+           f"<p class='constant'>{escape('; '.join(constant))}</p>"
+           "<div class='scroll'><table class='comparison'><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head)
+           + "</tr>"]
+    for row in rows:
+        cells = []
+        for _, field in _PAIR_COLUMNS + tuple(extra):
+            if field == "ci":
+                cells.append(f"<td data-column=\"ci\" data-low=\"{row['ci_low']!r}\" data-high=\"{row['ci_high']!r}\">"
+                             f"[{escape(fmt(row['ci_low']))}, {escape(fmt(row['ci_high']))}]</td>")
+            elif field == "metric":
+                better = "higher" if row.get("higher_is_better") else "lower"
+                cells.append(f"<td data-column=\"metric\">{escape(row['metric'])} ({better} better)</td>")
+            elif isinstance(row.get(field), float):
+                text = p_value_text(row[field]) if field == "p_corrected" else fmt(row[field])
+                cells.append(f"<td data-column=\"{field}\" data-value=\"{row[field]!r}\">{escape(text)}</td>")
+            else:
+                cells.append(f"<td data-column=\"{field}\">{escape(str(row.get(field)))}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return "\n".join(out) + "</table></div>"
 
 
 def _figure(svg: str, name: str, caption: str) -> str:
@@ -87,12 +120,16 @@ def render_html(report) -> str:
     m = report.metric
     body = [f"<h1>kgeval report</h1><p>{len(report.runs)} run(s); kgeval {escape(__version__)}; "
             f"figures and per-relation tables: {escape(m)}; intervals: {100 * report.confidence:g}%.</p>"]
-    body += [f"<p class='note'>{escape(n)}</p>" for n in report.notes]
     body.append(_figure(figures.figure_one(report.runs, m), "figure-one",
-                        f"Figure 1 (seed 004): {m}, its adjusted index and its z-score per model and dataset"))
+                        f"{m}, its adjusted index and its z-score per model and dataset: Figure 1 of Hoyt et al. "
+                        "(2022) on these runs"))
     body.append(_comparison(report))
+    if report.notes:  # warnings below the summary, not above it
+        body.append("<h2>Notes</h2>" + "".join(f"<p class='note'>{escape(n)}</p>" for n in report.notes))
     for i, run in enumerate(report.runs):
         body.append(f"<section class='run' data-run=\"{escape(run.name)}\"><h2>{escape(run.name)}</h2>"
+                    f"<p class='evaluated'>evaluated on the {escape(run.split)} split of {escape(run.dataset)}</p>"
+                    f"<p class='configuration'>trained: {escape(run.configuration)}</p>"
                     f"<p>{escape(str(run.directory))}</p><pre class='protocol'>{escape(run.protocol)}</pre>")
         body.append(f"<p class='legend'>{escape(legend(report))}</p>")
         body.append(_headline(run, report))
@@ -103,5 +140,7 @@ def render_html(report) -> str:
             body.append(_figure(figures.relation_figure(run.relations, m, report.confidence), f"relations-{i}", f"{m} per relation"))
             body.append(_relations(run, m, report.confidence))
         body.append("</section>")
-    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>kgeval report</title>"
+    body.append(f"<h2>Reference</h2><p class='reference'>{escape(CITATION)}</p>")
+    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'><title>kgeval report</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

@@ -40,6 +40,9 @@ class RunReport:
     results: object
     headline: list[dict] = field(default_factory=list)
     relations: list[dict] = field(default_factory=list)
+    #: the split the numbers were measured on, and the training configuration in one line
+    split: str = "test"
+    configuration: str = ""
 
 
 @dataclass
@@ -58,7 +61,8 @@ class Report:
             "metric": self.metric,
             "confidence": self.confidence,
             "runs": [{"name": r.name, "directory": str(r.directory), "model": r.model, "dataset": r.dataset,
-                      "protocol": r.protocol, "headline": r.headline, "relations": r.relations} for r in self.runs],
+                      "split": r.split, "configuration": r.configuration, "protocol": r.protocol,
+                      "headline": r.headline, "relations": r.relations} for r in self.runs],
             "comparison": self.comparison,
             "notes": self.notes,
         }
@@ -144,7 +148,28 @@ def relation_resamples(num_resamples: int, confidence: float) -> int:
     return max(num_resamples // 5, min_resamples(confidence, "bca"))
 
 
-def _relation_rows(results, metric, *, confidence, num_resamples, seed, why=None) -> list[dict]:
+def configuration_line(config) -> str:
+    """The training configuration of a run in one line, as a methods section states it."""
+    opts = {**config.model.options, **config.training.options}
+    shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in opts.items() if v is not None)
+    return (f"{config.model.name}: {shown}; {config.training.loop} training, {config.training.epochs} epochs, "
+            f"{config.optimizer.name} lr {config.optimizer.lr}; seed {config.seed}")
+
+
+def relation_labels(dataset) -> dict[int, str]:
+    """``{relation id: label}`` of a run's dataset; empty (ids are shown) where it cannot be loaded
+    or its relations have no labels of their own."""
+    from ..data import get_dataset
+
+    try:
+        ds = get_dataset(dataset)
+    except Exception:  # noqa: BLE001 - a report never fails for want of labels
+        return {}
+    labels = {int(i): str(label) for label, i in (getattr(ds, "relation_to_id", None) or {}).items()}
+    return {} if all(label == str(i) for i, label in labels.items()) else labels
+
+
+def _relation_rows(results, metric, *, confidence, num_resamples, seed, why=None, labels=None) -> list[dict]:
     from ..results import Results
 
     table = results.rank_table
@@ -161,7 +186,8 @@ def _relation_rows(results, metric, *, confidence, num_resamples, seed, why=None
         ci = stats.confidence_interval(sub, flat_key("both", RANK_TYPE, metric.key), confidence=confidence,
                                        num_resamples=num_resamples, seed=seed,
                                        why=why) if _units(sub_table) > 1 else None
-        rows.append({"relation": int(rel), "count": int(values["count"]), "value": values[metric.key],
+        rows.append({"relation": (labels or {}).get(int(rel), str(int(rel))), "relation_id": int(rel),
+                     "count": int(values["count"]), "value": values[metric.key],
                      "hits_at_10": values.get("hits_at_10"), "adjusted": sub.value("both", RANK_TYPE, adj_key),
                      "ci_low": None if ci is None else ci[0], "ci_high": None if ci is None else ci[1]})
     return rows
@@ -216,7 +242,8 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
     reports, refused = [], []
     for name, (run, results) in zip(names, loaded):
         rep = RunReport(name, run.directory, run.config.model.name, run.config.dataset,
-                        results.protocol.get("num_entities"), results.evaluation_protocol.describe(), results)
+                        results.protocol.get("num_entities"), results.evaluation_protocol.describe(), results,
+                        split=run.config.evaluation.split, configuration=configuration_line(run.config))
         sides = sorted(results.sides, key=lambda s: s != "both")  # both sides first
         why: list[str] = []
         rep.headline = _headline_rows(results, sides, confidence=confidence,
@@ -225,7 +252,7 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
             refused.append(f"{name}: {len(why)} headline interval(s) left empty ({why[0]})")
         why, per_relation = [], relation_resamples(num_resamples, confidence)
         rep.relations = _relation_rows(results, base, confidence=confidence, num_resamples=per_relation, seed=seed,
-                                       why=why)
+                                       why=why, labels=relation_labels(run.config.dataset))
         if why:
             refused.append(f"{name}: {len(why)} per-relation interval(s) ({per_relation} resamples each) left empty "
                            f"({why[0]})")

@@ -99,13 +99,61 @@ def render_markdown(report) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the LaTeX table's metric columns: (header, headline metric, what of it)
+_LATEX_COLUMNS = (("MRR", "mrr", "value"), ("Hits@1", "hits@1", "value"), ("Hits@3", "hits@3", "value"),
+                  ("Hits@10", "hits@10", "value"), ("MR", "mr", "value"), ("adjusted MRR", "mrr", "adjusted"),
+                  ("z (MRR)", "mrr", "z"), ("p (MRR)", "mrr", "p"))
+
+
+def latex_number(value) -> str:
+    """A number for a paper's table: four significant digits, ``$m \\times 10^{k}$`` outside [0.001, 10^4).
+
+    Examples
+    --------
+    >>> latex_number(0.50415), latex_number(12345.6), latex_number(3.2e-7)
+    ('0.5042', '$1.235 \\times 10^{4}$', '$3.2 \\times 10^{-7}$')
+    """
+    if value is None or not math.isfinite(float(value)):
+        return "--"
+    v = float(value)
+    if v == 0 or 1e-3 <= abs(v) < 1e4:
+        return f"{v:.4g}"
+    k = math.floor(math.log10(abs(v)))
+    return f"${v / 10 ** k:.4g} \\times 10^{{{k}}}$"
+
+
+def latex_p(row: dict) -> str:
+    """A p-value always as ``$m \\times 10^{k}$`` (from its logarithm: one that underflows to 0 keeps its size)."""
+    log10_p = row.get("log10_p")
+    if log10_p is None:
+        return "--" if row.get("p") is None else latex_number(row["p"])
+    k = math.floor(log10_p)
+    return f"${10 ** (log10_p - k):.2g} \\times 10^{{{k}}}$"
+
+
 def render_latex(report) -> str:
-    head = [latex_text(h) for h in ["run", "side", "metric", *headers(report)]]
-    lines = [r"\begin{tabular}{lll" + "r" * len(COLUMNS) + "}", r"\hline",
-             " & ".join(head) + r" \\", r"\hline"]
-    lines += [" & ".join(latex_text(c) for c in [run.name, row["side"], row["metric"], *cells(row)]) + r" \\"
-              for run, row in _rows(report)]
-    lines += [r"\hline", r"\end{tabular}", f"% {latex_text(legend(report))}"]
+    """A booktabs table for a paper: one row per run ("model on dataset"), the headline metrics as columns,
+    both sides and realistic ranks, each value with its bootstrap interval where there is one."""
+    spec = "l" + "r" * len(_LATEX_COLUMNS)
+    lines = [r"% needs \usepackage{booktabs}", r"\begin{table}", r"\centering",
+             r"\begin{tabular}{" + spec + "}", r"\toprule",
+             " & ".join(["model", *[h for h, _, _ in _LATEX_COLUMNS]]) + r" \\", r"\midrule"]
+    for run in report.runs:
+        rows = {row["metric"]: row for row in run.headline if row["side"] == "both"}
+        cells = [latex_text(run.name)]  # "model on dataset", unique among the report's runs
+        for _, metric, what in _LATEX_COLUMNS:
+            row = rows.get(metric)
+            if row is None:
+                cells.append("--")
+            elif what == "p":
+                cells.append(latex_p(row))
+            elif what == "value" and row.get("ci_low") is not None:
+                cells.append(f"{latex_number(row['value'])} [{latex_number(row['ci_low'])}, {latex_number(row['ci_high'])}]")
+            else:
+                cells.append(latex_number(row.get(what)))
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}",
+              r"\caption{" + latex_text(legend(report)) + " Metrics of Hoyt et al.\\ (2022).}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
