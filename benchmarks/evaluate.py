@@ -110,7 +110,7 @@ def _warm_kernel() -> None:
     try:
         from kgeval.evaluation import warm_kernel
     except ImportError:
-        from kgeval.evaluation.count_kernel import _load as warm_kernel
+        from kgeval.evaluation.counting import _load as warm_kernel
     warm_kernel()
 
 

@@ -18,8 +18,8 @@ Modules, in the order a rank is computed:
   chunks with verified true scores); :mod:`.batches`: the per-evaluation state, memory budget and the
   out-of-memory-aware batch driver, a side's queries and the :class:`.batches.Batch`;
 - :mod:`.blocks`: counting a batch over its score blocks (:class:`.blocks.Counts`, the chunk walk) and
-  the only worker threads (the walkers); :mod:`.counting`: the exact rule (torch reference), NaN
-  policy, consistency check; :mod:`.count_kernel`: the compiled counting kernel;
+  the only worker threads (the walkers); :mod:`.counting`: the exact rule (torch reference and compiled kernel),
+  NaN policy, consistency check;
 - :mod:`.listed`: ranking against listed candidates (sampled negatives, given candidates), one driver;
 - :mod:`.distributed`, :mod:`.collectives`, :mod:`.sharded`: multi-process evaluation (task slices,
   entity shards; the collectives and their fault handling);
@@ -35,7 +35,8 @@ from ..protocol import EvaluationProtocol
 from ..filtering import FilterIndex
 from .batches import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
-from .count_kernel import warm_kernel
+from . import counting as count_kernel  # noqa: F401 - the kernel's former module, for existing imports
+from .counting import warm_kernel
 from .options import EvaluationOptions, Tuning, as_options, canonical_names
 from .inputs import KnownTriples
 from .listed import sample_negatives

@@ -70,6 +70,8 @@ class RunContext:
     dist: object | None = None
     #: ``distributed="entities"``: ``(lo, hi, row width, row dtype)`` of this rank's entity shard
     shard: tuple | None = None
+    #: the accumulator of query-level metrics (:class:`.query_metrics.QueryMetricAccumulator`), or None
+    query_metrics: object | None = None
 
     def note_chunk(self, width: int) -> None:
         self.chunk_used = width if self.chunk_used is None else max(self.chunk_used, width)

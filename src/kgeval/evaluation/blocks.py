@@ -2,10 +2,10 @@
 column chunks of a chunked batch (:class:`ChunkWalk`).
 
 Every count goes through :func:`count_block`: on the CPU one compiled pass counts, subtracts the known
-answers and looks for NaN (:mod:`.count_kernel`); elsewhere the known answers are overwritten with NaN
+answers and looks for NaN (:mod:`.counting`); elsewhere the known answers are overwritten with NaN
 in a writable copy and counted by torch (:mod:`.counting`), the reference both are tested against.
 A chunked batch sums ``better`` / ``tied`` over its chunks (exact: counts add), each walker into its own
-accumulator (:class:`.count_kernel.FusedCounts`, or torch counts), and reads each task's in-batch true
+accumulator (:class:`.counting.FusedCounts`, or torch counts), and reads each task's in-batch true
 score from the chunk holding its answer, to be compared with the pass-1 value after the walk.
 
 The walkers, the evaluator's only worker threads: a batch's independent parts (row groups of whole
@@ -30,8 +30,7 @@ import torch
 
 from .._threads import thread_pool, torch_threads
 from .batches import Batch
-from .count_kernel import FusedCounts, fused_counts
-from .counting import check_nan
+from .counting import FusedCounts, check_nan, fused_counts
 
 __all__ = ["count_block", "count_tiles", "count_chunks", "Counts", "ChunkWalk", "known_by_column", "chunk_bounds",
            "row_bounds", "RowBlocks", "walk_parts", "run_on_workers", "walkers"]
@@ -71,7 +70,7 @@ def count_tiles(ctx, sc, tiles: list, tile: int, true, b: Batch, task0: int = 0)
 class Counts:
     """``better`` / ``tied`` of one batch's tasks summed over any number of its score blocks (each block:
     the columns of a chunk for some of its query rows), the NaN rule checked on each: one accumulator,
-    two back ends. The compiled kernel (:class:`.count_kernel.FusedCounts`: one read per block) where this
+    two back ends. The compiled kernel (:class:`.counting.FusedCounts`: one read per block) where this
     evaluation counts with it and the block is CPU float32/float64; otherwise the torch reference
     (:func:`count_block`). Counts add exactly over blocks, so any split gives the counts of whole rows."""
 
@@ -119,7 +118,7 @@ def known_by_column(known, bounds: list[int], as_numpy: bool = False) -> list:
     the batch's pairs by column, one ``searchsorted`` for all ranges.
 
     ``as_numpy`` (CPU tensors): the pairs as int64 numpy arrays, as the counting kernel takes them
-    (:meth:`.count_kernel.FusedCounts.add`; :func:`_torch_pairs` turns one back), grouped by range
+    (:meth:`.counting.FusedCounts.add`; :func:`_torch_pairs` turns one back), grouped by range
     (:func:`_grouped`: the pairs' order within a range does not matter) instead of sorted by column:
     small numpy operations cost a fraction of torch's per-call overhead, paid for every (row block,
     column chunk) part of every batch."""

@@ -26,8 +26,7 @@ from ..ranks import SIDE_NAMES, RankTable
 from . import distributed
 from ..filtering import answer_column, query_keys
 from .batches import RunContext, default_memory_budget
-from .count_kernel import use_kernel
-from .counting import ConsistencyCheck, Counter
+from .counting import ConsistencyCheck, Counter, use_kernel
 from .full import rank_full
 from .inputs import Inputs, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_options, as_tuning
@@ -88,7 +87,7 @@ def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions, tu
     ctx.dist = plan
     ctx.shard = shard
     eval_idx = np.flatnonzero(inp.keep)
-    qacc = QueryMetricAccumulator(opts.query_metrics_k) if ctx.want_query_metrics else None
+    ctx.query_metrics = qacc = QueryMetricAccumulator(opts.query_metrics_k) if ctx.want_query_metrics else None
     from tqdm.auto import tqdm
 
     bar = tqdm(total=eval_idx.shape[0] * len(inp.side_codes), unit="task", desc="Evaluating",
@@ -96,7 +95,7 @@ def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions, tu
     tables, sampled, capped = [], {}, 0
     try:
         with torch.inference_mode(), torch_threads(tuning.bookkeeping_threads):
-            for side, (table, negs, n_capped) in zip(inp.side_codes, _rank_sides(ctx, inp, eval_idx, bar, qacc)):
+            for side, (table, negs, n_capped) in zip(inp.side_codes, _rank_sides(ctx, inp, eval_idx, bar)):
                 tables.append(table)
                 capped += n_capped
                 if negs is not None:
@@ -158,12 +157,12 @@ def _context(inp: Inputs, opts: EvaluationOptions, tuning: Tuning) -> RunContext
     )
 
 
-def _rank_sides(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, bar, qacc) -> list:
+def _rank_sides(ctx: RunContext, inp: Inputs, eval_idx: np.ndarray, bar) -> list:
     """:func:`_rank_side` of each side, one after the other, in side order."""
-    return [_rank_side(ctx, inp, side, eval_idx, bar, qacc) for side in inp.side_codes]
+    return [_rank_side(ctx, inp, side, eval_idx, bar) for side in inp.side_codes]
 
 
-def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, bar, qacc):
+def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, bar):
     """``(rank table, sampled negatives or None, #tasks with capped negatives)`` of one side."""
     opts = ctx.options
     sub = inp.triples[eval_idx]
@@ -197,10 +196,10 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
     if opts.num_negatives is None:
         def local():
             if sharded:
-                from .sharded import rank_full_sharded
+                from .sharded import ShardReduce
 
-                return rank_full_sharded(ctx, sc, sub, eval_idx, keys, answers, index, bar)
-            return rank_full(ctx, sc, sub[part], eval_idx[part], keys[part], answers[part], index, bar, qacc)
+                return rank_full(ctx, sc, sub, eval_idx, keys, answers, index, bar, ShardReduce(ctx.dist))
+            return rank_full(ctx, sc, sub[part], eval_idx[part], keys[part], answers[part], index, bar)
     else:
         capped = int((counts < opts.num_negatives).sum())
         ctx.used_candidates_method = sc.candidates_method is not None

@@ -40,7 +40,7 @@ from .batches import (Batch, Queries, RunContext, SideResult, auto_batch, batch_
                       run_batches)
 from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_tiles, row_bounds, walk_parts, walkers
 from .counting import apply_nan_policy, check_nan
-from .query_metrics import QueryMetricAccumulator, add_query_metrics
+from .query_metrics import add_query_metrics
 from .scoring import SideScorer
 
 __all__ = ["rank_full", "plan_full", "BatchPlan", "answer_scores", "chunk_true_scores", "tile_width", "tile_scores",
@@ -55,13 +55,6 @@ class BatchPlan:
     batch: int
     width: int | None = None
     row_block: int | None = None
-
-
-def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None,
-                 split_rows: bool = True) -> tuple[int, int | None]:
-    """``(batch size in tasks, entity chunk width or None)``: :func:`plan_full` without row blocks."""
-    plan = plan_full(ctx, sc, n_tasks, row_cols, split_rows)
-    return plan.batch if plan.row_block is None else min(plan.batch, plan.row_block), plan.width
 
 
 def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None,
@@ -138,60 +131,108 @@ def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | Non
     return BatchPlan(batch, int(width), row_block)
 
 
+class OneProcess:
+    """The hooks of :func:`rank_full` in one process: nothing to agree on or to sum over ranks. An entity
+    shard's (:class:`.sharded.ShardReduce`) sum the query rows, the true scores (read by the owner of each
+    answer) and the counts over ranks, each after a local step whose errors end every rank."""
+
+    flags = False
+
+    def guard(self, fn, *args):
+        return fn(*args)
+
+    def plan(self, ctx, sc, n_tasks: int) -> BatchPlan:
+        plan = plan_full(ctx, sc, n_tasks)
+        if plan.width is not None:
+            ctx.note_chunk(plan.width)
+        return plan
+
+    def run_batches(self, n: int, batch_size: int, step, bar, ends) -> None:
+        run_batches(n, batch_size, step, bar, ends=ends)
+
+    def rows(self, sc, ent: torch.Tensor) -> torch.Tensor:
+        return ent
+
+    def columns(self, ctx, sc, ans: torch.Tensor, known):
+        """``(each answer's candidate column, the known (row, column) pairs to exclude)``."""
+        return (ans if ctx.pos_map is None else ctx.pos_map[ans]), known
+
+    def true(self, sc, b: Batch, read) -> torch.Tensor:
+        """The true scores ``read(task_q, col)`` of the tasks of ``b``."""
+        return read(b.task_q, b.col)
+
+    def counts(self, ctx, sc, b: Batch, count, flags: bool = False, true=None):
+        """``count()``: ``(better, tied, tasks to re-rank or None)``."""
+        return count()
+
+    def whole_rows(self, ctx, sc, b: Batch):
+        """``(better, tied, true scores, tasks to re-rank (None), score scale)`` of whole score rows."""
+        return _rank_rows(ctx, sc, b, ctx.query_metrics)
+
+    def check(self, ctx, sc, b: Batch, true, scale) -> None:
+        ctx.consistency.check(sc, b.triples, true, sorted({0, b.num_tasks - 1}), scale)
+
+
+ONE_PROCESS = OneProcess()
+
+
 def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
-              answers: np.ndarray, index: FilterIndex | None, bar, qacc: QueryMetricAccumulator | None) -> SideResult:
-    """Counts of every task of one side (``sub``: its triples, ``keys``: their query keys)."""
-    queries = group_by_query(ctx, sub, eval_idx, keys, answers)
-    plan = plan_full(ctx, sc, sub.shape[0])
-    batch_size, width = plan.batch, plan.width
-    if width is not None:
-        ctx.note_chunk(width)
+              answers: np.ndarray, index: FilterIndex | None, bar, red: OneProcess = ONE_PROCESS) -> SideResult:
+    """Counts of every task of one side (``sub``: its triples, ``keys``: their query keys); ``red``: the
+    hooks of an entity shard (:class:`.sharded.ShardReduce`), or of one process."""
+    queries = red.guard(group_by_query, ctx, sub, eval_idx, keys, answers)
+    plan = red.plan(ctx, sc, sub.shape[0])
     res = SideResult()
 
     def step(a0: int, a1: int) -> None:  # a0, a1 are query boundaries (run_batches aligns them)
         q0 = int(np.searchsorted(queries.task_end, a0, side="right"))
         q1 = int(np.searchsorted(queries.task_end, a1, side="right"))
-        better, tied, ncand = _rank_batch(ctx, sc, queries, (q0, q1, a0, a1), index, qacc, plan)
+        better, tied, ncand = _rank_batch(ctx, sc, queries, (q0, q1, a0, a1), index, plan, red)
         res.add(queries.triple_index[a0:a1], better, tied, ncand)
 
-    run_batches(sub.shape[0], batch_size, step, bar, ends=queries.task_end)
+    red.run_batches(sub.shape[0], plan.batch, step, bar, queries.task_end)
     return res
 
 
-def _rank_batch(ctx, sc, queries: Queries, span: tuple, index, qacc, plan: BatchPlan):
+def _rank_batch(ctx, sc, queries: Queries, span: tuple, index, plan: BatchPlan, red: OneProcess):
     """``(better, tied, num_candidates)`` of the tasks ``a0:a1``, whose queries are ``q0:q1`` (``span``)."""
     q0, q1, a0, a1 = span
     dev, nq, nt = ctx.device, q1 - q0, a1 - a0
     task_q, first, rest = batch_tasks(queries.qstart[q0:q1] - a0, nt, dev)
-    ans = queries.answers[a0:a1]
-    col = ans if ctx.pos_map is None else ctx.pos_map[ans]
     known = None
     ncand = torch.full((nt,), ctx.num_columns, dtype=torch.long, device=dev)
     if index is not None:
         known = known_answers(ctx, index, queries.keys[q0:q1])
         nfilt = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, known[0], torch.ones_like(known[0]))
         ncand = ncand - nfilt[task_q] + 1  # the true answer is one of the known answers: count it back in
-    b = Batch(queries.ent[q0:q1], queries.rel[q0:q1], task_q, col, first, rest, known, queries.triples[a0:a1])
+    col, known = red.columns(ctx, sc, queries.answers[a0:a1], known)
+    b = Batch(red.rows(sc, queries.ent[q0:q1]), queries.rel[q0:q1], task_q, col, first, rest, known,
+              queries.triples[a0:a1])
     if plan.width is None:
-        better, tied, true, scale = _rank_rows(ctx, sc, b, qacc)
+        better, tied, true, differ, scale = red.whole_rows(ctx, sc, b)
     else:
-        better, tied, true = _rank_chunks(ctx, sc, b, plan.width, plan.row_block)
+        better, tied, true, differ = _rank_chunks(ctx, sc, b, plan.width, plan.row_block, red)
         scale = None
+    if differ is not None:  # queries whose pass-1 true score is not the in-batch one: ranked again, exactly
+        redo, t = b.redo(differ)
+        ctx.chunk_redone_queries += int(redo.ent.shape[0])
+        bb, tt, tr = _rank_chunks_exact(ctx, sc, redo, plan.width or max(1, sc.num_columns), plan.row_block, red)
+        better[t], tied[t], true[t] = bb, tt, tr.to(true.dtype)
     if index is None:
         tied = tied - 1  # the true answer ties with itself
     better, tied = apply_nan_policy(better, tied, true, ncand, ctx.options.nan_policy)
     if ctx.consistency is not None:
-        ctx.consistency.check(sc, b.triples, true, sorted({0, nt - 1}), scale)
+        red.check(ctx, sc, b, true, scale)
     return better, tied, ncand
 
 
 def _rank_rows(ctx, sc, b: Batch, qacc):
-    """Whole score rows: ``(better, tied, true scores, score scale of the checked rows)``."""
+    """Whole score rows: ``(better, tied, true scores, None, score scale of the checked rows)``."""
     picks = sorted({0, b.num_tasks - 1}) if ctx.consistency is not None else []
     if qacc is None:
         parts = _rank_row_groups(ctx, sc, b, picks, tile_width(ctx, sc))
         better, tied, true = (torch.cat([p[i] for p in parts]) for i in range(3))
-        return better, tied, true, _scale(sum(p[3] for p in parts), picks, sc)
+        return better, tied, true, None, _scale(sum(p[3] for p in parts), picks, sc)
     scores = sc.rows(b.ent, b.rel)
     true = scores[b.task_q, b.col]
     abs_sum = sum(_abs_sum(scores[b.task_q[p]]) for p in picks)
@@ -204,7 +245,7 @@ def _rank_rows(ctx, sc, b: Batch, qacc):
         scores[rows, fcol] = float("nan")
     better, tied = ctx.counter.rows(scores, true, b.task_q, b.first, b.rest)
     add_query_metrics(qacc, sc.side, scores, b.task_q, b.col, masked, ctx.options.nan_policy)
-    return better, tied, true, _scale(abs_sum, picks, sc)
+    return better, tied, true, None, _scale(abs_sum, picks, sc)
 
 
 def _abs_sum(rows: torch.Tensor) -> float:
@@ -319,6 +360,8 @@ def answer_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, min_tru
     for very narrow products round differently from the wide products of whole rows and chunks.
     """
     ncols, dev = sc.num_columns, task_q.device
+    if col.numel() == 0:  # (an entity shard owning none of the batch's answers)
+        return torch.zeros(col.shape, device=dev)
     cols = torch.unique(col)
     pad = min(ncols, min_true_columns)
     if cols.numel() < pad:
@@ -347,41 +390,40 @@ def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, wid
     return true
 
 
-def _rank_chunks(ctx, sc, b: Batch, width, row_block=None):
-    """Column chunks of ``width``: ``(better, tied, true scores)``.
+def _rank_chunks(ctx, sc, b: Batch, width, row_block, red):
+    """Column chunks of ``width``: ``(better, tied, pass-1 true scores, tasks to rank again or None)``.
 
     Pass 1 scores the whole batch against the batch's answer columns only (:func:`answer_scores`),
     ~#rows / #columns of the batch's work. Pass 2 scores every chunk for the whole batch and counts
     against those scores; in the answer's chunk it reads the in-batch score, and all are compared
     bitwise with the pass-1 values at the end. The queries of any task that differs are ranked again
-    on their own with true scores and counts from the same chunk calls (:func:`_rank_chunks_exact`),
-    so the true score is always exactly the value compared against. :mod:`.sharded` runs the same
-    passes on an entity shard's local columns.
+    on their own (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared
+    against. In one process pass 1 runs while the other walkers score their first chunk.
     """
     rb = row_bounds(b.ent.shape[0], row_block)
     n_walkers = walkers(ctx, sc, -(-sc.num_columns // width) * (len(rb) - 1),
                         max(y - x for x, y in zip(rb, rb[1:])) * width)
-    prepared = sc.prepared(b.ent, b.rel, n_walkers)  # the batch's queries, built once for both passes
     one = {}
 
-    def pass_one() -> torch.Tensor:  # run by count_chunks while the other walkers score their first chunk
-        one["true"] = t = answer_scores(sc, b.ent, b.rel, b.task_q, b.col, ctx.tuning.min_true_columns)
+    def pass_one() -> torch.Tensor:
+        one["true"] = t = red.true(sc, b, lambda tq, c: answer_scores(sc, b.ent, b.rel, tq, c,
+                                                                       ctx.tuning.min_true_columns))
         return t
 
-    better, tied, differ = count_chunks(ctx, sc, b, width, pass_one, verify=True, prepared=prepared,
-                                        workers=n_walkers, row_block=row_block)
-    true = one["true"]
-    if differ is not None:
-        redo, t = b.redo(differ)
-        ctx.chunk_redone_queries += int(redo.ent.shape[0])
-        bb, tt, tr = _rank_chunks_exact(ctx, sc, redo, width, row_block)
-        better[t], tied[t], true[t] = bb, tt, tr.to(true.dtype)
-    return better, tied, true
+    def count():
+        prepared = sc.prepared(b.ent, b.rel, n_walkers)  # the batch's queries, built once for all chunks
+        return count_chunks(ctx, sc, b, width, one.get("true", pass_one), verify=True, prepared=prepared,
+                            workers=n_walkers, row_block=row_block)
+
+    if red is not ONE_PROCESS:
+        pass_one()  # a sum over ranks: on the calling thread, before the walk
+    better, tied, differ = red.counts(ctx, sc, b, count, red.flags, one.get("true"))
+    return better, tied, one["true"], differ
 
 
-def _rank_chunks_exact(ctx, sc, b: Batch, width, row_block=None):
-    """As :func:`_rank_chunks`, the true scores read from whole chunks of this very batch
-    (:func:`chunk_true_scores`) and counted by the very same calls: the batch's prepared queries, one
+def _rank_chunks_exact(ctx, sc, b: Batch, width, row_block=None, red=ONE_PROCESS):
+    """``(better, tied, true scores)`` of ``b`` with the true scores read from whole chunks of this very
+    batch (:func:`chunk_true_scores`) and counted by the very same calls: the batch's prepared queries, one
     walker on the calling thread. Walkers score on one torch thread each, and a scorer's rounding
     may depend on the thread count (TuckER's heads), so true scores read on the caller's threads and
     counted by walkers could miss their own tie, silently (a filtered rank one better). The count
@@ -392,13 +434,24 @@ def _rank_chunks_exact(ctx, sc, b: Batch, width, row_block=None):
     if len(rb) > 2:
         split, out = RowBlocks(b.task_q, b.known, rb), []
         for i in range(len(rb) - 1):
-            out.append(_rank_chunks_exact(ctx, sc, split.batch(b, i)[1], width))
+            out.append(_rank_chunks_exact(ctx, sc, split.batch(b, i)[1], width, None, red))
         return tuple(torch.cat([o[j] for o in out]) for j in range(3))
-    prepared = sc.prepared(b.ent, b.rel)
-    true = chunk_true_scores(sc, b.ent, b.rel, b.task_q, b.col, width, prepared=prepared)
-    better, tied, differ = count_chunks(ctx, sc, b, width, true, verify=True, prepared=prepared, workers=1)
-    if differ is not None:
-        raise nondeterministic(sc, differ.numel())
+    got = {}
+
+    def read(task_q, col):
+        got["prepared"] = p = sc.prepared(b.ent, b.rel)
+        return chunk_true_scores(sc, b.ent, b.rel, task_q, col, width, prepared=p)
+
+    true = red.true(sc, b, read)
+
+    def count():
+        better, tied, differ = count_chunks(ctx, sc, b, width, true, verify=True, prepared=got["prepared"],
+                                            workers=1)
+        if differ is not None:  # (on an entity shard every rank ends with this error)
+            raise nondeterministic(sc, differ.numel())
+        return better, tied, None
+
+    better, tied, _ = red.counts(ctx, sc, b, count)
     return better, tied, true
 
 

@@ -40,14 +40,14 @@ import torch
 from .._threads import torch_threads
 from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_TAIL
-from .batches import Batch, RunContext, SideResult, auto_batch, batch_tasks, group_by_query, known_answers
+from .batches import Batch, RunContext, SideResult, auto_batch
 from .counting import apply_nan_policy, check_nan
-from .blocks import count_block, count_chunks, count_tiles
-from .full import answer_scores, chunk_true_scores, nondeterministic, plan_batches, tile_scores, tile_width
+from .blocks import count_block, count_tiles
+from .full import BatchPlan, OneProcess, answer_scores, plan_full, tile_scores, tile_width
 from .scorers import accepts_keyword
 from .scoring import SideScorer, own_prepare
 
-__all__ = ["ShardSideScorer", "rank_full_sharded", "rank_sampled_sharded"]
+__all__ = ["ShardSideScorer", "ShardReduce", "rank_sampled_sharded"]
 
 
 def _prepare_from(shard, side: int):
@@ -162,180 +162,123 @@ class ShardSideScorer(SideScorer):
 
 
 class _Alone:
-    """The consistency check's single-triple score, from a query row and the answer's own column."""
+    """The consistency check's single-triple score, from the batch's query row and the answer's column."""
 
-    def __init__(self, sc: ShardSideScorer, rows: torch.Tensor, qrow: dict):
-        self.sc, self.rows, self.qrow, self.side = sc, rows, qrow, sc.side
+    def __init__(self, sc: ShardSideScorer, b: Batch, picks: list):
+        self.sc, self.b, self.side = sc, b, sc.side
+        self.row_of = {tuple(int(x) for x in b.triples[j]): int(b.task_q[j]) for j in picks}
 
     def alone(self, h: int, r: int, t: int) -> float:
-        ent, ans = (t, h) if self.side == SIDE_HEAD else (h, t)
-        row = self.rows[self.qrow[(ent, r)]][None]
-        rel = torch.tensor([r], device=self.sc.device)
-        out = self.sc._call(self.sc.method, row, rel, entities=torch.tensor([ans], device=self.sc.device))
-        return float(self.sc._checked(out, (1, 1), self.sc.method.__name__)[0, 0])
+        i = self.row_of[(h, r, t)]
+        ans = h if self.side == SIDE_HEAD else t
+        sc = self.sc
+        out = sc._call(sc.method, self.b.ent[i:i + 1], self.b.rel[i:i + 1],
+                       entities=torch.tensor([ans], device=sc.device))
+        return float(sc._checked(out, (1, 1), sc.method.__name__)[0, 0])
 
 
-def _plan_local(ctx: RunContext, sc: ShardSideScorer, n_tasks: int) -> tuple[int, int | None]:
-    """``(this rank's batch size, local chunk width or None)``: :func:`.full.plan_batches` on the local
-    columns (a whole-row call returns the local columns only)."""
-    batch, width = plan_batches(ctx, sc, n_tasks, row_cols=sc.num_local, split_rows=False)
-    if width is not None:
-        ctx.note_chunk(width)
-    return batch, width
+class ShardReduce(OneProcess):
+    """The hooks of :func:`.full.rank_full` on an entity shard: every rank walks all tasks in the same
+    batches; the query rows (filled in by their owners), the true scores (read by the owner of each
+    answer, as float64 bit patterns: exact, NaN and -0.0 included) and the counts against the local
+    columns (with one re-rank flag per task when some rank chunks) are summed over ranks, each after a
+    local step whose errors end every rank (:meth:`.collectives.Plan.reduce`)."""
 
+    def __init__(self, plan):
+        self.dist = plan
+        self.flags = False
 
-def rank_full_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
-                      answers: np.ndarray, index, bar) -> SideResult:
-    """Counts of every task of one side (all tasks, on every rank) against every entity."""
-    plan = ctx.dist
-    queries = plan.guard(group_by_query, ctx, sub, eval_idx, keys, answers)
-    local_batch, width = plan.guard(_plan_local, ctx, sc, sub.shape[0])
-    batch_size = plan.agree_min(local_batch)
-    # widths are local (a rank's slice may be narrow or empty), the collectives' sizes are not
-    flags = any(plan.exchange(lambda: width is not None))
-    res = SideResult()
+    def guard(self, fn, *args):
+        return self.dist.guard(fn, *args)
 
-    def step(a0: int, a1: int) -> None:
-        q0 = int(np.searchsorted(queries.task_end, a0, side="right"))
-        q1 = int(np.searchsorted(queries.task_end, a1, side="right"))
-        better, tied, ncand = _rank_batch(ctx, sc, queries, (q0, q1, a0, a1), index, width, flags)
-        res.add(queries.triple_index[a0:a1], better, tied, ncand)
+    def plan(self, ctx, sc, n_tasks: int) -> BatchPlan:
+        """:func:`.full.plan_full` on the local columns (a whole-row call returns those only), the
+        smallest batch of any rank; widths stay local (a rank's slice may be narrow or empty)."""
+        def local():
+            p = plan_full(ctx, sc, n_tasks, row_cols=sc.num_local, split_rows=False)
+            if p.width is not None:
+                ctx.note_chunk(p.width)
+            return p
 
-    plan.run_batches(sub.shape[0], batch_size, step, bar, ends=queries.task_end)
-    return res
+        p = self.dist.guard(local)
+        self.flags = any(self.dist.exchange(lambda: p.width is not None))
+        return BatchPlan(self.dist.agree_min(p.batch), p.width)
 
+    def run_batches(self, n: int, batch_size: int, step, bar, ends) -> None:
+        self.dist.run_batches(n, batch_size, step, bar, ends=ends)
 
-def _rank_batch(ctx, sc: ShardSideScorer, queries, span: tuple, index, width, flags: bool):
-    """``(better, tied, num_candidates)`` of the tasks ``a0:a1`` (queries ``q0:q1``: ``span``); ``width``: this
-    rank's chunk width or None; ``flags``: some rank chunks, so phase C carries the re-rank flags."""
-    q0, q1, a0, a1 = span
-    dev, nq, nt, plan = ctx.device, q1 - q0, a1 - a0, ctx.dist
-    st = {}
-    tile = tile_width(ctx, sc) if width is None and sc.num_local else None
-    wire, ints = _int_of(sc.row_dtype)
+    def rows(self, sc, ent: torch.Tensor) -> torch.Tensor:
+        wire, ints = _int_of(sc.row_dtype)
+        rows = self.dist.reduce(lambda: _to_bits(sc.query_rows(ent), wire, ints), (ent.shape[0], sc.width), ints)
+        return rows.view(wire).to(device=sc.device, dtype=sc.row_dtype)
 
-    def phase_a():
-        task_q, st["first"], st["rest"] = batch_tasks(queries.qstart[q0:q1] - a0, nt, dev)
-        st["task_q"] = task_q
-        ans = queries.answers[a0:a1]
-        st["lcol"] = sc.local_column(ans, ctx.pos_map)
-        ncand = torch.full((nt,), ctx.num_columns, dtype=torch.long, device=dev)
-        st["known"] = None
-        if index is not None:
-            rows, cols = known_answers(ctx, index, queries.keys[q0:q1])
-            nfilt = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rows, torch.ones_like(rows))
-            ncand = ncand - nfilt[task_q] + 1
-            local = (cols >= sc.c_lo) & (cols < sc.c_hi)  # filtered answers are excluded where they live
-            st["known"] = (rows[local], cols[local] - sc.c_lo)
-        st["ncand"] = ncand
-        return _to_bits(sc.query_rows(queries.ent[q0:q1]), wire, ints)
+    def columns(self, ctx, sc, ans: torch.Tensor, known):
+        col = sc.local_column(ans, ctx.pos_map)
+        if known is not None:  # filtered answers are excluded where they live
+            rows, cols = known
+            local = (cols >= sc.c_lo) & (cols < sc.c_hi)
+            known = (rows[local], cols[local] - sc.c_lo)
+        return col, known
 
-    qrows = plan.reduce(phase_a, (nq, sc.width), ints).view(wire).to(device=dev, dtype=sc.row_dtype)
-    rel = queries.rel[q0:q1]
-    triples = queries.triples[a0:a1]
-    st["qrows"], st["rel"], st["triples"] = qrows, rel, triples
+    def true(self, sc, b: Batch, read) -> torch.Tensor:
+        nt, dev = b.num_tasks, sc.device
 
-    def phase_b():
-        task_q, lcol = st["task_q"], st["lcol"]
-        mine = (lcol >= 0).nonzero().view(-1)
-        true = torch.zeros(nt, dtype=torch.float64, device=dev)
-        if width is None and tile is not None:  # whole local rows of unaligned length, in tiles (see full)
-            st["tiles"] = tiles = sc.tiles(qrows, rel, tile)
-            if mine.numel():
-                true[mine] = tile_scores(tiles, tile, task_q[mine], lcol[mine]).double()
-        elif width is None:  # whole local rows: scored once, counted in phase C
-            scores = sc.chunk(qrows, rel, 0, sc.num_local)
-            st["scores"] = scores
-            true[mine] = scores[task_q[mine], lcol[mine]].double()
-        elif mine.numel():  # pass 1: the batch against this rank's answer columns only
-            true[mine] = answer_scores(sc, qrows, rel, task_q[mine], lcol[mine], ctx.tuning.min_true_columns).double()
-        return true.view(torch.int64)
+        def local():
+            mine = (b.col >= 0).nonzero().view(-1)
+            true = torch.zeros(nt, dtype=torch.float64, device=dev)
+            got = read(b.task_q[mine], b.col[mine])  # (scores the local rows where read does)
+            true[mine] = got.double()
+            return true.view(torch.int64)
 
-    true64 = plan.reduce(phase_b, (nt,), torch.int64).view(torch.float64).to(dev)
+        true64 = self.dist.reduce(local, (nt,), torch.int64).view(torch.float64).to(dev)
+        return true64.to(sc.score_dtype(b.ent, b.rel))
 
-    def phase_c():  # this rank's view of the batch: its local answer columns and known answers
-        b = Batch(qrows, rel, st["task_q"], st["lcol"], st["first"], st["rest"], st["known"], triples)
-        redo = torch.zeros(nt if flags else 0, dtype=torch.long, device=dev)
-        if width is None and tile is not None:
-            tiles = st.pop("tiles")
-            true = true64.to(tiles[0].dtype)
-            better, tied = count_tiles(ctx, sc, tiles, tile, true, b)
-        elif width is None:
-            scores = st.pop("scores")
-            true = true64.to(scores.dtype)
-            better, tied = count_block(ctx, sc, scores, true, b)
-        else:  # pass 2: count chunk by chunk, verify this rank's answers against pass 1
-            true = true64.to(sc.score_dtype(qrows, rel))
-            better, tied, differ = count_chunks(ctx, sc, b, width, true, verify=True)
-            redo = torch.zeros(nt, dtype=torch.long, device=dev)
-            if differ is not None:
-                redo[differ] = 1
-        st["true"] = true
-        if ctx.consistency is not None:  # within a tolerance: a pass-1 value that is re-ranked does as well
-            _check(ctx, sc, queries, span, st, true)
-        return torch.cat([better.to(dev), tied.to(dev), redo])
+    def counts(self, ctx, sc, b: Batch, count, flags: bool = False, true=None):
+        nt, dev = b.num_tasks, ctx.device
 
-    counts = plan.reduce(phase_c, ((3 if flags else 2) * nt,), torch.int64).to(dev)
-    better, tied = counts[:nt].clone(), counts[nt:2 * nt].clone()
-    if flags and bool((counts[2 * nt:] > 0).any()):  # the same decision on every rank
-        _rerank(ctx, sc, st, width or max(1, sc.num_local), (counts[2 * nt:] > 0).nonzero().view(-1),
-                true64, (better, tied))
-    true = true64.to(st["true"].dtype)
-    if index is None:
-        tied = tied - 1  # the true answer ties with itself (on the rank that owns it)
-    better, tied = apply_nan_policy(better, tied, true, st["ncand"], ctx.options.nan_policy)
-    return better, tied, st["ncand"]
+        def local():
+            better, tied, differ = count()
+            if true is not None and ctx.consistency is not None:
+                picks = [j for j in sorted({0, nt - 1}) if int(b.col[j]) >= 0]  # on the rank owning the answer
+                if picks:
+                    ctx.consistency.check(_Alone(sc, b, picks), b.triples, true, picks)
+            parts = [better.to(dev), tied.to(dev)]
+            if flags:
+                redo = torch.zeros(nt, dtype=torch.long, device=dev)
+                if differ is not None:
+                    redo[differ] = 1
+                parts.append(redo)
+            return torch.cat(parts)
 
+        c = self.dist.reduce(local, ((3 if flags else 2) * nt,), torch.int64).to(dev)
+        differ = (c[2 * nt:] > 0).nonzero().view(-1) if flags else None
+        return c[:nt].clone(), c[nt:2 * nt].clone(), differ if differ is not None and differ.numel() else None
 
-def _rerank(ctx, sc: ShardSideScorer, st: dict, width, differ, true64, counts: tuple) -> None:
-    """The queries of the tasks flagged in phase C, ranked again on their own (:func:`.full._rank_chunks_exact`
-    on the local columns; a rank scoring whole rows passes ``width = #local``): the owner reads the
-    true scores from whole chunks of this sub-batch, every rank counts against them. Writes
-    ``true64`` and the ``counts`` ``(better, tied)`` of those tasks in place."""
-    plan, dev = ctx.dist, ctx.device
-    better, tied = counts
-    # every rank holds the same flags, hence the same queries and tasks to redo
-    whole = Batch(st["qrows"], st["rel"], st["task_q"], st["lcol"], st["first"], st["rest"], st["known"],
-                  st["triples"])
-    r, tasks = whole.redo(differ)
-    n_tasks = int(tasks.numel())
-    redo = {}
+    def whole_rows(self, ctx, sc, b: Batch):
+        """Whole local rows, scored once (in tiles when unaligned, as in one process), the true scores
+        summed over ranks before the counts: ``(better, tied, true scores, tasks to re-rank or None, None)``."""
+        tile = tile_width(ctx, sc) if sc.num_columns else None
+        got = {}
 
-    def phase_b():
-        ctx.chunk_redone_queries += int(r.ent.shape[0])
-        # the owner reads the true scores from the very calls it counts with in phase C (one walker,
-        # the same prepared queries: see .full._rank_chunks_exact)
-        redo["prepared"] = sc.prepared(r.ent, r.rel)
-        true = chunk_true_scores(sc, r.ent, r.rel, r.task_q, r.col, width, prepared=redo["prepared"])
-        mine = r.col >= 0
-        return torch.where(mine, true.double(), torch.zeros_like(true, dtype=torch.float64)).view(torch.int64)
+        def read(task_q, col):  # scored here, inside the guarded step
+            if tile is None:
+                got["scores"] = s = sc.chunk(b.ent, b.rel, 0, sc.num_columns)
+                return s[task_q, col]
+            got["tiles"] = t = sc.tiles(b.ent, b.rel, tile)
+            return tile_scores(t, tile, task_q, col)
 
-    true_r = plan.reduce(phase_b, (n_tasks,), torch.int64).view(torch.float64).to(dev)
+        true = self.true(sc, b, read)
 
-    def phase_c():
-        b, tt, differ = count_chunks(ctx, sc, r, width, true_r.to(st["true"].dtype), verify=True,
-                                     prepared=redo["prepared"], workers=1)
-        if differ is not None:  # the owner's identical calls disagreed (every rank ends with this error)
-            raise nondeterministic(sc, differ.numel())
-        return torch.cat([b.to(dev), tt.to(dev)])
+        def count():
+            if tile is None:
+                return (*count_block(ctx, sc, got.pop("scores"), true, b), None)
+            return (*count_tiles(ctx, sc, got.pop("tiles"), tile, true, b), None)
 
-    counts = plan.reduce(phase_c, (2 * n_tasks,), torch.int64).to(dev)
-    better[tasks], tied[tasks] = counts[:n_tasks], counts[n_tasks:]
-    true64[tasks] = true_r
+        better, tied, differ = self.counts(ctx, sc, b, count, self.flags, true)
+        return better, tied, true, differ, None
 
-
-def _check(ctx, sc, queries, span: tuple, st: dict, true) -> None:
-    """The consistency check of the batch's first and last task, on the rank owning each answer."""
-    q0, q1, a0, a1 = span
-    qrows, triples = st["qrows"], st["triples"]
-    nt = a1 - a0
-    picks = [j for j in sorted({0, nt - 1}) if int(st["lcol"][j]) >= 0]
-    if not picks:
-        return
-    ent = queries.ent[q0:q1].tolist()
-    rel = queries.rel[q0:q1].tolist()
-    qrow = {(e, r): i for i, (e, r) in enumerate(zip(ent, rel))}
-    ctx.consistency.check(_Alone(sc, qrows, qrow), triples, true, picks)
+    def check(self, ctx, sc, b: Batch, true, scale) -> None:
+        """(Checked in :meth:`counts`, on the rank owning each checked answer.)"""
 
 
 def _sampled_batch(ctx: RunContext, sc: ShardSideScorer, n: int, k: int) -> int:
@@ -418,8 +361,8 @@ def rank_sampled_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, 
             if ctx.consistency is not None:
                 picks = [j for j in sorted({0, b - 1}) if int(st["acol"][j]) >= 0]
                 if picks:
-                    qrow = {(int(e), int(x)): i for i, (e, x) in enumerate(zip(ent.tolist(), r.tolist()))}
-                    ctx.consistency.check(_Alone(sc, qrows, qrow), sub[a0:a1], true, picks)
+                    one = Batch(qrows, r, torch.arange(b, device=dev), st["acol"], None, None, None, sub[a0:a1])
+                    ctx.consistency.check(_Alone(sc, one, picks), sub[a0:a1], true, picks)
             return torch.cat([better, tied])
 
         counts = plan.reduce(phase_c, (2 * b,), torch.int64).to(dev)
