@@ -206,9 +206,9 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
 
         def local():
             if sharded:
-                from .sharded import rank_sampled_sharded
+                from .sharded import ShardReduce
 
-                return rank_sampled_sharded(ctx, sc, sub, eval_idx, negs, bar)
+                return rank_listed(ctx, sc, sub, eval_idx, negs, bar, ShardReduce(ctx.dist))
             return rank_listed(ctx, sc, sub[part], eval_idx[part], negs[part], bar)
     # "entities": every rank holds every task's summed counts already
     res = local() if ctx.dist is None or sharded else ctx.dist.gather_side(local)

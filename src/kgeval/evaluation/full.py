@@ -150,8 +150,19 @@ class OneProcess:
     def run_batches(self, n: int, batch_size: int, step, bar, ends) -> None:
         run_batches(n, batch_size, step, bar, ends=ends)
 
+    def listed_batch(self, ctx, sc, n: int, k: int) -> int:
+        """Tasks per batch of ranking against ``k`` listed candidates each (:mod:`.listed`)."""
+        cols = (k + 1) if sc.candidates_method is not None else ctx.num_entities
+        return ctx.options.batch_size or auto_batch(ctx.budget, cols, n)
+
     def rows(self, sc, ent: torch.Tensor) -> torch.Tensor:
         return ent
+
+    def candidates(self, ctx, sc, b: Batch, ans: torch.Tensor, ng: torch.Tensor, valid: torch.Tensor):
+        """``(scores of [answer, candidates...] (b, 1 + k), the usable candidate entries)``; padding is
+        scored as the answer."""
+        cand = torch.cat([ans[:, None], torch.where(valid, ng, ans[:, None])], dim=1)
+        return sc.candidates(b.ent, b.rel, cand), valid
 
     def columns(self, ctx, sc, ans: torch.Tensor, known):
         """``(each answer's candidate column, the known (row, column) pairs to exclude)``."""

@@ -46,8 +46,9 @@ from ..errors import InvalidInputError
 from ..protocol import EvaluationProtocol, tasks_digest
 from ..ranks import SIDE_NAMES, SIDE_TAIL, RankTable, Side
 from ..filtering import FilterIndex
-from .batches import RunContext, SideResult, auto_batch, default_memory_budget, run_batches
+from .batches import Batch, RunContext, SideResult, default_memory_budget
 from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan
+from .full import ONE_PROCESS, OneProcess
 from .inputs import prepare_inputs
 from .options import EvaluationOptions, Tuning, as_tuning
 from .scorers import eval_mode
@@ -116,13 +117,13 @@ def sample_negatives(keys: np.ndarray, answers: np.ndarray, *, num_negatives: in
 
 
 def rank_listed(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.ndarray, negs: np.ndarray,
-                bar) -> SideResult:
+                bar, red: OneProcess = ONE_PROCESS) -> SideResult:
     """Counts of every task ``sub[i]`` of one side against its listed candidates ``negs[i]`` (``(n, k)``
-    entity ids, ``-1`` = padding); ``eval_idx``: the tasks' triple indices."""
+    entity ids, ``-1`` = padding); ``eval_idx``: the tasks' triple indices; ``red``: the hooks of an
+    entity shard (each rank scores the candidates in its slice), or of one process."""
     dev = ctx.device
     n, k = negs.shape
-    cols = (k + 1) if sc.candidates_method is not None else ctx.num_entities
-    batch_size = ctx.options.batch_size or auto_batch(ctx.budget, cols, n)
+    batch_size = red.listed_batch(ctx, sc, n, k)
     res = SideResult()
     t_sub = torch.as_tensor(sub, device=dev)
     t_negs = torch.as_tensor(negs, device=dev)
@@ -133,21 +134,31 @@ def rank_listed(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.n
         ans, ent = (t, h) if sc.side == SIDE_TAIL else (h, t)
         ng = t_negs[a0:a1]
         valid = ng >= 0
-        cand = torch.cat([ans[:, None], torch.where(valid, ng, ans[:, None])], dim=1)
-        scores = sc.candidates(ent, r, cand)
-        true = scores[:, 0]
-        # padding was scored as the answer: a NaN there is the true score's, which counts anyway
-        check_nan(nan_policy, sc.side, scores, true, sub[a0:a1], torch.arange(a1 - a0, device=dev))
-        # padding is no candidate: NaN counts neither better nor tied (a new tensor, not a write)
-        neg = torch.where(valid, scores[:, 1:], torch.full_like(scores[:, 1:], float("nan")))
-        better, tied = ctx.counter.pairs(neg, true)
+        b = Batch(red.rows(sc, ent), r, torch.arange(a1 - a0, device=dev), red.columns(ctx, sc, ans, None)[0],
+                  None, None, None, sub[a0:a1])
+        got = {}
+
+        def read(task_q, col):  # scores every row's candidates (an entity shard: those in its slice)
+            got["scores"], got["usable"] = red.candidates(ctx, sc, b, ans, ng, valid)
+            return got["scores"][task_q, 0]
+
+        true = red.true(sc, b, read)
+
+        def count():
+            scores, usable = got.pop("scores"), got.pop("usable")
+            # padding and candidates elsewhere hold the answer's score or 0: a NaN there is the true score's
+            check_nan(nan_policy, sc.side, scores, true, b.triples, b.task_q)
+            neg = torch.where(usable, scores[:, 1:], torch.full_like(scores[:, 1:], float("nan")))
+            return (*ctx.counter.pairs(neg, true), None)
+
+        better, tied, _ = red.counts(ctx, sc, b, count, False, true)
         ncand = 1 + valid.sum(1)
         better, tied = apply_nan_policy(better, tied, true, ncand, nan_policy)
         if ctx.consistency is not None:
-            ctx.consistency.check(sc, sub[a0:a1], true, sorted({0, a1 - a0 - 1}))
+            red.check(ctx, sc, b, true, None)
         res.add(eval_idx[a0:a1], better, tied, ncand)
 
-    run_batches(n, batch_size, step, bar)
+    red.run_batches(n, batch_size, step, bar, None)
     return res
 
 

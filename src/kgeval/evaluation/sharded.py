@@ -34,20 +34,18 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from .._threads import torch_threads
 from ..errors import InvalidInputError
-from ..ranks import SIDE_HEAD, SIDE_TAIL
-from .batches import Batch, RunContext, SideResult, auto_batch
-from .counting import apply_nan_policy, check_nan
+from ..ranks import SIDE_HEAD
+from .batches import Batch, RunContext, auto_batch
 from .blocks import count_block, count_tiles
 from .full import BatchPlan, OneProcess, answer_scores, plan_full, tile_scores, tile_width
 from .scorers import accepts_keyword
 from .scoring import SideScorer, own_prepare
 
-__all__ = ["ShardSideScorer", "ShardReduce", "rank_sampled_sharded"]
+__all__ = ["ShardSideScorer", "ShardReduce"]
 
 
 def _prepare_from(shard, side: int):
@@ -207,6 +205,15 @@ class ShardReduce(OneProcess):
     def run_batches(self, n: int, batch_size: int, step, bar, ends) -> None:
         self.dist.run_batches(n, batch_size, step, bar, ends=ends)
 
+    def listed_batch(self, ctx, sc, n: int, k: int) -> int:
+        return self.dist.agree_min(self.dist.guard(_sampled_batch, ctx, sc, n, k))
+
+    def candidates(self, ctx, sc, b: Batch, ans, ng: torch.Tensor, valid: torch.Tensor):
+        """Only the candidates in this rank's slice are scored (:func:`_local_candidates`), the others 0."""
+        ncol = sc.local_column(ng, ctx.pos_map)
+        scores = _local_candidates(sc, b.ent, b.rel, torch.cat([b.col[:, None], ncol], dim=1))
+        return scores, valid & (ncol >= 0)
+
     def rows(self, sc, ent: torch.Tensor) -> torch.Tensor:
         wire, ints = _int_of(sc.row_dtype)
         rows = self.dist.reduce(lambda: _to_bits(sc.query_rows(ent), wire, ints), (ent.shape[0], sc.width), ints)
@@ -310,66 +317,3 @@ def _local_candidates(sc: ShardSideScorer, qrows, rel, cand: torch.Tensor) -> to
     else:
         got = answer_scores(sc, qrows, rel, torch.arange(b, device=cand.device), pos)
     return torch.where(here, got, torch.zeros_like(got))
-
-
-def rank_sampled_sharded(ctx: RunContext, sc: ShardSideScorer, sub: np.ndarray, eval_idx: np.ndarray,
-                         negs: np.ndarray, bar) -> SideResult:
-    """Counts of every task against its sampled negatives (drawn for all tasks on every rank);
-    each rank scores only the candidates in its slice (:func:`_local_candidates`): the owner of the
-    answer its true score, every rank its negatives."""
-    plan, dev = ctx.dist, ctx.device
-    n, k = negs.shape
-    batch_size = plan.agree_min(plan.guard(_sampled_batch, ctx, sc, n, k))
-    res = SideResult()
-    t_sub = torch.as_tensor(sub, device=dev)
-    t_negs = torch.as_tensor(negs, device=dev)
-    nan_policy = ctx.options.nan_policy
-    wire, ints = _int_of(sc.row_dtype)
-
-    def step(a0: int, a1: int) -> None:
-        h, r, t = t_sub[a0:a1, 0], t_sub[a0:a1, 1], t_sub[a0:a1, 2]
-        ans, ent = (t, h) if sc.side == SIDE_TAIL else (h, t)
-        ng = t_negs[a0:a1]
-        valid = ng >= 0
-        b = a1 - a0
-        st = {}
-        qrows = plan.reduce(lambda: _to_bits(sc.query_rows(ent), wire, ints), (b, sc.width), ints) \
-            .view(wire).to(device=dev, dtype=sc.row_dtype)
-
-        def phase_b():
-            acol = sc.local_column(ans, ctx.pos_map)
-            ncol = sc.local_column(ng, ctx.pos_map)
-            st["acol"], st["here"] = acol, valid & (ncol >= 0)
-            scores = _local_candidates(sc, qrows, r, torch.cat([acol[:, None], ncol], dim=1))
-            st["got"] = scores[:, 1:]
-            mine = (acol >= 0).nonzero().view(-1)
-            true = torch.zeros(b, dtype=torch.float64, device=dev)
-            true[mine] = scores[mine, 0].double()
-            return true.view(torch.int64)
-
-        true64 = plan.reduce(phase_b, (b,), torch.int64).view(torch.float64).to(dev)
-
-        def phase_c():
-            got, here = st.pop("got"), st["here"]
-            true = true64.to(got.dtype)
-            st["true"] = true
-            # the NaN check sees the local candidates (and the true score); other columns count 0
-            check_nan(nan_policy, sc.side, torch.where(here, got, torch.zeros_like(got)), true, sub[a0:a1],
-                      torch.arange(b, device=dev))
-            neg = torch.where(here, got, torch.full_like(got, float("nan")))
-            better, tied = ctx.counter.pairs(neg, true)
-            if ctx.consistency is not None:
-                picks = [j for j in sorted({0, b - 1}) if int(st["acol"][j]) >= 0]
-                if picks:
-                    one = Batch(qrows, r, torch.arange(b, device=dev), st["acol"], None, None, None, sub[a0:a1])
-                    ctx.consistency.check(_Alone(sc, one, picks), sub[a0:a1], true, picks)
-            return torch.cat([better, tied])
-
-        counts = plan.reduce(phase_c, (2 * b,), torch.int64).to(dev)
-        better, tied = counts[:b], counts[b:]
-        ncand = 1 + valid.sum(1)
-        better, tied = apply_nan_policy(better, tied, true64.to(st["true"].dtype), ncand, nan_policy)
-        res.add(eval_idx[a0:a1], better, tied, ncand)
-
-    plan.run_batches(n, batch_size, step, bar)
-    return res
