@@ -30,7 +30,6 @@ from .counting import ConsistencyCheck, Counter, use_kernel
 from .full import rank_full
 from .inputs import Inputs, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_options, as_tuning
-from .query_metrics import QueryMetricAccumulator
 from .listed import rank_listed, sample_negatives
 from .scorers import eval_mode
 from .scoring import SideScorer
@@ -128,6 +127,40 @@ def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions, tu
     protocol = _protocol(inp, opts, ctx, table, eval_idx, capped, num_known)
     extra = qacc.to_flat_dict() if qacc is not None else {}
     return EvaluationOutput(table, protocol, extra, sampled or None)
+
+
+class QueryMetricAccumulator:
+    """Collects per-query ``E[hits@k]``, ``m`` and ``N`` (:func:`.full.add_query_metrics`) and reports the mean
+    ``{side}.precision_at_{k}`` / ``recall_at_{k}`` over queries (per side and both), with the null model's
+    ``random_precision_at_{k} = min(k, N) m / (N k)`` and ``random_recall_at_{k} = min(k, N) / N``."""
+
+    def __init__(self, ks):
+        self.ks = tuple(int(k) for k in ks)
+        self.parts: dict[str, list[dict[str, np.ndarray]]] = {}
+
+    def add(self, side: str, hits: dict[int, torch.Tensor], num_relevant: torch.Tensor, num_candidates: torch.Tensor):
+        part = {f"hits{k}": hits[k].cpu().numpy() for k in self.ks}
+        part["m"] = num_relevant.cpu().numpy().astype(np.float64)
+        part["n"] = num_candidates.cpu().numpy().astype(np.float64)
+        self.parts.setdefault(side, []).append(part)
+
+    def to_flat_dict(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        cols = {}
+        for side, parts in self.parts.items():
+            cols[side] = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        if len(cols) > 1:
+            cols["both"] = {name: np.concatenate([c[name] for c in cols.values()]) for name in next(iter(cols.values()))}
+        for side, c in cols.items():
+            m, n = c["m"], c["n"]
+            for k in self.ks:
+                hits = c[f"hits{k}"]
+                null_hits = np.minimum(k, n) * m / n
+                out[f"{side}.precision_at_{k}"] = float(np.mean(hits / k))
+                out[f"{side}.random_precision_at_{k}"] = float(np.mean(null_hits / k))
+                out[f"{side}.recall_at_{k}"] = float(np.mean(hits / m))
+                out[f"{side}.random_recall_at_{k}"] = float(np.mean(np.minimum(k, n) / n))
+        return out
 
 
 def _context(inp: Inputs, opts: EvaluationOptions, tuning: Tuning) -> RunContext:

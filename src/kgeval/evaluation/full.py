@@ -40,7 +40,7 @@ from .batches import (Batch, Queries, RunContext, SideResult, auto_batch, batch_
                       run_batches)
 from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_tiles, row_bounds, walk_parts, walkers
 from .counting import apply_nan_policy, check_nan
-from .query_metrics import add_query_metrics
+from ..ranks import SIDE_NAMES
 from .scoring import SideScorer
 
 __all__ = ["rank_full", "plan_full", "BatchPlan", "answer_scores", "chunk_true_scores", "tile_width", "tile_scores",
@@ -473,3 +473,82 @@ def nondeterministic(sc, n: int) -> InvalidInputError:
         f"identical calls ({n} answer scores differ): exact ranks need deterministic scores (on a GPU: "
         "torch.use_deterministic_algorithms(True))"
     )
+
+
+# ------------------------------------------------------------------ query-level metrics
+def add_query_metrics(qacc, side: int, scores, task_q, col, masked, nan_policy: str) -> None:
+    """Add the query rows of one batch to ``qacc`` (:class:`.evaluator.QueryMetricAccumulator`): query-level
+    precision@k and recall@k (set retrieval per query, not per task).
+
+    A query's *relevant* set is its answers in the evaluation set (``m``); answers known only from the
+    filter sets become ``-inf`` and leave the candidates (``N`` left). ``P@k = hits@k / k``,
+    ``R@k = hits@k / m``, with ``hits@k`` its exact expectation under random tie-breaking
+    (:func:`expected_hits`); the null model's ``E[hits@k] = min(k, N) m / N``. Ties are exact score
+    equality: ``query_metrics_k`` is refused with ``tie_tolerance > 0`` (a tolerant tie is not
+    transitive, so the top ``k`` would be undefined).
+
+    ``scores``: the batch's ``(q, C)`` rows, with the known answers masked when ``masked`` =
+    ``(rows, columns, saved scores)`` is given (then ``scores`` is the evaluator's own tensor).
+    """
+    dev = scores.device
+    nq, ncols = scores.shape
+    code = torch.unique(task_q * ncols + col)  # unique (query row, relevant column) pairs
+    rel_rows, rel_cols = code // ncols, code % ncols
+    num_rel = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rel_rows, torch.ones_like(rel_rows))
+    n_excl = torch.zeros(nq, dtype=torch.long, device=dev)
+    if masked is not None:
+        rows, fcol, saved = masked
+        is_rel = torch.isin(rows * ncols + fcol, code)
+        scores[rows, fcol] = torch.where(is_rel, saved, torch.full_like(saved, float("-inf")))
+        n_excl.index_add_(0, rows, (~is_rel).long())
+    if nan_policy == "worst" and bool(torch.isnan(scores).any()):
+        scores = torch.nan_to_num(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+    hits = expected_hits(scores, rel_rows, rel_cols, num_rel, n_excl, qacc.ks)
+    qacc.add(SIDE_NAMES[side], hits, num_rel, ncols - n_excl)
+
+
+def expected_hits(
+    scores: torch.Tensor,
+    rel_rows: torch.Tensor,
+    rel_cols: torch.Tensor,
+    num_relevant: torch.Tensor,
+    num_excluded: torch.Tensor,
+    ks,
+) -> dict[int, torch.Tensor]:
+    """``E[hits@k]`` per query row for each ``k`` in ``ks``: with ``v`` the k-th largest score, ``n_gt`` /
+    ``n_eq`` the candidates above / equal to it and ``rel_gt`` / ``rel_eq`` the relevant ones among them,
+    ``E[hits@k] = rel_gt + (k - n_gt) rel_eq / n_eq`` (hypergeometric mean); ``m`` when ``k >= N``.
+
+    ``scores``: ``(q, C)`` with excluded candidates already set to ``-inf`` (and no NaN);
+    ``rel_rows``/``rel_cols``: positions of the relevant candidates; ``num_excluded``: the number
+    of ``-inf`` entries per row that are not candidates.
+    """
+    q, c = scores.shape
+    kmax = min(max(ks) + 1, c)
+    vals = scores.topk(kmax, dim=1).values  # descending
+    rel_scores = scores[rel_rows, rel_cols]
+    n_cand = c - num_excluded
+    m = num_relevant.to(torch.float64)
+    out = {}
+    for k in ks:
+        kk = min(k, kmax)
+        v = vals[:, kk - 1]
+        # everything scoring above the k-th largest value sits in the first k-1 positions
+        n_gt = (vals[:, : kk - 1] > v[:, None]).sum(1)
+        n_eq = (vals == v[:, None]).sum(1)
+        # the tie block may run past the top-k list: count it on the full row
+        full = (vals[:, kmax - 1] == v) & (kmax < c)
+        if bool(full.any()):
+            rows = full.nonzero().view(-1)
+            n_eq[rows] = (scores[rows] == v[rows, None]).sum(1)
+        n_eq = n_eq - torch.where(v == float("-inf"), num_excluded, torch.zeros_like(num_excluded))
+        rv = v[rel_rows]
+        rel_gt = torch.zeros(q, dtype=torch.float64, device=scores.device).index_add_(
+            0, rel_rows, (rel_scores > rv).to(torch.float64)
+        )
+        rel_eq = torch.zeros(q, dtype=torch.float64, device=scores.device).index_add_(
+            0, rel_rows, (rel_scores == rv).to(torch.float64)
+        )
+        hits = rel_gt + (k - n_gt).to(torch.float64) * rel_eq / n_eq.clamp(min=1).to(torch.float64)
+        out[k] = torch.where(n_cand <= k, m, hits)
+    return out
