@@ -576,7 +576,7 @@ def test_chunk_walkers_work_in_a_forked_child(monkeypatch):
 
 def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatch):
     """A scorer that does not declare ``concurrent_scoring`` is walked by one thread, ``out=`` or not;
-    a model in training mode is evaluated in eval mode (:func:`kgeval.evaluation.scorers.eval_mode`),
+    a model in training mode is evaluated in eval mode (:func:`kgeval.evaluation.scoring.eval_mode`),
     so it is walked like one."""
     two = _tuned(workers=2)
     model, train, test = _tied_model_and_triples("distmult", 120, 4, 7, 300, 250)

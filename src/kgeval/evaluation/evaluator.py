@@ -31,8 +31,7 @@ from .full import rank_full
 from .inputs import Inputs, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_options, as_tuning
 from .listed import rank_listed, sample_negatives
-from .scorers import eval_mode
-from .scoring import SideScorer
+from .scoring import SideScorer, eval_mode
 
 __all__ = ["EvaluationOutput", "evaluate_ranks", "run_evaluation"]
 
@@ -59,7 +58,7 @@ def evaluate_ranks(scorer, triples, *, filter_triples=(), options: EvaluationOpt
 def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions,
                    tuning: Tuning | None = None) -> EvaluationOutput:
     """The evaluation of ``triples`` under ``opts`` (validated before any work starts), with a torch
-    module scorer in eval mode meanwhile (:func:`.scorers.eval_mode`: no dropout, no batch-norm updates).
+    module scorer in eval mode meanwhile (:func:`.scoring.eval_mode`: no dropout, no batch-norm updates).
     ``tuning``: the performance knobs (default :meth:`.options.Tuning.from_env`, read now, once)."""
     tuning = as_tuning(tuning)
     with eval_mode(scorer):

@@ -51,8 +51,7 @@ from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan
 from .full import ONE_PROCESS, OneProcess
 from .inputs import prepare_inputs
 from .options import EvaluationOptions, Tuning, as_tuning
-from .scorers import eval_mode
-from .scoring import SideScorer
+from .scoring import SideScorer, eval_mode
 
 __all__ = ["sample_negatives", "rank_listed", "evaluate_candidates", "parse_candidates"]
 

@@ -14,6 +14,8 @@ a copy otherwise (stride-0 ``expand`` views, slices of a larger tensor, the scor
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 from .._threads import torch_threads
@@ -22,7 +24,7 @@ from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL
 from .scorers import accepts_entities, accepts_keyword
 
-__all__ = ["SideScorer"]
+__all__ = ["SideScorer", "eval_mode"]
 
 
 def own_prepare(obj, score: str, prepare: str, run: str):
@@ -269,3 +271,20 @@ class SideScorer:
             except (RuntimeError, NotImplementedError):  # sparse or meta tensors hold no plain storage
                 pass
         return True
+
+
+@contextmanager
+def eval_mode(scorer):
+    """Run the block with ``scorer`` (and the model it wraps, ``scorer.model``) in eval mode where they are
+    torch modules, restoring every submodule's own mode afterwards: an evaluation needs deterministic
+    scores (no dropout, no batch-norm updates from the evaluation's batches)."""
+    modules = {id(obj): obj for obj in (scorer, getattr(scorer, "model", None)) if isinstance(obj, torch.nn.Module)}
+    states = [(m, m.training) for obj in modules.values() for m in obj.modules() if m.training]
+    for obj in modules.values():
+        if any(m.training for m in obj.modules()):
+            obj.eval()
+    try:
+        yield
+    finally:
+        for m, mode in states:
+            m.training = mode
