@@ -33,12 +33,11 @@ import dataclasses
 from ..errors import InvalidInputError
 from ..protocol import EvaluationProtocol
 from ..filtering import FilterIndex
-from .batches import default_memory_budget
 from .evaluator import EvaluationOutput, evaluate_ranks, run_evaluation
 from . import counting as count_kernel  # noqa: F401 - the kernel's former module, for existing imports
 from .counting import warm_kernel
 from .options import EvaluationOptions, Tuning, as_options, canonical_names
-from .inputs import KnownTriples
+from .inputs import KnownTriples, default_memory_budget
 from .listed import sample_negatives
 from .scorers import FunctionScorer, PyKEENScorer, Scorer, as_scorer
 

@@ -29,11 +29,11 @@ import numpy as np
 import torch
 
 from .._threads import thread_pool, torch_threads
-from .batches import Batch
+from .batches import Batch, walkers
 from .counting import FusedCounts, check_nan, fused_counts
 
 __all__ = ["count_block", "count_tiles", "count_chunks", "Counts", "ChunkWalk", "known_by_column", "chunk_bounds",
-           "row_bounds", "RowBlocks", "walk_parts", "run_on_workers", "walkers"]
+           "row_bounds", "RowBlocks", "walk_parts", "run_on_workers"]
 
 
 def count_block(ctx, sc, scores, true, b: Batch, task0: int = 0):
@@ -338,29 +338,6 @@ class _AnswerScores:
 
 
 # ------------------------------------------------------------------------------------- the walkers
-def walkers(ctx, sc, nparts: int, block: int) -> int:
-    """How many walkers take a batch's ``nparts`` parts, each scoring on one torch thread.
-
-    On the CPU with ``t >= 2`` walkers (``Tuning.workers``, default the caller's torch threads),
-    single-threaded walkers (each scores its part, then counts it with the compiled kernel, both
-    outside the GIL) keep every core busy; one walker with a ``t``-thread matmul leaves ``t - 1``
-    cores idle while it counts. A scorer's rounding may depend on the thread count, which is safe
-    because every walker reads each answer's score from the very block it counts with, pass 2
-    verifies pass 1, and re-ranking scores and counts on one walker. Only for scorers that say
-    several threads may score at once (``concurrent_scoring``) and take ``out=``, automatic block
-    sizes (each walker holds one block of at most ``block`` scores) and when this evaluation counts
-    with the kernel (decided at its start). Otherwise 1: the sequential executor.
-    """
-    n = ctx.tuning.workers or ctx.score_threads or 1
-    if n < 2 or nparts < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > ctx.tuning.cpu_block:
-        return 1
-    if getattr(sc.scorer, "concurrent_scoring", False) is not True:
-        return 1
-    if not ctx.counter.fused:
-        return 1
-    return min(n, nparts)
-
-
 def walk_parts(sc, n_parts: int, workers: int, score: Callable, use: Callable, *,
                setup: Callable | None = None, start: Callable | None = None) -> list:
     """Walk parts ``0 .. n_parts - 1``: ``x = score(k, slot)`` then ``use(k, x, state)``, where ``state``

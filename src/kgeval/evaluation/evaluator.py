@@ -25,10 +25,10 @@ from ..protocol import EvaluationProtocol, FilterSet, Sampling, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable
 from . import distributed
 from ..filtering import answer_column, query_keys
-from .batches import RunContext, default_memory_budget
+from .batches import RunContext
 from .counting import ConsistencyCheck, Counter, use_kernel
 from .full import rank_full
-from .inputs import Inputs, prepare_inputs
+from .inputs import Inputs, default_memory_budget, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_options, as_tuning
 from .listed import rank_listed, sample_negatives
 from .scoring import SideScorer, eval_mode

@@ -28,107 +28,20 @@ the number of entities.
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from ..errors import InvalidInputError
 from ..filtering import FilterIndex
-from .batches import (Batch, Queries, RunContext, SideResult, auto_batch, batch_tasks, group_by_query, known_answers,
-                      run_batches)
-from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_tiles, row_bounds, walk_parts, walkers
+from .batches import (Batch, BatchPlan, Queries, RunContext, SideResult, auto_batch, batch_tasks, group_by_query,
+                      known_answers, plan_full, run_batches, walkers)
+from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_tiles, row_bounds, walk_parts
 from .counting import apply_nan_policy, check_nan
 from ..ranks import SIDE_NAMES
 from .scoring import SideScorer
 
 __all__ = ["rank_full", "plan_full", "BatchPlan", "answer_scores", "chunk_true_scores", "tile_width", "tile_scores",
            "nondeterministic"]
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """How one side's tasks are batched: ``batch`` tasks per batch; ``width``: the entity chunk width
-    (None: whole rows); ``row_block``: query rows per row block of a chunked batch (None: one block)."""
-
-    batch: int
-    width: int | None = None
-    row_block: int | None = None
-
-
-def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None,
-              split_rows: bool = True, quiet: bool = False) -> BatchPlan:
-    """The :class:`BatchPlan` for rows of ``sc.num_columns`` candidate columns, whose whole-row call
-    returns ``row_cols`` scores (default: every entity; an entity shard's local slice: its own columns);
-    the sizes are the :class:`.options.Tuning` of ``ctx``. A pure function of the options, the tuning,
-    the budget, the device and the scorer's capabilities: it changes nothing (the caller records the
-    chunk width for the protocol).
-
-    On the CPU, automatic sizes keep each score block near ``cpu_block`` entries: a fresh block of
-    hundreds of MB costs page faults and zeroing on every batch, and a block that fits the cache is
-    counted from the cache. Rows of more than ``cpu_whole_cols`` entities are chunked
-    (``cpu_block_rows`` queries x ``cpu_chunk_block / cpu_block_rows`` entities, batches of equal size)
-    rather than batched a few rows at a time (each batch reads the whole entity table). Shorter rows
-    are whole; a batch holds up to ``whole_batch_blocks`` row groups of one block per walker
-    (:func:`_row_groups`; ``split_rows=False`` for callers that score a batch's rows in one piece: one
-    block of ``shard_row_block`` entries). A batch of automatic CPU chunks holds up to ``row_blocks``
-    row blocks, walked as one (:func:`count_chunks` ``row_block``). The memory budget stays an upper
-    bound; explicit ``batch_size`` / ``entity_chunk_size`` are used as given. ``quiet``: no warning.
-    """
-    tun, opts, extra = ctx.tuning, ctx.options, sc.score_bytes
-    even_rows = None
-    ncols = max(1, sc.num_columns)
-    row_cols = ctx.num_entities if row_cols is None else max(1, row_cols)
-    width = opts.entity_chunk_size
-    cpu_blocks = ctx.device.type == "cpu" and opts.batch_size is None
-    if width is None and not ctx.want_query_metrics:
-        # automatic: chunk when the budget does not hold a small batch of whole rows
-        if auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < min(n_tasks, tun.min_chunk_rows):
-            rows = min(n_tasks, tun.chunk_rows)
-            width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
-        if cpu_blocks and sc.accepts_entities and ncols > tun.cpu_whole_cols:
-            # batches of equal size, not full ones and a remainder (a short batch pays the per-batch
-            # work for few rows)
-            rows = tun.cpu_block_rows
-            rows = even_rows = -(-n_tasks // -(-n_tasks // rows)) if n_tasks else 1  # (no task: a "tasks" rank's share)
-            cap = max(1, tun.cpu_chunk_block // rows)
-            cap = max(tun.cpu_chunk_align, cap // tun.cpu_chunk_align * tun.cpu_chunk_align)
-            width = cap if width is None else min(width, cap)
-    if width is not None and width >= ncols:
-        width = None
-    if width is not None and not sc.accepts_entities:
-        if not quiet:
-            warnings.warn(
-                f"scorer.{sc.method.__name__} has no entities= keyword (or the scorer declares entity_subsets=False): "
-                "entity chunking is impossible, "
-                "whole score rows are used",
-                stacklevel=5,
-            )
-        width = None
-    if width is None:
-        batch = opts.batch_size or auto_batch(ctx.budget, row_cols, n_tasks, extra=extra)
-        if cpu_blocks and split_rows:
-            # rows are scored and counted in groups of one block (_row_groups): a batch of several
-            # groups per walker pays the per-batch work (known answers, task bookkeeping) once for
-            # all; query metrics score a batch's rows in one piece (one block per walker's share)
-            n_walkers = walkers(ctx, sc, 2, 0)
-            groups = 1 if ctx.want_query_metrics else tun.whole_batch_blocks
-            batch = min(batch, max(tun.min_chunk_rows, groups * n_walkers * tun.cpu_block // ncols))
-        elif cpu_blocks:  # whole local rows of row_cols (an entity shard's slice: not all ncols columns)
-            batch = min(batch, max(tun.min_chunk_rows, tun.shard_row_block // row_cols))
-        return BatchPlan(batch)
-    batch = opts.batch_size or auto_batch(ctx.budget, width, n_tasks, extra=extra)
-    row_block = None
-    if cpu_blocks:
-        if even_rows is not None and split_rows:
-            row_block = max(1, min(batch, even_rows))
-            batch = min(batch, row_block * tun.row_blocks)
-        else:
-            batch = min(batch, max(tun.min_chunk_rows, tun.cpu_chunk_block // width))
-            if even_rows is not None:
-                batch = min(batch, even_rows)
-    return BatchPlan(batch, int(width), row_block)
 
 
 class OneProcess:

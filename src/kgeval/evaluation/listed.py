@@ -46,10 +46,10 @@ from ..errors import InvalidInputError
 from ..protocol import EvaluationProtocol, tasks_digest
 from ..ranks import SIDE_NAMES, SIDE_TAIL, RankTable, Side
 from ..filtering import FilterIndex
-from .batches import Batch, RunContext, SideResult, default_memory_budget
+from .batches import Batch, RunContext, SideResult
 from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan
 from .full import ONE_PROCESS, OneProcess
-from .inputs import prepare_inputs
+from .inputs import default_memory_budget, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_tuning
 from .scoring import SideScorer, eval_mode
 

@@ -41,7 +41,8 @@ from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD
 from .batches import Batch, RunContext, auto_batch
 from .blocks import count_block, count_tiles
-from .full import BatchPlan, OneProcess, answer_scores, plan_full, tile_scores, tile_width
+from .batches import BatchPlan, plan_full
+from .full import OneProcess, answer_scores, tile_scores, tile_width
 from .scorers import accepts_keyword
 from .scoring import SideScorer, own_prepare
 
@@ -190,7 +191,7 @@ class ShardReduce(OneProcess):
         return self.dist.guard(fn, *args)
 
     def plan(self, ctx, sc, n_tasks: int) -> BatchPlan:
-        """:func:`.full.plan_full` on the local columns (a whole-row call returns those only), the
+        """:func:`.batches.plan_full` on the local columns (a whole-row call returns those only), the
         smallest batch of any rank; widths stay local (a rank's slice may be narrow or empty)."""
         def local():
             p = plan_full(ctx, sc, n_tasks, row_cols=sc.num_local, split_rows=False)
