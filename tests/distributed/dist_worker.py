@@ -354,7 +354,7 @@ def nan_on_one_rank(rank, world, train, test):
             lambda: kgeval.evaluate(nan, test, filter_triples=train, progress=False, distributed="entities", **kw))
     # whole local rows of 15 columns scored in tiles of 8 (Tuning.tile_cols shrunk from 4,096)
     import kgeval.evaluation.full as ranking
-    import kgeval.evaluation.sharded as sharded
+    import kgeval.evaluation.collectives as sharded
     from kgeval.evaluation import Tuning
 
     tiles8 = Tuning.from_env().replace(tile_cols=8, tile_align=8)
@@ -602,7 +602,7 @@ def wide(rank, world):
     """Graphs wider than a few dozen entities: sampled candidates scored as unions of columns, the
     re-ranking of chunked batches whose pass-1 scores differ, automatic CPU chunks of the local slice."""
     import kgeval.evaluation.full as ranking
-    import kgeval.evaluation.sharded as sharded
+    import kgeval.evaluation.collectives as sharded
 
     report, mode = {}, "entities"
     redone = []

@@ -27,11 +27,12 @@ from . import distributed
 from ..filtering import answer_column, query_keys
 from .batches import RunContext
 from .counting import ConsistencyCheck, Counter, use_kernel
-from .full import rank_full
+from .collectives import ShardReduce
+from .full import ONE_PROCESS, rank_full
 from .inputs import Inputs, default_memory_budget, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_options, as_tuning
 from .listed import rank_listed, sample_negatives
-from .scoring import SideScorer, eval_mode
+from .scoring import ShardSideScorer, SideScorer, eval_mode
 
 __all__ = ["EvaluationOutput", "evaluate_ranks", "run_evaluation"]
 
@@ -207,8 +208,6 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
         if opts.filtered:  # only the known answers of the queries evaluated here
             index = inp.known_triples.index(inp.triples, side, keys, inp.num_entities, inp.num_relations, ctx.device)
         if sharded:
-            from .sharded import ShardSideScorer
-
             sc = ShardSideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device,
                                  allowed=ctx.allowed, threads=ctx.score_threads, layout=ctx.shard)
         else:
@@ -223,25 +222,18 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
     # a rank failing here (out of memory, say) ends every rank instead of leaving them waiting
     index, sc, negs, counts = setup() if ctx.dist is None else ctx.dist.guard(setup)
     capped = 0
-    # distributed="tasks": this rank's slice of the side's tasks
+    # distributed="tasks": this rank's slice of the side's tasks; "entities": all, summed over ranks
     part = slice(None) if ctx.dist is None or sharded else ctx.dist.task_slice(sub.shape[0])
+    red = ShardReduce(ctx.dist) if sharded else ONE_PROCESS
     if opts.num_negatives is None:
         def local():
-            if sharded:
-                from .sharded import ShardReduce
-
-                return rank_full(ctx, sc, sub, eval_idx, keys, answers, index, bar, ShardReduce(ctx.dist))
-            return rank_full(ctx, sc, sub[part], eval_idx[part], keys[part], answers[part], index, bar)
+            return rank_full(ctx, sc, sub[part], eval_idx[part], keys[part], answers[part], index, bar, red)
     else:
         capped = int((counts < opts.num_negatives).sum())
         ctx.used_candidates_method = sc.candidates_method is not None
 
         def local():
-            if sharded:
-                from .sharded import ShardReduce
-
-                return rank_listed(ctx, sc, sub, eval_idx, negs, bar, ShardReduce(ctx.dist))
-            return rank_listed(ctx, sc, sub[part], eval_idx[part], negs[part], bar)
+            return rank_listed(ctx, sc, sub[part], eval_idx[part], negs[part], bar, red)
     # "entities": every rank holds every task's summed counts already
     res = local() if ctx.dist is None or sharded else ctx.dist.gather_side(local)
     ti = np.concatenate(res.triple_index)

@@ -46,7 +46,7 @@ __all__ = ["rank_full", "plan_full", "BatchPlan", "answer_scores", "chunk_true_s
 
 class OneProcess:
     """The hooks of :func:`rank_full` in one process: nothing to agree on or to sum over ranks. An entity
-    shard's (:class:`.sharded.ShardReduce`) sum the query rows, the true scores (read by the owner of each
+    shard's (:class:`.collectives.ShardReduce`) sum the query rows, the true scores (read by the owner of each
     answer) and the counts over ranks, each after a local step whose errors end every rank."""
 
     flags = False
@@ -103,7 +103,7 @@ ONE_PROCESS = OneProcess()
 def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
               answers: np.ndarray, index: FilterIndex | None, bar, red: OneProcess = ONE_PROCESS) -> SideResult:
     """Counts of every task of one side (``sub``: its triples, ``keys``: their query keys); ``red``: the
-    hooks of an entity shard (:class:`.sharded.ShardReduce`), or of one process."""
+    hooks of an entity shard (:class:`.collectives.ShardReduce`), or of one process."""
     queries = red.guard(group_by_query, ctx, sub, eval_idx, keys, answers)
     plan = red.plan(ctx, sc, sub.shape[0])
     res = SideResult()

@@ -24,7 +24,7 @@ from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL
 from .scorers import accepts_entities, accepts_keyword
 
-__all__ = ["SideScorer", "eval_mode"]
+__all__ = ["SideScorer", "ShardSideScorer", "eval_mode"]
 
 
 def own_prepare(obj, score: str, prepare: str, run: str):
@@ -271,6 +271,107 @@ class SideScorer:
             except (RuntimeError, NotImplementedError):  # sparse or meta tensors hold no plain storage
                 pass
         return True
+
+
+# ------------------------------------------------------------------ one side of an entity shard
+def _prepare_from(shard, side: int):
+    """``shard.prepare_heads_from`` / ``prepare_tails_from`` of a kgeval :class:`EntityShard` (see
+    :func:`.scoring.own_prepare`; a user's shard is called per slice)."""
+    kind = "heads" if side == SIDE_HEAD else "tails"
+    return own_prepare(shard, f"score_{kind}_from", f"prepare_{kind}_from", "score_prepared_from")
+
+
+class ShardSideScorer(SideScorer):
+    """One side of an entity shard: scores of query rows against the local (allowed) entities.
+
+    Local columns are the allowed entities inside ``[lo, hi)``: positions ``[c_lo, c_hi)`` of the
+    global candidate columns (the allowed ids are sorted, so they are contiguous).
+    """
+
+    def __init__(self, shard, side: int, *, num_entities: int, device: torch.device, allowed, threads, layout: tuple):
+        """``layout``: ``(lo, hi, row width, row dtype)`` of this rank's entity shard (``RunContext.shard``)."""
+        lo, hi, width, row_dtype = layout
+        self.scorer = shard
+        self.side = side
+        self.num_entities = num_entities
+        self.device = device
+        self.allowed = allowed
+        self.threads = threads
+        self.method = shard.score_heads_from if side == SIDE_HEAD else shard.score_tails_from
+        self.accepts_entities = True
+        self.candidates_method = None
+        self.score_bytes = float(getattr(shard, "score_bytes", 0.0) or 0.0)
+        self.lo, self.hi, self.width, self.row_dtype = lo, hi, width, row_dtype
+        if allowed is None:
+            self.c_lo, self.c_hi = lo, hi
+        else:
+            self.c_lo, self.c_hi = (int(x) for x in torch.searchsorted(allowed, torch.tensor([lo, hi],
+                                                                                            device=allowed.device)))
+        self.num_local = self.c_hi - self.c_lo
+        #: this scorer's columns are the local ones (what :mod:`.full`'s chunk passes walk)
+        self.num_columns = self.num_local
+        self._score_dtype: torch.dtype | None = None
+        # on the CPU a shard taking out= writes each local block into one reused buffer, as in one process
+        self.accepts_out, self._blocks = device.type == "cpu" and accepts_keyword(self.method, "out"), []
+        #: the shard's prepare_heads_from / prepare_tails_from (queries built once per batch), or None
+        self.prepare = _prepare_from(shard, side)
+        self.light_prepare = getattr(shard, "light_prepare", False) is True
+
+    def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
+        """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
+        rows = torch.zeros((ent.shape[0], self.width), dtype=self.row_dtype, device=self.device)
+        own = ((ent >= self.lo) & (ent < self.hi)).nonzero().view(-1)
+        if own.numel():
+            out = self.scorer.entity_rows(ent[own])
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != (own.numel(), self.width) \
+                    or not out.is_floating_point():
+                raise InvalidInputError(f"scorer.entity_rows returned {type(out).__name__} "
+                                        f"{tuple(getattr(out, 'shape', ()))}, expected ({own.numel()}, {self.width}) "
+                                        "floats")
+            rows[own] = out.to(device=self.device, dtype=self.row_dtype)
+        return rows
+
+    def _tile(self, rows, rel, c0: int, c1: int, kw: dict, prepared=None) -> torch.Tensor:
+        """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``, for
+        :meth:`SideScorer.chunk` (in the reused block when the shard takes ``out=``) and
+        :meth:`SideScorer.tiles`; all local columns are asked for as ``entities=None``."""
+        if self.allowed is None:
+            entities = None if (c0, c1) == (0, self.num_local) else slice(self.lo + c0, self.lo + c1)
+        else:
+            entities = self.allowed[self.c_lo + c0:self.c_lo + c1]
+        return self._scored(rows, rel, entities, c1 - c0, prepared, **kw)
+
+    def columns(self, rows: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Scores of the local columns at the sorted local positions ``cols``: ``(b, len(cols))``."""
+        entities = cols + self.lo if self.allowed is None else self.allowed[cols + self.c_lo]
+        return self._scored(rows, rel, entities, int(cols.shape[0]))
+
+    def _scored(self, rows, rel, entities, m: int, prepared=None, **kw) -> torch.Tensor:
+        if prepared is not None:  # the batch's queries, built once (EntityShard.prepare_tails_from)
+            with torch_threads(self.threads):
+                out = self.scorer.score_prepared_from(prepared, entities=entities, **kw)
+        else:
+            out = self._call(self.method, rows, rel, entities=entities, **kw)
+        out = self._checked(out, (rows.shape[0], m), self.method.__name__)
+        self._score_dtype = out.dtype
+        return out
+
+    def score_dtype(self, rows: torch.Tensor, rel: torch.Tensor) -> torch.dtype:
+        """The dtype of this shard's scores (true scores are compared in it, as in one process): from
+        the last scoring call, else one probe call on a single row and column; float32 (float64 for
+        float64 rows) without local columns, where nothing is compared."""
+        if self._score_dtype is None:
+            if self.num_local and rows.shape[0]:
+                self.chunk(rows[:1], rel[:1], 0, 1)
+            else:
+                return torch.float64 if self.row_dtype == torch.float64 else torch.float32
+        return self._score_dtype
+
+    def local_column(self, ids: torch.Tensor, pos_map) -> torch.Tensor:
+        """Local column of each entity id (-1: not a local candidate)."""
+        p = ids if pos_map is None else pos_map[ids.clamp(min=0)]
+        ok = (ids >= 0) & (p >= self.c_lo) & (p < self.c_hi)
+        return torch.where(ok, p - self.c_lo, torch.full_like(p, -1))
 
 
 @contextmanager
