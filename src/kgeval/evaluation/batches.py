@@ -69,7 +69,7 @@ class RunContext:
     dist: object | None = None
     #: ``distributed="entities"``: ``(lo, hi, row width, row dtype)`` of this rank's entity shard
     shard: tuple | None = None
-    #: the accumulator of query-level metrics (:class:`.evaluator.QueryMetricAccumulator`), or None
+    #: the accumulator of query-level metrics (:class:`kgeval.evaluation.QueryMetricAccumulator`), or None
     query_metrics: object | None = None
 
     def note_chunk(self, width: int) -> None:

@@ -390,7 +390,7 @@ def nondeterministic(sc, n: int) -> InvalidInputError:
 
 # ------------------------------------------------------------------ query-level metrics
 def add_query_metrics(qacc, side: int, scores, task_q, col, masked, nan_policy: str) -> None:
-    """Add the query rows of one batch to ``qacc`` (:class:`.evaluator.QueryMetricAccumulator`): query-level
+    """Add the query rows of one batch to ``qacc`` (:class:`kgeval.evaluation.QueryMetricAccumulator`): query-level
     precision@k and recall@k (set retrieval per query, not per task).
 
     A query's *relevant* set is its answers in the evaluation set (``m``); answers known only from the

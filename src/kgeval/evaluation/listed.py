@@ -165,7 +165,7 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
                         tuning: Tuning | None = None) -> tuple[RankTable, EvaluationProtocol]:
     """The rank table and protocol of the given-candidates protocol (module docstring), a torch
     module scorer in eval mode meanwhile (:func:`.scorers.eval_mode`); ``tuning`` as in
-    :func:`.evaluator.run_evaluation`."""
+    :func:`kgeval.evaluation.run_evaluation`."""
     tuning = as_tuning(tuning)
     _refuse_unsupported(opts)
     given = _given_sides(candidates)
