@@ -90,13 +90,9 @@ class Plan:
         return box[0]
 
     def exchange(self, fn, *args):
-        """``fn(*args)`` on this rank, then the results of every rank (a list in rank order).
-
-        Raises on every rank when any rank raised: its own exception on the failing rank,
-        :class:`RankFailedError` on the others. Except for a NaN score under ``nan_policy="raise"``
-        (:class:`~kgeval.errors.NaNScoresError`, about the inputs, not a rank): when the first failing
-        rank raised one, every rank without another error of its own raises it, message and all.
-        """
+        """``fn(*args)`` on this rank, then the results of every rank (a list in rank order); raises on every
+        rank when any rank raised (see the module docstring: own error, :class:`RankFailedError`, or the
+        first failing rank's :class:`~kgeval.errors.NaNScoresError`, message and all)."""
         err = out = None
         try:
             out = fn(*args)
@@ -126,9 +122,8 @@ class Plan:
         return [pickle.loads(p) for _, p, _ in gathered]
 
     def _collective(self, what: str, fn, *args):
-        """``fn(*args)``, a collective: torch's error when it fails (gloo: ``RuntimeError: Timed out
-        waiting 1800000ms for send operation``, or a closed connection) as :class:`CollectiveError`
-        saying why a rank ends up there (out-of-memory errors pass unchanged)."""
+        """``fn(*args)``, a collective: torch's error when it fails (a timeout, a closed connection) as a
+        :class:`CollectiveError` saying why a rank ends up there (out-of-memory errors pass unchanged)."""
         try:
             return fn(*args)
         except RuntimeError as exc:
@@ -166,10 +161,8 @@ class Plan:
         return res
 
     def merge_consistency(self, cc) -> None:
-        """Sum the consistency check's counts over ranks (the first mismatch message of the lowest rank).
-
-        Every rank takes part, with or without a check (``check_consistency`` may differ between
-        ranks: a rank without one skipping the collective left the others waiting)."""
+        """Sum the consistency check's counts over ranks (the first mismatch message of the lowest rank); every
+        rank takes part, with or without a check (``check_consistency`` may differ between ranks)."""
         parts = self.exchange(lambda: None if cc is None else (cc.checked, cc.mismatches, cc.first_mismatch))
         parts = [p for p in parts if p is not None]
         if cc is None:
@@ -267,15 +260,9 @@ _GATHER_SUM_RANKS = 4
 
 
 def _sum_over_ranks(buf: torch.Tensor, world: int) -> torch.Tensor:
-    """The element-wise sum over ranks of the integer tensor ``buf`` (``all_reduce``, SUM).
-
-    On gloo with at most :data:`_GATHER_SUM_RANKS` ranks it is an all-gather and a local sum instead:
-    measured between 2 CPU processes, gloo's ``all_reduce`` took 1.6-1.9 ms per call whatever the
-    size (10 to 10^4 int64; a send/recv round trip 0.15 ms), the all-gather 0.5-0.9 ms, and the
-    entity-sharded evaluation makes three such sums per batch. Integer sums are exact in any order,
-    so the result is the same; the all-gather moves ``(world - 1) x`` the tensor to each rank, at most
-    twice a ring all-reduce's volume up to 4 ranks. NCCL and larger groups keep ``all_reduce``.
-    """
+    """The element-wise sum over ranks of the integer tensor ``buf``: ``all_reduce``, or on gloo with at most
+    :data:`_GATHER_SUM_RANKS` ranks an all-gather and a local sum (cheaper there per call, see
+    ``benchmarks/results/evaluation-notes.md``; integer sums are exact in any order)."""
     d = _dist()
     if world <= _GATHER_SUM_RANKS and d.get_backend() == "gloo":
         out = torch.empty((world, buf.numel()), dtype=buf.dtype, device=buf.device)

@@ -1,29 +1,16 @@
 """Full ranking: every task against all (allowed) candidates, one score row per unique query.
 
-Tasks are grouped by query, so a row is scored once and shared by all tasks of its query. The
-true scores are read first; then every known answer of the query (the task's own answer
-included) is overwritten with NaN, which compares neither greater nor equal (see
-:mod:`.counting`), so ``better = #{row > s}`` and ``tied = #{row == s}`` directly exclude the
-filtered answers and the answer itself, at a cost linear in the number of known answers per
-*query*. ``num_candidates = #allowed entities - #other known answers among them``.
+A row is scored once and shared by the tasks of its query. The known answers of the query are
+excluded from its counts (subtracted by the kernel, or overwritten with NaN, which compares neither
+greater nor equal), so ``better = #{row > s}`` and ``tied = #{row == s}``, at a cost linear in the
+known answers per query; ``num_candidates = #allowed entities - #other known answers among them``.
 
-Entity chunks: when even a small batch of whole rows would exceed the memory budget (or when
-``entity_chunk_size`` is given), each query batch is scored in column chunks ``[q, chunk]``
-through the scorer's ``entities=`` keyword. ``better`` / ``tied`` add exactly over chunks and the
-masking is applied per chunk. The true scores come first, read from the batch scored against its
-answer columns only (~#rows / #columns extra work), and are checked to be bitwise the in-batch
-values compared against (rows that differ are re-ranked exactly, see :func:`_rank_chunks`). On the
-CPU, automatic sizes keep score blocks near 1-2M entries (rows of more than ``Tuning.cpu_whole_cols``
-entities: 1,024 queries x 1,024 entities; shorter rows: groups of whole rows, see :func:`plan_full`),
-so a large (e.g. memory-mapped) entity table is read once per ~1,024 queries; when the memory budget
-forces chunking elsewhere, batches aim at ``Tuning.chunk_rows`` query rows. A scorer without ``entities=`` cannot be chunked (whole rows, with a warning). Query-level
-metrics need whole rows.
-
-Memory of one batch: the score block ``rows x width`` (on the CPU one per walker, each holding
-one row group or chunk at a time; plus a comparison buffer of at most 2^18 entries and the masked
-copy when the scorer keeps the block), the batch's known answers
-(``O(#known answers of its queries)``) and ``O(rows)`` counts: within ``memory_budget``, whatever
-the number of entities.
+Whole rows are scored in row groups of one cache-sized block (aligned column tiles when the row length
+is unaligned), the true scores read from the very block they are counted against. Column chunks
+(``entity_chunk_size``, a tight memory budget, or wide rows on the CPU: :func:`.batches.plan_full`) add
+exactly; their true scores come first from the batch scored against its answer columns only (pass 1)
+and are checked bitwise against the in-batch values (:func:`_rank_chunks`). Memory of one batch: its
+score blocks (one per walker), its known answers and ``O(rows)`` counts, within ``memory_budget``.
 """
 
 from __future__ import annotations
@@ -183,12 +170,8 @@ def _scale(abs_sum: float, picks: list, sc) -> float | None:
 
 
 def tile_width(ctx, sc) -> int | None:
-    """Column tile width for scoring whole rows on the CPU, or None for one product per batch.
-
-    A product into rows whose length is not a multiple of 16 floats (64 bytes) is slow; tiles are
-    about equal, their widths multiples of ``Tuning.tile_align`` columns, near ``Tuning.tile_cols``.
-    Aligned rows stay whole (there tiles cost more). Only for scorers taking ``entities=``.
-    """
+    """Column tile width for whole rows on the CPU (a product into rows of unaligned length is slow): about
+    equal tiles near ``Tuning.tile_cols``, multiples of ``Tuning.tile_align``; None: one product per batch."""
     ncols, w, align = sc.num_columns, ctx.tuning.tile_cols, ctx.tuning.tile_align
     if ctx.device.type != "cpu" or not sc.accepts_entities or ncols <= w or ncols % 16 == 0:
         return None
@@ -198,13 +181,9 @@ def tile_width(ctx, sc) -> int | None:
 
 def _rank_part(ctx, sc, b: Batch, picks, tile, slot, task0=0, prepared=None):
     """``(better, tied, true scores, |score| sum of the picked tasks' rows)`` of the whole-row batch ``b``
-    (``picks``: task indices, relative to ``b``, in the consistency check; ``task0``: the batch index of
-    its first task; ``prepared``: these queries prepared, see :meth:`SideScorer.rows`).
-
-    With ``tile`` (:func:`tile_width`) the rows are scored tile after tile into one block of the
-    whole rows' size (:meth:`SideScorer.tiles`), the true scores read from those very tiles, then
-    each tile counted: exact like a single whole-row product, no second pass.
-    """
+    (``picks``: its tasks in the consistency check; ``task0``: the batch index of its first task). With
+    ``tile`` the rows are scored tile after tile (:meth:`SideScorer.tiles`) and the true scores read from
+    those very tiles: exact like one whole-row product."""
     if tile is None:
         scores = sc.rows(b.ent, b.rel, slot=slot, prepared=prepared)
         true = scores[b.task_q, b.col]
@@ -230,13 +209,9 @@ def tile_scores(tiles: list, tile: int, task_q: torch.Tensor, col: torch.Tensor)
 
 
 def _row_groups(ctx, sc, nq: int) -> list[int]:
-    """Bounds of the row groups of a whole-row batch of ``nq`` query rows: on the CPU groups of one
-    block (``Tuning.cpu_block`` scores, at least ``Tuning.min_walker_rows`` rows), and a batch that holds fewer
-    groups than there are walkers is split among them; elsewhere one group (one product per batch).
-
-    A group is scored and counted before the next is scored into the same block, so the counting
-    reads scores from the cache.
-    """
+    """Bounds of the row groups of a whole-row batch of ``nq`` query rows: on the CPU groups of one block
+    (``Tuning.cpu_block`` scores, at least ``Tuning.min_walker_rows`` rows; counted from the cache), split
+    among the walkers when there are fewer groups; elsewhere one group."""
     if ctx.device.type != "cpu":
         return [0, nq]
     tun = ctx.tuning
@@ -246,14 +221,9 @@ def _row_groups(ctx, sc, nq: int) -> list[int]:
 
 
 def _rank_row_groups(ctx, sc, b: Batch, picks, tile) -> list:
-    """:func:`_rank_part` of each row group (:func:`_row_groups`) of the batch, in group order.
-
-    Each group is a whole-row batch of its own (tasks and known answers, sorted by query row, are
-    contiguous ranges), so its true scores come from the very call it is counted against. Several
-    walkers (:func:`.blocks.walk_parts`) take the next unscored group as they finish one, each
-    scoring (one-thread products into its own block) and counting: the counting of one group hides
-    behind another walker's product.
-    """
+    """:func:`_rank_part` of each row group (:func:`_row_groups`) of the batch, in group order: each group
+    is a whole-row batch of its own, taken by the next free walker (:func:`.blocks.walk_parts`), so the
+    counting of one group hides behind another walker's product."""
     bounds = _row_groups(ctx, sc, b.ent.shape[0])
     ngroups = len(bounds) - 1
     split = RowBlocks(b.task_q, b.known, bounds)
@@ -297,17 +267,13 @@ def answer_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, min_tru
 
 def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, width: int,
                       prepared=None) -> torch.Tensor:
-    """True scores read from whole ``width`` chunks scored for every row of this very batch (exact by
-    construction when pass 2 repeats those very calls: the same rows, chunks, prepared queries and
-    thread count, see :func:`_rank_chunks_exact`; up to 2x the work). Tasks with ``col < 0`` (an
-    answer on another entity shard) get 0."""
+    """True scores read from whole ``width`` chunks scored for every row of this very batch: exact by
+    construction when pass 2 repeats those very calls (:func:`_rank_chunks_exact`)."""
     true = torch.zeros(task_q.shape[0], dtype=torch.float32, device=task_q.device)
-    mine = (col >= 0).nonzero().view(-1)
     bounds = chunk_bounds(sc.num_columns, width)  # the chunks of count_chunks
-    chunk_of = torch.searchsorted(torch.tensor(bounds[1:-1], dtype=col.dtype, device=col.device), col[mine],
-                                  right=True)
+    chunk_of = torch.searchsorted(torch.tensor(bounds[1:-1], dtype=col.dtype, device=col.device), col, right=True)
     for c in torch.unique(chunk_of).tolist():
-        sel = mine[chunk_of == c]
+        sel = (chunk_of == c).nonzero().view(-1)
         part = sc.chunk(ent, rel, bounds[c], bounds[c + 1], prepared=prepared)
         true = true.to(part.dtype)
         true[sel] = part[task_q[sel], col[sel] - bounds[c]]
@@ -317,12 +283,10 @@ def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, wid
 def _rank_chunks(ctx, sc, b: Batch, width, row_block, red):
     """Column chunks of ``width``: ``(better, tied, pass-1 true scores, tasks to rank again or None)``.
 
-    Pass 1 scores the whole batch against the batch's answer columns only (:func:`answer_scores`),
-    ~#rows / #columns of the batch's work. Pass 2 scores every chunk for the whole batch and counts
-    against those scores; in the answer's chunk it reads the in-batch score, and all are compared
-    bitwise with the pass-1 values at the end. The queries of any task that differs are ranked again
-    on their own (:func:`_rank_chunks_exact`), so the true score is always exactly the value compared
-    against. In one process pass 1 runs while the other walkers score their first chunk.
+    Pass 1 scores the batch against its answer columns only (:func:`answer_scores`, ~#rows / #columns of
+    the work; in one process while the other walkers score their first chunk). Pass 2 counts chunk by
+    chunk and compares each answer's in-batch score bitwise with pass 1; the queries of a task that
+    differs are ranked again (:func:`_rank_chunks_exact`), so a true score is exactly the value compared.
     """
     rb = row_bounds(b.ent.shape[0], row_block)
     n_walkers = walkers(ctx, sc, -(-sc.num_columns // width) * (len(rb) - 1),
@@ -346,14 +310,10 @@ def _rank_chunks(ctx, sc, b: Batch, width, row_block, red):
 
 
 def _rank_chunks_exact(ctx, sc, b: Batch, width, row_block=None, red=ONE_PROCESS):
-    """``(better, tied, true scores)`` of ``b`` with the true scores read from whole chunks of this very
-    batch (:func:`chunk_true_scores`) and counted by the very same calls: the batch's prepared queries, one
-    walker on the calling thread. Walkers score on one torch thread each, and a scorer's rounding
-    may depend on the thread count (TuckER's heads), so true scores read on the caller's threads and
-    counted by walkers could miss their own tie, silently (a filtered rank one better). The count
-    checks every answer's score once more; identical calls that still disagree are a named error,
-    never a wrong rank. ``row_block``: at most this many query rows at a time (each group its own
-    batch: the true scores and the counts of a group come from the same calls)."""
+    """``(better, tied, true scores)`` of ``b``, the true scores read from whole chunks of this very batch
+    (:func:`chunk_true_scores`) and counted by the very same calls (prepared queries, one walker on the
+    calling thread: a scorer's rounding may depend on the thread count). Identical calls that still
+    disagree are a named error, never a wrong rank. ``row_block``: at most this many query rows at a time."""
     rb = row_bounds(b.ent.shape[0], row_block)
     if len(rb) > 2:
         split, out = RowBlocks(b.task_q, b.known, rb), []
