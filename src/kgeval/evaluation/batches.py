@@ -1,19 +1,9 @@
-"""The batches of one evaluation: its shared state, their sizes and the driver that walks them, and
-a side's queries cut into batches. Shared by full ranking (:mod:`.full`, entity shards
-included) and listed candidates (:mod:`.listed`); nothing here scores or counts.
-
-- :class:`RunContext`: what every batch of one evaluation needs besides its own tasks (typed, not a
-  parameter bag), and :class:`SideResult`, a side's per-task counts collected batch by batch.
-- The batch plan (:func:`plan_full`, pure), batch sizes from a memory budget (:func:`auto_batch`) and the one
-  out-of-memory-aware batch driver (:func:`run_batches`): it walks ``[0, n)`` in batches; with ``ends``
-  (the sorted end positions of groups, e.g. the tasks of each query) every batch holds whole groups.
-  On an out-of-memory error (CUDA, the CPU allocator or numpy; see :func:`is_out_of_memory`) it
-  halves the batch size and resumes at the failed batch: finished batches are never redone.
-- A side's tasks are sorted by query key, so each query's tasks are contiguous (:func:`group_by_query`);
-  a :class:`Batch` covers whole queries ``q0:q1`` (tasks ``a0:a1``) and maps every task to its query row
-  (:func:`batch_tasks`); the filter's known answers of its queries become ``(row, column)`` pairs
-  (:func:`known_answers`); a chunked batch whose true scores differ re-ranks a sub-batch of its queries
-  (:func:`redo_batch`).
+"""The batches of one evaluation, shared by :mod:`.full` and :mod:`.listed` (nothing here scores or
+counts): the evaluation's state (:class:`RunContext`) and a side's collected counts (:class:`SideResult`);
+the pure batch plan (:func:`plan_full`, :func:`walkers`, :func:`auto_batch`); the one out-of-memory-aware
+batch driver (:func:`run_batches`: on an out-of-memory error it halves the batch and resumes at the
+failed batch, finished batches are never redone); a side's tasks grouped by query (:func:`group_by_query`)
+and cut into :class:`Batch` es of whole queries, with their known answers as ``(row, column)`` pairs.
 """
 
 from __future__ import annotations
@@ -123,22 +113,16 @@ class BatchPlan:
 
 def plan_full(ctx: RunContext, sc, n_tasks: int, row_cols: int | None = None,
               split_rows: bool = True, quiet: bool = False) -> BatchPlan:
-    """The :class:`BatchPlan` for rows of ``sc.num_columns`` candidate columns, whose whole-row call
-    returns ``row_cols`` scores (default: every entity; an entity shard's local slice: its own columns);
-    the sizes are the :class:`.options.Tuning` of ``ctx``. A pure function of the options, the tuning,
-    the budget, the device and the scorer's capabilities: it changes nothing (the caller records the
-    chunk width for the protocol).
+    """The :class:`BatchPlan` for rows of ``sc.num_columns`` columns whose whole-row call returns ``row_cols``
+    scores (default every entity; an entity shard: its local columns), sized by ``ctx.tuning``. Pure: a
+    function of the options, tuning, budget, device and scorer capabilities.
 
-    On the CPU, automatic sizes keep each score block near ``cpu_block`` entries: a fresh block of
-    hundreds of MB costs page faults and zeroing on every batch, and a block that fits the cache is
-    counted from the cache. Rows of more than ``cpu_whole_cols`` entities are chunked
-    (``cpu_block_rows`` queries x ``cpu_chunk_block / cpu_block_rows`` entities, batches of equal size)
-    rather than batched a few rows at a time (each batch reads the whole entity table). Shorter rows
-    are whole; a batch holds up to ``whole_batch_blocks`` row groups of one block per walker
-    (:func:`_row_groups`; ``split_rows=False`` for callers that score a batch's rows in one piece: one
-    block of ``shard_row_block`` entries). A batch of automatic CPU chunks holds up to ``row_blocks``
-    row blocks, walked as one (:func:`count_chunks` ``row_block``). The memory budget stays an upper
-    bound; explicit ``batch_size`` / ``entity_chunk_size`` are used as given. ``quiet``: no warning.
+    On the CPU automatic score blocks stay near ``cpu_block`` entries (counted from the cache). Rows of
+    more than ``cpu_whole_cols`` entities are chunked (``cpu_block_rows`` queries x ``cpu_chunk_block /
+    cpu_block_rows`` entities, equal batches of up to ``row_blocks`` row blocks walked as one); shorter
+    rows are whole, up to ``whole_batch_blocks`` row groups per walker (``split_rows=False``: one block of
+    ``shard_row_block`` entries). The memory budget is an upper bound; explicit ``batch_size`` /
+    ``entity_chunk_size`` are used as given. ``quiet``: no warning.
     """
     tun, opts, extra = ctx.tuning, ctx.options, sc.score_bytes
     even_rows = None
@@ -196,18 +180,11 @@ def plan_full(ctx: RunContext, sc, n_tasks: int, row_cols: int | None = None,
 
 
 def walkers(ctx, sc, nparts: int, block: int) -> int:
-    """How many walkers take a batch's ``nparts`` parts, each scoring on one torch thread.
-
-    On the CPU with ``t >= 2`` walkers (``Tuning.workers``, default the caller's torch threads),
-    single-threaded walkers (each scores its part, then counts it with the compiled kernel, both
-    outside the GIL) keep every core busy; one walker with a ``t``-thread matmul leaves ``t - 1``
-    cores idle while it counts. A scorer's rounding may depend on the thread count, which is safe
-    because every walker reads each answer's score from the very block it counts with, pass 2
-    verifies pass 1, and re-ranking scores and counts on one walker. Only for scorers that say
-    several threads may score at once (``concurrent_scoring``) and take ``out=``, automatic block
-    sizes (each walker holds one block of at most ``block`` scores) and when this evaluation counts
-    with the kernel (decided at its start). Otherwise 1: the sequential executor.
-    """
+    """How many walkers take a batch's ``nparts`` parts, each scoring on one torch thread and counting
+    outside the GIL (``Tuning.workers``, default the caller's torch threads): only on the CPU, for scorers
+    declaring ``concurrent_scoring`` and taking ``out=``, blocks of at most ``cpu_block`` scores, when this
+    evaluation counts with the kernel. Otherwise 1: the sequential executor. (Each walker reads an answer's
+    score from the very block it counts with, so thread-dependent rounding stays exact.)"""
     n = ctx.tuning.workers or ctx.score_threads or 1
     if n < 2 or nparts < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > ctx.tuning.cpu_block:
         return 1

@@ -1,22 +1,16 @@
-"""Counting a batch against its score blocks: one block, column tiles of whole rows, and the walk over
-column chunks of a chunked batch (:class:`ChunkWalk`).
+"""Counting a batch against its score blocks (one block, column tiles of whole rows, the walk over the
+column chunks of a chunked batch: :class:`ChunkWalk`) and the walkers, the evaluator's only threads.
 
-Every count goes through :func:`count_block`: on the CPU one compiled pass counts, subtracts the known
-answers and looks for NaN (:mod:`.counting`); elsewhere the known answers are overwritten with NaN
-in a writable copy and counted by torch (:mod:`.counting`), the reference both are tested against.
-A chunked batch sums ``better`` / ``tied`` over its chunks (exact: counts add), each walker into its own
-accumulator (:class:`.counting.FusedCounts`, or torch counts), and reads each task's in-batch true
-score from the chunk holding its answer, to be compared with the pass-1 value after the walk.
+Every count goes through :func:`count_block` or :class:`Counts` (compiled kernel on the CPU, torch
+reference elsewhere; :mod:`.counting`). Counts add exactly over chunks; a chunk walk reads each task's
+in-batch true score from the chunk holding its answer, compared with pass 1 after the walk.
 
-The walkers, the evaluator's only worker threads: a batch's independent parts (row groups of whole
-rows, or (row block, column chunk) pairs) are walked by :func:`walk_parts` on ``workers`` walkers:
-walker 0 is the calling thread, the others come from one process-wide pool; each takes the next part as it finishes one (so a slow walker
-takes fewer), scores it on one torch thread into its own reused block (``slot``) and uses it. A
-``setup`` task (the batch's serial work) runs on the calling thread while the other walkers score
-their first part; no part's scores are used before it is done. A walker that fails (or is
-interrupted) makes the others stop at their next part, and its error is raised once all have
-ended. With one walker everything runs on the calling thread, in order: the sequential executor
-(accelerators, debugging, scorers that cannot score from several threads at once).
+:func:`walk_parts` runs a batch's independent parts (row groups, or (row block, column chunk) pairs)
+on ``workers`` walkers: walker 0 is the calling thread, the others come from one process-wide pool;
+each takes the next part as it finishes one, scores it on one torch thread into its own reused block
+and uses it. A ``setup`` task (the batch's serial work) runs on the calling thread first; no part is
+used before it is done. A failing walker makes the others stop at their next part, and its error is
+raised once all have ended. One walker: everything on the calling thread, in order.
 """
 
 from __future__ import annotations

@@ -1,36 +1,14 @@
 """Ranking against listed candidates: sampled negatives and given candidates, one driver.
 
-Task ``i`` of a side ranks its true answer against the entities listed in row ``i`` of an
-``(n, K)`` id array, padding ``-1`` excluded::
-
-    optimistic  = 1 + #{j : score(c_ij) > s_i}
-    pessimistic = optimistic + #{j : score(c_ij) == s_i},     num_candidates = 1 + #listed
-
-(with a tie tolerance as in :mod:`.counting`). The list comes from one of two places:
-
-- **sampled negatives** (``num_negatives=k``): :func:`sample_negatives` draws ``k`` entities per
-  task uniformly without replacement from the candidate universe (all entities, or the entity
-  restriction) minus the excluded ones: every known true answer of the task's query in the
-  filtered setting, only the task's own answer otherwise;
-- **given candidates** (``kgeval.evaluate(..., candidates={"head_neg": H, "tail_neg": T})``, OGB's
-  ``ogbl-wikikg2`` / ``ogbl-biokg`` protocol): the rows of the given arrays (``head`` / ``tail``
-  are accepted as keys too; sides without an array are not evaluated). No filtering
-  (``filter_triples`` must be empty): a negative equal to the true answer, ids out of range or a
-  wrong shape raise :class:`~kgeval.errors.InvalidInputError`. OGB's ``Evaluator`` MRR / hits@k
-  equal kgeval's ``realistic`` rank metrics on this table (see :func:`kgeval.metrics.ogb`).
-
-Both go through :func:`rank_listed`, the contract of full ranking: the scorer's output checked by
-:class:`.scoring.SideScorer` (type, shape, dtype, device), the counting rule and NaN policy of
-:mod:`.counting`, the out-of-memory batch driver of :mod:`.batches` and the consistency check.
-Candidates are scored through ``score_*_candidates`` when the scorer has it, else as whole rows
-gathered at the candidates (correct, no faster than full ranking). A known answer, never drawn,
-never counts, NaN or not.
-
-Drawing without materialising the allowed set: with the excluded universe positions sorted as
-``x_0 < x_1 < ...`` and ``y_j = x_j - j`` (the number of allowed positions before ``x_j``), the
-``i``-th allowed position is ``i + #{j : y_j <= i}`` (``searchsorted(y, i, side='right')``). The
-generator is ``numpy.random.default_rng([seed, side])`` and tasks draw in task order, so the
-negatives depend neither on the batch size nor on which other sides are evaluated.
+Task ``i`` ranks its true answer against the entities in row ``i`` of an ``(n, K)`` id array (``-1``:
+padding): ``optimistic = 1 + #{j : score(c_ij) > s_i}``, ``pessimistic = optimistic + #{j : score(c_ij)
+== s_i}``, ``num_candidates = 1 + #listed``. The rows are either **sampled negatives**
+(``num_negatives=k``, :func:`sample_negatives`: uniformly without replacement from the candidate
+universe minus every known answer of the query when filtered, the task's own answer otherwise) or
+**given candidates** (``candidates={"head_neg": H, "tail_neg": T}``, OGB's protocol, unfiltered;
+:func:`parse_candidates`). Both go through :func:`rank_listed` with the contract of full ranking
+(output checks, counting rule, NaN policy, out-of-memory batch driver, consistency check); entity
+shards through the same driver with their hooks.
 """
 
 from __future__ import annotations
@@ -60,7 +38,9 @@ _KEYS = {"head_neg": Side.HEAD, "head": Side.HEAD, "tail_neg": Side.TAIL, "tail"
 
 def sample_negatives(keys: np.ndarray, answers: np.ndarray, *, num_negatives: int, seed: int, side: int,
                      universe: np.ndarray, index: FilterIndex | None) -> tuple[np.ndarray, np.ndarray]:
-    """Sampled negatives of each task (see the module docstring).
+    """Sampled negatives of each task, drawn in task order (independent of the batch size and of the other
+    sides) without materialising the allowed set: with the excluded universe positions ``x_0 < x_1 < ...``
+    and ``y_j = x_j - j``, the ``i``-th allowed position is ``i + #{j : y_j <= i}``.
 
     Parameters
     ----------

@@ -1,15 +1,8 @@
-"""One adapter per side between the evaluator and a scorer.
-
-:class:`SideScorer` owns the side dispatch (``score_tails(h, r)`` vs ``score_heads(r, t)``), the
-scorer's thread count, entity subsets (rows of the allowed entities, column chunks), candidates
-(sampled ranking) and the single-triple score of the consistency check. Every returned tensor
-is checked, cheaply, on every call (type, shape, dtype, device): float16/bfloat16 scores are
-widened to float32, scores on another device are moved to the evaluation device, anything else
-raises one clear :class:`~kgeval.errors.InvalidInputError`.
-
-The evaluator writes into score tensors (filter masking); :meth:`SideScorer.writable` returns a
-tensor that is safe to write: the scorer's own result when the evaluator holds its only storage,
-a copy otherwise (stride-0 ``expand`` views, slices of a larger tensor, the scorer's own buffers).
+"""One adapter per side between the evaluator and a scorer (:class:`SideScorer`; an entity shard's:
+:class:`ShardSideScorer`): side dispatch, thread count, entity subsets, candidates, the consistency
+check's single-triple score, reused score blocks and prepared queries. Every returned tensor is checked
+on every call (type, shape, dtype, device; half precision widened, other devices moved), and
+:meth:`SideScorer.writable` gives a tensor safe to write (a copy unless the evaluator owns the storage).
 """
 
 from __future__ import annotations
