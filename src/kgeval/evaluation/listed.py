@@ -64,7 +64,7 @@ def sample_negatives(keys: np.ndarray, answers: np.ndarray, *, num_negatives: in
     >>> negs, counts = sample_negatives(np.array([0]), np.array([2]), num_negatives=5, seed=0, side=1,
     ...                                 universe=np.arange(4), index=None)
     >>> sorted(negs[0].tolist()), counts.tolist()
-    ([-1, -1, 0, 1, 3], [3])
+    ([-1, 0, 1, 3], [3])
     """
     rng = np.random.default_rng([int(seed), int(side)])
     n, u = keys.shape[0], universe.shape[0]
