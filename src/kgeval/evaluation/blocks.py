@@ -108,14 +108,9 @@ def _with_known(b: Batch, known) -> Batch:
 
 def known_by_column(known, bounds: list[int], as_numpy: bool = False) -> list:
     """The known ``(row, column)`` pairs of each column range ``[bounds[k], bounds[k + 1])``, columns
-    relative to the range's start; None for a range holding none (or ``known`` None). One sort of
-    the batch's pairs by column, one ``searchsorted`` for all ranges.
-
-    ``as_numpy`` (CPU tensors): the pairs as int64 numpy arrays, as the counting kernel takes them
-    (:meth:`.counting.FusedCounts.add`; :func:`_torch_pairs` turns one back), grouped by range
-    (:func:`_grouped`: the pairs' order within a range does not matter) instead of sorted by column:
-    small numpy operations cost a fraction of torch's per-call overhead, paid for every (row block,
-    column chunk) part of every batch."""
+    relative to the range's start; None for a range holding none (or ``known`` None). ``as_numpy`` (CPU
+    tensors): int64 numpy arrays grouped by range (:func:`_grouped`), as the counting kernel takes them
+    (cheaper than torch's per-call overhead, paid for every part of every batch)"""
     if known is None:
         return [None] * (len(bounds) - 1)
     n = len(bounds) - 1
@@ -196,13 +191,9 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def count_chunks(ctx, sc, b: Batch, width: int, true, *, verify: bool, prepared=None, workers: int | None = None,
                  row_block: int | None = None):
     """Pass 2 over the ``sc.num_columns`` columns of batch ``b`` in chunks of ``width``: ``(better, tied,
-    tasks whose in-batch true score differs from ``true`` or None)`` (:class:`ChunkWalk`); tasks with
-    ``col < 0`` (answer on another entity shard) are not verified. ``true``: the pass-1 true scores, or
-    a function computing them (run on the calling thread while the other walkers score their first
-    chunk); ``prepared``: :meth:`.scoring.SideScorer.prepared` of these queries (built here when None);
-    ``workers``: how many walk the chunks (default: :func:`walkers`); ``row_block``: score the
-    batch's query rows in about equal blocks of at most this many (the parts are then (row block,
-    column chunk) pairs, one walk per batch)."""
+    tasks whose in-batch true score differs from ``true`` or None)`` (:class:`ChunkWalk`; ``col < 0``: not
+    verified). ``true``: the pass-1 true scores, or a function computing them (run by walker 0 while the
+    others score); ``row_block``: parts are then (row block, column chunk) pairs, one walk per batch."""
     rb = row_bounds(b.ent.shape[0], row_block)
     nparts = (len(rb) - 1) * (len(chunk_bounds(sc.num_columns, width)) - 1)
     if workers is None:

@@ -302,11 +302,8 @@ class _Alone:
 
 
 class ShardReduce(OneProcess):
-    """The hooks of :func:`.full.rank_full` on an entity shard: every rank walks all tasks in the same
-    batches; the query rows (filled in by their owners), the true scores (read by the owner of each
-    answer, as float64 bit patterns: exact, NaN and -0.0 included) and the counts against the local
-    columns (with one re-rank flag per task when some rank chunks) are summed over ranks, each after a
-    local step whose errors end every rank (:meth:`.collectives.Plan.reduce`)."""
+    """The hooks of :func:`.full.rank_full` and :func:`.listed.rank_listed` on an entity shard (see the
+    module docstring): each sum over ranks runs after a local step whose errors end every rank."""
 
     def __init__(self, plan):
         self.dist = plan

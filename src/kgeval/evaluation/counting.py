@@ -98,12 +98,8 @@ class Counter:
         return block
 
     def rows(self, scores, true, task_q, first, rest):
-        """``better`` / ``tied`` of every task against its query row ``scores[task_q]``.
-
-        ``first`` (one task per query row, or None when every row has exactly one task) compares
-        against the matrix rows in place; only the further tasks of shared queries (``rest``) need
-        gathered copies of their rows, one block at a time.
-        """
+        """``better`` / ``tied`` of every task against its query row ``scores[task_q]``: ``first`` (one task per
+        row, None when each row has one) compares in place; only ``rest`` needs gathered copies of rows."""
         nq, ncols = scores.shape
         dev = scores.device
         block = self._block_rows(nq, ncols, dev)
@@ -120,8 +116,7 @@ class Counter:
         better[first], tied[first] = fb, ft
         for i in range(0, rest.numel(), block):
             sel = rest[i : i + block]
-            # advanced indexing, not index_select: on CPU (torch 2.13) index_select of whole float
-            # rows was measured ~100x slower (2.4 s vs 27 ms for 300 rows of 40,943 floats)
+            # advanced indexing: index_select of whole float rows is far slower on the CPU
             better[sel], tied[sel] = count(scores[task_q[sel]], true[sel][:, None], self.tol, self.buf)
         return better, tied
 
@@ -198,14 +193,11 @@ class ConsistencyCheck:
         self._first_at: int | None = None
 
     def check(self, side_scorer, rows_triples: np.ndarray, true: torch.Tensor, picks, scale: float | None = None):
-        # the absolute tolerance follows the score scale (``scale``: mean |score| of the checked
-        # rows, else the batch's mean |true score|): a score that cancels to near zero legitimately
-        # differs by float32 rounding of its large terms (measured: DistMult dim 200 gave
-        # 0.29939365 in a 64-row batch vs 0.29939747 alone)
+        # the absolute tolerance follows the score scale (mean |score| of the checked rows, else of the true
+        # scores): a score that cancels to near zero differs by the float32 rounding of its large terms
         if scale is None:
             scale = float(torch.nan_to_num(true.abs().double(), nan=0.0, posinf=0.0).mean()) if true.numel() else 0.0
-        # half-precision scores round ~1e-3 (float16) to ~1e-2 (bfloat16) apart between a batch and a single
-        # row: a float16 DistMult's 0.00191 vs 0.00189 was reported as batch-dependent scoring
+        # half precision rounds ~1e-3 (float16) to ~1e-2 (bfloat16) apart between a batch and a single row
         dtype = getattr(side_scorer, "returned_dtype", None) or true.dtype  # before widening half precision
         rel_tol, abs_tol = score_tolerance(scale, dtype)
         for j in picks:
@@ -380,14 +372,8 @@ def _count_rows(S, task_q, lo, hi, krow, kcol, better, tied):  # compiled by num
 def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor, tol: float,
                  known: tuple[torch.Tensor, torch.Tensor] | None):
     """``(better, tied, rows that may hold NaN: check them)`` of every task against its row ``scores[task_q[t]]``,
-    the ``known`` ``(row, column)`` pairs (unique) excluded; None when the kernel does not apply
-    (not loaded yet, not on the CPU, not float32/float64): then use the torch path. The caller
-    decides whether to use the kernel at all (:func:`use_kernel`).
-
-    ``task_q`` must be sorted (tasks grouped by query row, as the evaluator batches them). One
-    thread: splitting blocks over two threads (a thread pool, the kernel releases the GIL) made the
-    next blocks' matmul about twice slower on a 2-core machine.
-    """
+    the ``known`` ``(row, column)`` pairs (unique) excluded; None when the kernel does not apply (not
+    loaded, not on the CPU, not float32/float64): then use the torch path. ``task_q`` must be sorted."""
     counts = FusedCounts.start(true, task_q, tol)  # a single block: FusedCounts of one add
     nan_rows = None if counts is None else counts.add(scores, known)
     if nan_rows is None:

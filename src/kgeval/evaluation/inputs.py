@@ -244,8 +244,7 @@ _PSUTIL = None  # the psutil module once looked up; False when it is not install
 
 
 def _psutil():
-    """psutil (optional), imported once: a failed import searched sys.path again on every call
-    (~0.1 ms of stat calls per evaluation without psutil)."""
+    """psutil (optional), imported once (a failed import searched sys.path again on every call)."""
     global _PSUTIL
     if _PSUTIL is None:
         try:

@@ -110,11 +110,8 @@ class SideScorer:
         """``{"out": a (b, m) view of the reused float32 block of ``slot``}`` for a scorer taking
         ``out=``, else ``{}``.
 
-        A block is overwritten by the next :meth:`rows` / :meth:`chunk` call of the same slot: callers
-        use a block's scores before asking for the next (every score kept beyond that is indexed out,
-        i.e. copied). Concurrent walkers (:mod:`.blocks`: chunk walks and row groups) use one
-        slot each.
-        """
+        A block is overwritten by the next call of the same slot (one slot per walker): callers use its
+        scores before asking for the next (scores kept beyond that are indexed out, i.e. copied)."""
         if not self.accepts_out:
             return {}
         while len(self._blocks) <= slot:
@@ -147,10 +144,8 @@ class SideScorer:
         :meth:`chunk` / :meth:`tiles` / :meth:`rows`, or None when the scorer has no such methods.
         ``prepared.rows(a, b)``: the queries ``a:b`` of them (:class:`kgeval.models.base.PreparedQueries`).
 
-        ``walkers > 1``: the batch is then scored by that many one-thread walkers, and a preparation the
-        scorer declares light (``light_prepare``, e.g. DistMult's ``h * r``) runs on one thread too: after
-        a parallel region GNU OpenMP's worker spins for a while on a core the walkers need. A heavy one
-        (TuckER's core-tensor products) keeps the caller's threads."""
+        With ``walkers > 1`` a preparation the scorer declares light (``light_prepare``) runs on one thread
+        (an OpenMP worker would spin on a core the walkers need); a heavy one keeps the caller's threads."""
         if self.prepare is None:
             return None
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
