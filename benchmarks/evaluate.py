@@ -110,7 +110,7 @@ def _warm_kernel() -> None:
     try:
         from kgeval.evaluation import warm_kernel
     except ImportError:
-        from kgeval.evaluation.count_kernel import _load as warm_kernel
+        from kgeval.evaluation.counting import _load as warm_kernel
     warm_kernel()
 
 
@@ -118,7 +118,8 @@ def run_single(args) -> dict:
     import kgeval
     from kgeval.evaluation import evaluate_ranks
     try:  # an older checkout (--old-src) kept them in batching.py
-        from kgeval.evaluation.batches import auto_batch, default_memory_budget
+        from kgeval.evaluation.batches import auto_batch
+        from kgeval.evaluation.inputs import default_memory_budget
     except ImportError:
         from kgeval.evaluation.batching import auto_batch, default_memory_budget
     from kgeval.models import from_embeddings

@@ -323,7 +323,7 @@ class NaNTripleScorer(DistMultScorer):
 
 class ShiftedNaNColumnShard(NaNColumnShard):
     """Scores 0.5 higher for entities asked for as a tensor (pass 1's answer columns) than in chunks: every
-    chunked batch is ranked again (:func:`kgeval.evaluation.sharded._rerank`); :class:`NaNColumnShard`'s NaN
+    chunked batch is ranked again (:func:`kgeval.evaluation.full._rank_chunks_exact`); :class:`NaNColumnShard`'s NaN
     only once ``armed`` (set as the re-ranking starts), so the NaN is met there first."""
 
     armed = False
@@ -353,11 +353,12 @@ def nan_on_one_rank(rank, world, train, test):
         report[f"entities/nan_one_rank/{case}"] = timed(
             lambda: kgeval.evaluate(nan, test, filter_triples=train, progress=False, distributed="entities", **kw))
     # whole local rows of 15 columns scored in tiles of 8 (Tuning.tile_cols shrunk from 4,096)
-    import kgeval.evaluation.sharded as sharded
+    import kgeval.evaluation.full as ranking
+    import kgeval.evaluation.collectives as sharded
     from kgeval.evaluation import Tuning
 
     tiles8 = Tuning.from_env().replace(tile_cols=8, tile_align=8)
-    real = (sharded.count_tiles, sharded._rerank)
+    real = (sharded.count_tiles, ranking._rank_chunks_exact)
     ran = []
     sharded.count_tiles = lambda *a, **k: ran.append("tiles") or real[0](*a, **k)
     shifted = ShiftedNaNColumnShard(shard)
@@ -367,7 +368,7 @@ def nan_on_one_rank(rank, world, train, test):
         shifted.armed = True
         return real[1](*a, **k)
 
-    sharded._rerank = rerank
+    ranking._rank_chunks_exact = rerank
     try:
         report["entities/nan_one_rank/tiles"] = timed(
             lambda: kgeval.evaluate(nan, test, filter_triples=train, progress=False, distributed="entities",
@@ -377,7 +378,7 @@ def nan_on_one_rank(rank, world, train, test):
             lambda: kgeval.evaluate(shifted, test, filter_triples=train, progress=False,
                                     distributed="entities", entity_chunk_size=4, batch_size=5, tuning=tiles8))
     finally:
-        sharded.count_tiles, sharded._rerank = real
+        sharded.count_tiles, ranking._rank_chunks_exact = real
     report["nan_one_rank/paths"] = sorted(set(ran))
     # no evaluation triple holds the NaN entity: only rank 1 sees a NaN at all (a candidate)
     clean = test[(test[:, 0] != NaNColumnShard.NAN_ENTITY) & (test[:, 2] != NaNColumnShard.NAN_ENTITY)]
@@ -600,12 +601,13 @@ def _graph(ne, nr, n_train, n_test, seed):
 def wide(rank, world):
     """Graphs wider than a few dozen entities: sampled candidates scored as unions of columns, the
     re-ranking of chunked batches whose pass-1 scores differ, automatic CPU chunks of the local slice."""
-    import kgeval.evaluation.sharded as sharded
+    import kgeval.evaluation.full as ranking
+    import kgeval.evaluation.collectives as sharded
 
     report, mode = {}, "entities"
     redone = []
-    rerank = sharded._rerank
-    sharded._rerank = lambda *a, **k: redone.append(1) or rerank(*a, **k)
+    rerank = ranking._rank_chunks_exact
+    ranking._rank_chunks_exact = lambda *a, **k: redone.append(1) or rerank(*a, **k)
 
     def run(name, full, shard, test, **kw):
         one = kgeval.evaluate(full, test, progress=False, **kw)
@@ -664,7 +666,7 @@ def wide(rank, world):
             report[f"{mode}/wide/{name}"]["tiled"] = len(tiled)
     finally:
         sharded.count_tiles = count_tiles
-    sharded._rerank = rerank
+    ranking._rank_chunks_exact = rerank
     return report
 
 

@@ -13,7 +13,7 @@ from kgeval.errors import InvalidInputError
 from kgeval.evaluation import FunctionScorer, evaluate_ranks
 from kgeval.evaluation import count_kernel, full
 from kgeval.evaluation import Tuning
-from kgeval.evaluation.count_kernel import fused_counts, use_kernel
+from kgeval.evaluation.counting import fused_counts, use_kernel
 from kgeval.evaluation.counting import Counter
 from kgeval.evaluation.batches import first_rest
 
@@ -242,9 +242,9 @@ def test_evaluations_use_the_kernel_and_agree_with_torch(kw, monkeypatch):
     monkeypatch.setattr(count_kernel.FusedCounts, "add", spy_add)
     tables = {}
     for mode in ("torch", "numba"):
-        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
         calls.clear()
-        tables[mode] = evaluate_ranks(scorer, test, filter_triples=[train], progress=False, **kw).rank_table
+        tables[mode] = evaluate_ranks(scorer, test, filter_triples=[train], progress=False, tuning=Tuning(kernel=mode),
+                                      **kw).rank_table
         assert calls and all(calls) if mode == "numba" else not calls
     _assert_same_tables(tables["torch"], tables["numba"])
 
@@ -256,12 +256,12 @@ def test_nan_rule_is_the_same_with_the_kernel(chunk, monkeypatch):
     table[h, r, 17] = float("nan")  # a NaN candidate score (not the answer's)
     messages = {}
     for mode in ("torch", "numba"):
-        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
+        tuning = Tuning(kernel=mode)
         with pytest.raises(InvalidInputError, match="NaN scores for triple") as err:
-            evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=chunk, progress=False)
+            evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=chunk, progress=False, tuning=tuning)
         messages[mode] = str(err.value)
         worst = evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=chunk, nan_policy="worst",
-                               progress=False).rank_table
+                               progress=False, tuning=tuning).rank_table
         messages[mode + "-worst"] = (worst.optimistic.tolist(), worst.pessimistic.tolist())
     assert messages["torch"] == messages["numba"]
     assert messages["torch-worst"] == messages["numba-worst"]
@@ -281,15 +281,14 @@ def test_rows_holding_both_infinities_are_counted_not_taken_for_nan(chunk, monke
     table[h, r, 11], table[h, r, 12] = float("inf"), float("-inf")
     tables = {}
     for mode in ("torch", "numba"):
-        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
         tables[mode] = evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=chunk,
-                                      progress=False).rank_table
+                                      progress=False, tuning=Tuning(kernel=mode)).rank_table
     _assert_same_tables(tables["numba"], tables["torch"])
 
 
-def _tuned(**changes) -> Tuning:
-    """The environment's Tuning (the test set KGEVAL_COUNT_KERNEL / KGEVAL_CHUNK_WORKERS) with ``changes``."""
-    return Tuning.from_env().replace(**changes)
+def _tuned(kernel: str = "numba", workers: int | str | None = None, **changes) -> Tuning:
+    """A Tuning counting with ``kernel`` on ``workers`` walkers (None: torch's thread count), with ``changes``."""
+    return Tuning(kernel=kernel, workers=None if workers is None else int(workers), **changes)
 
 
 def _tied_model_and_triples(name, ne, nr, seed, n, ntrain):
@@ -320,14 +319,14 @@ def _spy_walkers(monkeypatch):
 
 
 def _tables_by_walker_count(monkeypatch, model, test, train, sides="0", **kw):
-    """Rank tables with ``KGEVAL_CHUNK_WORKERS`` 1, 2 and 3, the walker counts each evaluation used,
-    and whether torch's thread count came back after each."""
+    """Rank tables with 1, 2 and 3 walkers (``Tuning.workers``, the compiled kernel), the walker counts each
+    evaluation used, and whether torch's thread count came back after each."""
     walkers = _spy_walkers(monkeypatch)
     tables, used, threads = {}, {}, torch.get_num_threads()
     for n in ("1", "2", "3"):
-        monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", n)
         walkers.clear()
-        tables[n] = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+        tables[n] = evaluate_ranks(model, test, filter_triples=[train], progress=False, tuning=_tuned(workers=n),
+                                   **kw).rank_table
         used[n] = list(walkers)
         assert torch.get_num_threads() == threads
     return tables, used
@@ -358,7 +357,6 @@ def test_reused_score_block_gives_the_same_ranks(mode, kw, monkeypatch):
     masking (torch path) and the query metrics equal those from fresh blocks."""
     from kgeval.models import base
 
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
     model, train, test = _tied_model_and_triples("distmult", 60, 5, 3, 500, 400)
     blocks = []
     real = base.matmul_into
@@ -370,17 +368,18 @@ def test_reused_score_block_gives_the_same_ranks(mode, kw, monkeypatch):
 
     monkeypatch.setattr("kgeval.models.distmult.matmul_into", spy)
     monkeypatch.setattr("kgeval.models.base.matmul_into", spy)  # prepared queries (Model.prepare_tails)
-    got = evaluate_ranks(model, test, filter_triples=[train], batch_size=16, progress=False, **kw)
+    got = evaluate_ranks(model, test, filter_triples=[train], batch_size=16, progress=False, tuning=_tuned(mode), **kw)
     used = [b for b in blocks if b is not None]
     # one block per side and chunk walker (grown at most once), reused by every batch
     assert all(b[0] for b in used) and len({b[1] for b in used}) <= 8 and len(used) >= 2
-    ref = evaluate_ranks(_NoOut(model), test, filter_triples=[train], batch_size=16, progress=False, **kw)
+    ref = evaluate_ranks(_NoOut(model), test, filter_triples=[train], batch_size=16, progress=False,
+                         tuning=_tuned(mode), **kw)
     _assert_same_tables(got.rank_table, ref.rank_table)
     assert got.extra == ref.extra
 
 
 def _expected_walkers(n: str, sides: str) -> set:
-    """The walker counts of each walk with ``KGEVAL_CHUNK_WORKERS=n`` (the sides run one after the other)."""
+    """The walker counts of each walk with ``Tuning(workers=n)`` (the sides run one after the other)."""
     return {int(n)}
 
 
@@ -390,7 +389,6 @@ def test_parallel_chunk_walkers_give_the_same_ranks(kw, sides, monkeypatch):
     """Two threads walking a batch's entity chunks (each scoring on one torch thread, counting with the
     kernel) give the rank tables of one walker; the thread count is restored afterwards. With the sides
     ranked at once (one thread each) the walkers are split between them, with the same tables."""
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("complex", 300, 6, 5, 900, 700)
     tables, used = _tables_by_walker_count(monkeypatch, model, test, train, sides, entity_chunk_size=37, **kw)
     for n in ("1", "2", "3"):
@@ -409,11 +407,10 @@ def test_chunk_walkers_take_the_next_chunk_so_a_slow_walker_takes_fewer(monkeypa
     table is the one walker's."""
     import time
 
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 700, 600)
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "1")
-    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False,
+                         tuning=_tuned(workers=1)).rank_table
+    two = _tuned(workers=2)
     taken = []
     real_chunk = full.SideScorer.chunk
 
@@ -425,7 +422,8 @@ def test_chunk_walkers_take_the_next_chunk_so_a_slow_walker_takes_fewer(monkeypa
 
     monkeypatch.setattr(full.SideScorer, "chunk", chunk)
     walkers = _spy_walkers(monkeypatch)
-    got = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    got = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False,
+                         tuning=two).rank_table
     _assert_same_tables(got, ref)
     assert walkers and set(walkers) == {2}
     by_slot = [sum(1 for s, _ in taken if s == k) for k in (0, 1)]
@@ -438,11 +436,10 @@ def test_pass_one_runs_while_the_other_walker_scores_and_its_error_ends_the_walk
     it is raised, never leaving a walker waiting for it (the next evaluation runs normally)."""
     import threading
 
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 700, 600)
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "1")
-    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False,
+                         tuning=_tuned(workers=1)).rank_table
+    two = _tuned(workers=2)
     real_pass, real_chunk = full.answer_scores, full.SideScorer.chunk
     first_chunks = threading.Event()  # set by the second walker's first product
 
@@ -459,7 +456,8 @@ def test_pass_one_runs_while_the_other_walker_scores_and_its_error_ends_the_walk
     monkeypatch.setattr(full.SideScorer, "chunk", chunk)
     monkeypatch.setattr(full, "answer_scores", slow_pass)
     walkers = _spy_walkers(monkeypatch)
-    got = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    got = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False,
+                         tuning=two).rank_table
     _assert_same_tables(got, ref)
     assert walkers and set(walkers) == {2}
 
@@ -468,9 +466,10 @@ def test_pass_one_runs_while_the_other_walker_scores_and_its_error_ends_the_walk
 
     monkeypatch.setattr(full, "answer_scores", failing_pass)
     with pytest.raises(RuntimeError, match="pass one failed"):
-        evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False)
+        evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False, tuning=two)
     monkeypatch.setattr(full, "answer_scores", real_pass)
-    again = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    again = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False,
+                           tuning=two).rank_table
     _assert_same_tables(again, ref)
 
 
@@ -479,13 +478,12 @@ def test_chunk_walkers_count_with_torch_while_the_kernel_is_not_ready(monkeypatc
     """Under "auto" the kernel may still be loading when a batch is walked (FusedCounts.start gives
     None): every chunk is then counted by count_block, with the same table."""
     model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 700, 600)
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
-    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", workers)
+    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False,
+                         tuning=_tuned("torch")).rank_table
     starts = []
     monkeypatch.setattr(count_kernel.FusedCounts, "start", classmethod(lambda cls, *a: starts.append(1)))
-    got = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False).rank_table
+    got = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=20, progress=False,
+                         tuning=_tuned(workers=workers)).rank_table
     _assert_same_tables(got, ref)
     assert starts  # the walkers asked for the kernel and counted without it
 
@@ -525,20 +523,24 @@ def test_the_kernel_loads_for_a_large_evaluation_of_a_fresh_process():
     assert out.returncode == 0 and out.stdout.strip() == "same", out.stderr[-2000:]
 
 
-def test_parallel_chunk_walkers_raise_the_nan_error_and_validate_their_setting(monkeypatch):
+def test_parallel_chunk_walkers_raise_the_nan_error():
     from kgeval.models import get_model
 
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
     model = get_model("distmult", 200, 3, dim=4, seed=1).eval()
     with torch.no_grad():
         model.entity.weight[150] = float("nan")  # in a chunk the second walker scores
     test = np.array([[0, 0, 1], [2, 1, 3]])
     with pytest.raises(InvalidInputError, match="NaN scores for triple"):
-        evaluate_ranks(model, test, entity_chunk_size=40, progress=False, filtered=False)
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "two")
-    with pytest.raises(InvalidInputError, match="KGEVAL_CHUNK_WORKERS must be a positive integer"):
-        evaluate_ranks(model, test, entity_chunk_size=40, progress=False, filtered=False)
+        evaluate_ranks(model, test, entity_chunk_size=40, progress=False, filtered=False, tuning=_tuned(workers=2))
+
+
+def test_tuning_from_env_reads_os_environ_by_default(monkeypatch):
+    """The one place the environment is read: Tuning.from_env() without a mapping reads os.environ (the other
+    tests pass a Tuning; test_tuning_from_env covers every variable through a mapping)."""
+    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
+    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    monkeypatch.delenv("KGEVAL_BOOKKEEPING_THREADS", raising=False)
+    assert Tuning.from_env() == Tuning(kernel="torch", workers=2)
 
 
 def _evaluate_in_child(queue):
@@ -546,7 +548,7 @@ def _evaluate_in_child(queue):
 
     model = get_model("distmult", 200, 3, dim=4, seed=1).eval()
     test = np.array([[0, 0, 1], [2, 1, 3], [5, 2, 7]])
-    table = evaluate_ranks(model, test, entity_chunk_size=40, progress=False).rank_table
+    table = evaluate_ranks(model, test, entity_chunk_size=40, progress=False, tuning=_tuned(workers=2)).rank_table
     queue.put(table.optimistic.tolist())
 
 
@@ -556,8 +558,6 @@ def test_chunk_walkers_work_in_a_forked_child(monkeypatch):
     pool without threads; either missing pid check hangs this test)."""
     import multiprocessing as mp
 
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     _evaluate_in_child(q)  # the parent's pool exists now
@@ -576,10 +576,9 @@ def test_chunk_walkers_work_in_a_forked_child(monkeypatch):
 
 def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatch):
     """A scorer that does not declare ``concurrent_scoring`` is walked by one thread, ``out=`` or not;
-    a model in training mode is evaluated in eval mode (:func:`kgeval.evaluation.scorers.eval_mode`),
+    a model in training mode is evaluated in eval mode (:func:`kgeval.evaluation.scoring.eval_mode`),
     so it is walked like one."""
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    two = _tuned(workers=2)
     model, train, test = _tied_model_and_triples("distmult", 120, 4, 7, 300, 250)
     walkers = _spy_walkers(monkeypatch)
 
@@ -590,13 +589,14 @@ def test_chunk_walkers_only_for_scorers_that_allow_concurrent_scoring(monkeypatc
         def score_heads(self, relations, tails, entities=None, out=None):
             return self.m.score_heads(relations, tails, entities=entities, out=out)
 
-    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=30, progress=False).rank_table
+    ref = evaluate_ranks(model, test, filter_triples=[train], entity_chunk_size=30, progress=False,
+                         tuning=two).rank_table
     assert walkers  # eval mode: walked by two threads
     for scorer, train_mode in ((WithOut(model), False), (model, True)):
         walkers.clear()
         model.train(train_mode)
         got = evaluate_ranks(scorer, test, filter_triples=[train], entity_chunk_size=30, progress=False,
-                             check_consistency=False).rank_table
+                             check_consistency=False, tuning=two).rank_table
         assert bool(walkers) == train_mode  # the training-mode model is walked in eval mode
         assert model.training == train_mode  # and given back in its own mode
         _assert_same_tables(got, ref)
@@ -610,7 +610,6 @@ def test_row_walkers_give_the_same_ranks(kw, sides, monkeypatch):
     """Whole-row batches split over two or three walkers (each scores and counts its query rows)
     give the rank tables of one walker, the torch path and fresh score blocks (``sides``: the sides one
     after the other or at once, the walkers split between them)."""
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     model, train, test = _tied_model_and_triples("complex", 90, 5, 11, 900, 500)
     tables, used = _tables_by_walker_count(monkeypatch, model, test, train, sides, **kw)
     for n in ("1", "2", "3"):  # parts of at least _MIN_WALKER_ROWS query rows: a small batch gets fewer walkers
@@ -619,8 +618,8 @@ def test_row_walkers_give_the_same_ranks(kw, sides, monkeypatch):
         else:
             assert used[n] and max(used[n]) == max(_expected_walkers(n, sides))
             assert min(used[n]) >= (2 if sides == "0" else 1)
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
-    tables["torch"] = evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False, **kw).rank_table
+    tables["torch"] = evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False, tuning=_tuned("torch"),
+                                     **kw).rank_table
     for n in ("2", "3", "torch"):
         _assert_same_tables(tables[n], tables["1"], n)
 
@@ -630,11 +629,10 @@ def test_row_groups_hold_one_block_each_and_query_metrics_batches_stay_one_block
     """Whole rows are scored in row groups of at most ``Tuning.cpu_block`` scores (several per batch), with
     the ranks of one product per batch; query metrics score each batch in one piece, so their
     batches stay at one block per walker (never ``whole_batch_blocks`` of them at once)."""
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", workers)
     model, train, test = _tied_model_and_triples("distmult", 300, 5, 21, 1300, 500)
-    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, batch_size=10**6).rank_table
-    tuning = _tuned(cpu_block=20 * 300)  # groups of 20 query rows
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, batch_size=10**6,
+                         tuning=_tuned(workers=workers)).rank_table
+    tuning = _tuned(workers=workers, cpu_block=20 * 300)  # groups of 20 query rows
     blocks = []
     real_rows = full.SideScorer.rows
 
@@ -655,15 +653,13 @@ def test_row_walkers_name_the_nan_triple_by_its_batch_index(monkeypatch):
     """A NaN row in the second walker's part is reported with its index in the batch, not in the part."""
     from kgeval.models import get_model
 
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
     model = get_model("distmult", 50, 3, dim=4, seed=1).eval()
     with torch.no_grad():
         model.relation.weight[2] = float("nan")  # only the last triple uses relation 2
     test = np.array([[i, i % 2, (i + 1) % 50] for i in range(39)] + [[45, 2, 9]])
     walkers = _spy_walkers(monkeypatch)
     with pytest.raises(InvalidInputError, match=r"NaN scores for triple 39 of the batch \(45, 2, 9\), tail"):
-        evaluate_ranks(model, test, progress=False, filtered=False, sides=["tail"])
+        evaluate_ranks(model, test, progress=False, filtered=False, sides=["tail"], tuning=_tuned(workers=2))
     assert walkers == [2]
 
 
@@ -675,14 +671,13 @@ def test_rows_scored_in_tiles_give_the_same_ranks(mode, workers, kw, monkeypatch
     """Whole rows of unaligned length scored in column tiles (:func:`full.tile_width`; shrunk here
     to tiles of 40 columns) give the rank tables of one whole-row product per batch."""
     model, train, test = _tied_model_and_triples("distmult", 299, 5, 13, 800, 600)
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", workers)
-    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, **kw).rank_table
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, tuning=_tuned(mode, workers),
+                         **kw).rank_table
     widths = []
     real = full.tile_width
     monkeypatch.setattr(full, "tile_width", lambda ctx, sc: widths.append(real(ctx, sc)) or widths[-1])
-    got = evaluate_ranks(model, test, filter_triples=[train], progress=False, tuning=_tuned(tile_cols=40, tile_align=8),
-                         **kw).rank_table
+    got = evaluate_ranks(model, test, filter_triples=[train], progress=False,
+                         tuning=_tuned(mode, workers, tile_cols=40, tile_align=8), **kw).rank_table
     assert widths and set(widths) == {40}  # 299 or 100 columns: unaligned, so tiled
     _assert_same_tables(got, ref)
 
@@ -692,24 +687,22 @@ def test_tiles_only_for_unaligned_rows_and_the_nan_error_names_a_triple(monkeypa
     2,176 columns at most), with the same ranks; a NaN in the second tile is still reported."""
     from kgeval.models import get_model
 
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
     widths = []
     real = full.tile_width
     monkeypatch.setattr(full, "tile_width", lambda ctx, sc: widths.append(real(ctx, sc)) or widths[-1])
     for ne, expect in ((4112, None), (4099, 2176)):
         model, train, test = _tied_model_and_triples("distmult", ne, 3, 17, 300, 200)
         widths.clear()
-        got = evaluate_ranks(model, test, filter_triples=[train], progress=False).rank_table
+        got = evaluate_ranks(model, test, filter_triples=[train], progress=False, tuning=_tuned()).rank_table
         assert set(widths) == {expect}
-        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
-        ref = evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False).rank_table
-        monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
+        ref = evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False,
+                             tuning=_tuned("torch")).rank_table
         _assert_same_tables(got, ref, ne)
     model = get_model("distmult", 4099, 3, dim=4, seed=1).eval()
     with torch.no_grad():
         model.entity.weight[3000] = float("nan")  # a candidate in the second tile of every row
     with pytest.raises(InvalidInputError, match=r"NaN scores for triple 0 of the batch \(0, 0, 1\)"):
-        evaluate_ranks(model, np.array([[0, 0, 1], [2, 1, 3]]), progress=False, filtered=False)
+        evaluate_ranks(model, np.array([[0, 0, 1], [2, 1, 3]]), progress=False, filtered=False, tuning=_tuned())
 
 
 @pytest.mark.parametrize("name", ["distmult", "complex", "rotate", "transe", "tucker", "pairre"])
@@ -722,17 +715,14 @@ def test_every_model_ranks_the_same_in_tiles_with_row_walkers(name, monkeypatch)
     model = get_model(name, 299, 5, dim=8, seed=3).eval()
     allt = np.random.default_rng(4).integers(0, [299, 5, 299], size=(700, 3))
     train, test = allt[:500], allt[500:]
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "1")
-    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False).rank_table
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
+    ref = evaluate_ranks(model, test, filter_triples=[train], progress=False, tuning=_tuned(workers=1)).rank_table
     walkers = _spy_walkers(monkeypatch)
     got = evaluate_ranks(model, test, filter_triples=[train], progress=False,
-                         tuning=_tuned(tile_cols=40, tile_align=8)).rank_table
+                         tuning=_tuned(workers=2, tile_cols=40, tile_align=8)).rank_table
     assert walkers
     _assert_same_tables(got, ref, name)
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "torch")
-    _assert_same_tables(evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False).rank_table, ref)
+    torch_path = evaluate_ranks(_NoOut(model), test, filter_triples=[train], progress=False, tuning=_tuned("torch"))
+    _assert_same_tables(torch_path.rank_table, ref)
 
 
 
@@ -742,7 +732,6 @@ def test_tie_tolerance_below_one_float32_spacing(mode, sampled, monkeypatch):
     """tol = 1e-6 with scores in [16, 32), whose float32 spacing is 1.9e-6: a candidate one spacing
     above the true score is better (1.9e-6 > tol), one spacing below is worse, the true score's
     equal ties. In float32, s + tol rounded up to s + spacing and the candidate above counted as tied."""
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", mode)
     s = np.float32(20.0)
     up, down = np.nextafter(s, np.float32(30)), np.nextafter(s, np.float32(10))
     row = torch.tensor([s, up, down, s, 25.0, 17.0], dtype=torch.float32)  # true answer: entity 0
@@ -758,7 +747,7 @@ def test_tie_tolerance_below_one_float32_spacing(mode, sampled, monkeypatch):
     scorer = Rows()
     kw = {"num_negatives": 5, "seed": 0} if sampled else {}
     out = evaluate_ranks(scorer, np.array([[1, 0, 0]]), sides="tail", tie_tolerance=1e-6, filtered=False,
-                         progress=False, check_consistency=False, **kw)
+                         progress=False, check_consistency=False, tuning=_tuned(mode), **kw)
     t = out.rank_table
     # better: up (20 + 1.9e-6) and 25; tied: the true answer and the other 20.0
     assert (int(t.optimistic[0]), int(t.pessimistic[0])) == (3, 4)
@@ -783,7 +772,7 @@ def test_chunks_and_tiles_score_prepared_queries_with_the_same_ranks(name, kw, m
         groups = []
         real_groups = full._row_groups
         monkeypatch.setattr(full, "_row_groups", lambda *a: groups.append(real_groups(*a)) or groups[-1])
-    kw["tuning"] = _tuned(**changes)
+    kw["tuning"] = _tuned("auto", **changes)
     model = get_model(name, 299, 5, dim=8, seed=3).eval()
     allt = np.random.default_rng(6).integers(0, [299, 5, 299], size=(700, 3))
     train, test = allt[:500], allt[500:]
@@ -808,13 +797,12 @@ def test_a_failing_walker_stops_the_others_at_their_next_part(monkeypatch, layou
     row group instead of walking every part left (which an interrupt used to wait for, the whole batch)."""
     import time
 
-    monkeypatch.setenv("KGEVAL_COUNT_KERNEL", "numba")
-    monkeypatch.setenv("KGEVAL_CHUNK_WORKERS", "2")
     model, train, test = _tied_model_and_triples("distmult", 300, 6, 7, 1300, 600)
     taken, failed_at = [], []
     kw = {"entity_chunk_size": 10} if layout == "chunks" else {}
+    kw["tuning"] = _tuned(workers=2)
     if layout == "row groups":
-        kw["tuning"] = _tuned(cpu_block=300 * 16)  # groups of 16 query rows: dozens per batch
+        kw["tuning"] = _tuned(workers=2, cpu_block=300 * 16)  # groups of 16 query rows: dozens per batch
         target, name = full, "_rank_part"
     else:
         target, name = full.SideScorer, "chunk"

@@ -1,4 +1,4 @@
-"""A torch-module scorer is evaluated in eval mode (:func:`kgeval.evaluation.scorers.eval_mode`): no
+"""A torch-module scorer is evaluated in eval mode (:func:`kgeval.evaluation.scoring.eval_mode`): no
 dropout, no batch-norm updates, and its own modes restored afterwards."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The batch planner (:func:`kgeval.evaluation.full.plan_full`) as a table: options, tuning, budget, device
+"""The batch planner (:func:`kgeval.evaluation.batches.plan_full`) as a table: options, tuning, budget, device
 and the scorer's capabilities in, a BatchPlan out (hand-computed from the rules in its docstring), and the
 context unchanged."""
 
@@ -12,7 +12,7 @@ import torch
 from kgeval.evaluation import EvaluationOptions, FunctionScorer, Tuning
 from kgeval.evaluation.batches import RunContext
 from kgeval.evaluation.counting import Counter
-from kgeval.evaluation.full import BatchPlan, plan_full
+from kgeval.evaluation.batches import BatchPlan, plan_full
 from kgeval.evaluation.scoring import SideScorer
 from kgeval.models import get_model
 from kgeval.ranks import SIDE_TAIL

@@ -288,14 +288,14 @@ def test_bookkeeping_runs_on_the_tunings_threads_and_restores_the_callers(monkey
 def test_memory_budget_respects_an_address_space_limit(monkeypatch):
     import resource
 
-    from kgeval.evaluation import batches
+    from kgeval.evaluation import inputs
 
     with open("/proc/self/statm") as fh:
         vsize = int(fh.read().split()[0]) * resource.getpagesize()
     monkeypatch.setattr(resource, "getrlimit", lambda what: (vsize + (64 << 20), resource.RLIM_INFINITY))
-    avail = batches.available_memory_bytes()
+    avail = inputs.available_memory_bytes()
     assert avail is not None and avail <= 64 << 20
-    assert batches.default_memory_budget() <= max(16 << 20, avail // 4)
+    assert inputs.default_memory_budget() <= max(16 << 20, avail // 4)
 
 
 def test_scores_are_moved_to_the_evaluation_device():

@@ -92,7 +92,7 @@ def test_rerank_of_a_whole_batch_goes_by_row_block(data, monkeypatch):
 def test_rank_table_order_of_triple_indices(seed):
     """_index_order (a side's tasks back in triple order) equals a stable argsort: distinct indices (the scatter),
     repeated ones and sparse ones (the sort), empty."""
-    from kgeval.evaluation.evaluator import _index_order
+    from kgeval.evaluation import _index_order
 
     rng = np.random.default_rng(seed)
     upper = int(rng.integers(1, 3000))

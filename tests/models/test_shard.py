@@ -110,7 +110,7 @@ def test_prepared_shard_queries_score_bit_for_bit_like_score_from(name, inverse)
     """``score_prepared_from(prepare_tails_from(rows, r), entities, out)`` (what ``score_tails_from``
     runs) is exactly the local model's per-call arithmetic (``_tails_from`` on the rows), heads
     likewise; the evaluator prepares an :class:`EntityShard` but not a shard class scoring its own way."""
-    from kgeval.evaluation.sharded import _prepare_from
+    from kgeval.evaluation.scoring import _prepare_from
     from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
 
     model = get_model(name, 23, 3, dim=4, inverse_relations=inverse, seed=1).eval()

@@ -1,24 +1,13 @@
-"""The batches of one evaluation: its shared state, their sizes and the driver that walks them, and
-a side's queries cut into batches. Shared by full ranking (:mod:`.full`), entity shards
-(:mod:`.sharded`) and listed candidates (:mod:`.listed`); nothing here scores or counts.
-
-- :class:`RunContext`: what every batch of one evaluation needs besides its own tasks (typed, not a
-  parameter bag), and :class:`SideResult`, a side's per-task counts collected batch by batch.
-- Batch sizes from a memory budget (:func:`default_memory_budget`, :func:`auto_batch`) and the one
-  out-of-memory-aware batch driver (:func:`run_batches`): it walks ``[0, n)`` in batches; with ``ends``
-  (the sorted end positions of groups, e.g. the tasks of each query) every batch holds whole groups.
-  On an out-of-memory error (CUDA, the CPU allocator or numpy; see :func:`is_out_of_memory`) it
-  halves the batch size and resumes at the failed batch: finished batches are never redone.
-- A side's tasks are sorted by query key, so each query's tasks are contiguous (:func:`group_by_query`);
-  a :class:`Batch` covers whole queries ``q0:q1`` (tasks ``a0:a1``) and maps every task to its query row
-  (:func:`batch_tasks`); the filter's known answers of its queries become ``(row, column)`` pairs
-  (:func:`known_answers`); a chunked batch whose true scores differ re-ranks a sub-batch of its queries
-  (:func:`redo_batch`).
+"""The batches of one evaluation, shared by :mod:`.full` and :mod:`.listed` (nothing here scores or
+counts): the evaluation's state (:class:`RunContext`) and a side's collected counts (:class:`SideResult`);
+the pure batch plan (:func:`plan_full`, :func:`walkers`, :func:`auto_batch`); the one out-of-memory-aware
+batch driver (:func:`run_batches`: on an out-of-memory error it halves the batch and resumes at the
+failed batch, finished batches are never redone); a side's tasks grouped by query (:func:`group_by_query`)
+and cut into :class:`Batch` es of whole queries, with their known answers as ``(row, column)`` pairs.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass, field
 
@@ -29,7 +18,7 @@ from ..filtering import FilterIndex
 from .counting import ConsistencyCheck, Counter
 from .options import EvaluationOptions, Tuning
 
-__all__ = ["RunContext", "SideResult", "available_memory_bytes", "default_memory_budget", "auto_batch",
+__all__ = ["RunContext", "SideResult", "BatchPlan", "plan_full", "walkers", "auto_batch",
            "is_out_of_memory", "run_batches", "Batch", "Queries", "group_by_query", "known_answers", "batch_tasks",
            "first_rest", "Redo", "redo_batch"]
 
@@ -70,6 +59,8 @@ class RunContext:
     dist: object | None = None
     #: ``distributed="entities"``: ``(lo, hi, row width, row dtype)`` of this rank's entity shard
     shard: tuple | None = None
+    #: the accumulator of query-level metrics (:class:`kgeval.evaluation.QueryMetricAccumulator`), or None
+    query_metrics: object | None = None
 
     def note_chunk(self, width: int) -> None:
         self.chunk_used = width if self.chunk_used is None else max(self.chunk_used, width)
@@ -92,97 +83,10 @@ class SideResult:
 
 
 # ---------------------------------------------------------------- batch sizes and the batch driver
-_DEFAULT_BUDGET_CAP = 1 << 30  # 1 GiB
 # substrings of allocation failures raised as plain RuntimeError: CUDA's caching allocator and
 # torch's CPU allocator ("DefaultCPUAllocator: can't allocate memory: you tried to allocate ...",
 # "not enough memory" on Windows)
 _OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory")
-
-
-def available_memory_bytes(device: torch.device | None = None) -> int | None:
-    """Free memory on ``device``: CUDA free memory; on the CPU the smallest of MemAvailable (psutil or
-    /proc/meminfo), the cgroup's headroom (containers) and the address-space limit's headroom
-    (``ulimit -v`` / ``prlimit --as``), since exceeding any of them fails the allocation."""
-    if device is not None and device.type == "cuda":
-        try:
-            return int(torch.cuda.mem_get_info(device)[0])
-        except Exception:
-            return None
-    found = [x for x in (_mem_available(), _cgroup_headroom(), _address_space_headroom()) if x is not None]
-    return max(0, min(found)) if found else None
-
-
-_PSUTIL = None  # the psutil module once looked up; False when it is not installed
-
-
-def _psutil():
-    """psutil (optional), imported once: a failed import searched sys.path again on every call
-    (~0.1 ms of stat calls per evaluation without psutil)."""
-    global _PSUTIL
-    if _PSUTIL is None:
-        try:
-            import psutil
-        except Exception:  # noqa: BLE001 - missing or broken: /proc/meminfo is read instead
-            psutil = False
-        _PSUTIL = psutil
-    return _PSUTIL or None
-
-
-def _mem_available() -> int | None:
-    ps = _psutil()
-    if ps is not None:
-        try:
-            return int(ps.virtual_memory().available)
-        except Exception:  # noqa: BLE001 - unsupported platform: fall back to /proc/meminfo
-            pass
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _cgroup_headroom() -> int | None:
-    """``limit - usage`` of the process's memory cgroup (v2, else v1); None without a limit."""
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            with open(limit_file) as fh:
-                raw = fh.read().strip()
-            if raw == "max" or int(raw) >= 1 << 60:  # v1 writes a huge number for "no limit"
-                return None
-            with open(usage_file) as fh:
-                return int(raw) - int(fh.read().strip())
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def _address_space_headroom() -> int | None:
-    """``RLIMIT_AS - current virtual size``; None without a limit (or off Linux)."""
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft == resource.RLIM_INFINITY or soft < 0:
-            return None
-        with open("/proc/self/statm") as fh:
-            vsize = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        return int(soft) - vsize
-    except (ImportError, OSError, ValueError, AttributeError):
-        return None
-
-
-def default_memory_budget(device: torch.device | None = None) -> int:
-    """``min(1 GiB, available / 4)``: a safe share for the score matrix and its temporaries."""
-    avail = available_memory_bytes(device)
-    if avail is None:
-        return _DEFAULT_BUDGET_CAP // 2
-    return int(max(16 << 20, min(_DEFAULT_BUDGET_CAP, avail // 4)))
 
 
 def auto_batch(budget: int, columns: int, n_tasks: int, itemsize: int = 4, extra: float = 0.0) -> int:
@@ -195,6 +99,100 @@ def auto_batch(budget: int, columns: int, n_tasks: int, itemsize: int = 4, extra
     """
     per_row = int(columns * (3 * itemsize + 2 + extra)) + 256
     return int(max(1, min(n_tasks, budget // per_row)))
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How one side's tasks are batched: ``batch`` tasks per batch; ``width``: the entity chunk width
+    (None: whole rows); ``row_block``: query rows per row block of a chunked batch (None: one block)."""
+
+    batch: int
+    width: int | None = None
+    row_block: int | None = None
+
+
+def plan_full(ctx: RunContext, sc, n_tasks: int, row_cols: int | None = None,
+              split_rows: bool = True, quiet: bool = False) -> BatchPlan:
+    """The :class:`BatchPlan` for rows of ``sc.num_columns`` columns whose whole-row call returns ``row_cols``
+    scores (default every entity; an entity shard: its local columns), sized by ``ctx.tuning``. Pure: a
+    function of the options, tuning, budget, device and scorer capabilities.
+
+    On the CPU automatic score blocks stay near ``cpu_block`` entries (counted from the cache). Rows of
+    more than ``cpu_whole_cols`` entities are chunked (``cpu_block_rows`` queries x ``cpu_chunk_block /
+    cpu_block_rows`` entities, equal batches of up to ``row_blocks`` row blocks walked as one); shorter
+    rows are whole, up to ``whole_batch_blocks`` row groups per walker (``split_rows=False``: one block of
+    ``shard_row_block`` entries). The memory budget is an upper bound; explicit ``batch_size`` /
+    ``entity_chunk_size`` are used as given. ``quiet``: no warning.
+    """
+    tun, opts, extra = ctx.tuning, ctx.options, sc.score_bytes
+    even_rows = None
+    ncols = max(1, sc.num_columns)
+    row_cols = ctx.num_entities if row_cols is None else max(1, row_cols)
+    width = opts.entity_chunk_size
+    cpu_blocks = ctx.device.type == "cpu" and opts.batch_size is None
+    if width is None and not ctx.want_query_metrics:
+        # automatic: chunk when the budget does not hold a small batch of whole rows
+        if auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < min(n_tasks, tun.min_chunk_rows):
+            rows = min(n_tasks, tun.chunk_rows)
+            width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
+        if cpu_blocks and sc.accepts_entities and ncols > tun.cpu_whole_cols:
+            # batches of equal size, not full ones and a remainder (a short batch pays the per-batch
+            # work for few rows)
+            rows = tun.cpu_block_rows
+            rows = even_rows = -(-n_tasks // -(-n_tasks // rows)) if n_tasks else 1  # (no task: a "tasks" rank's share)
+            cap = max(1, tun.cpu_chunk_block // rows)
+            cap = max(tun.cpu_chunk_align, cap // tun.cpu_chunk_align * tun.cpu_chunk_align)
+            width = cap if width is None else min(width, cap)
+    if width is not None and width >= ncols:
+        width = None
+    if width is not None and not sc.accepts_entities:
+        if not quiet:
+            warnings.warn(
+                f"scorer.{sc.method.__name__} has no entities= keyword (or the scorer declares entity_subsets=False): "
+                "entity chunking is impossible, "
+                "whole score rows are used",
+                stacklevel=5,
+            )
+        width = None
+    if width is None:
+        batch = opts.batch_size or auto_batch(ctx.budget, row_cols, n_tasks, extra=extra)
+        if cpu_blocks and split_rows:
+            # rows are scored and counted in groups of one block (_row_groups): a batch of several
+            # groups per walker pays the per-batch work (known answers, task bookkeeping) once for
+            # all; query metrics score a batch's rows in one piece (one block per walker's share)
+            n_walkers = walkers(ctx, sc, 2, 0)
+            groups = 1 if ctx.want_query_metrics else tun.whole_batch_blocks
+            batch = min(batch, max(tun.min_chunk_rows, groups * n_walkers * tun.cpu_block // ncols))
+        elif cpu_blocks:  # whole local rows of row_cols (an entity shard's slice: not all ncols columns)
+            batch = min(batch, max(tun.min_chunk_rows, tun.shard_row_block // row_cols))
+        return BatchPlan(batch)
+    batch = opts.batch_size or auto_batch(ctx.budget, width, n_tasks, extra=extra)
+    row_block = None
+    if cpu_blocks:
+        if even_rows is not None and split_rows:
+            row_block = max(1, min(batch, even_rows))
+            batch = min(batch, row_block * tun.row_blocks)
+        else:
+            batch = min(batch, max(tun.min_chunk_rows, tun.cpu_chunk_block // width))
+            if even_rows is not None:
+                batch = min(batch, even_rows)
+    return BatchPlan(batch, int(width), row_block)
+
+
+def walkers(ctx, sc, nparts: int, block: int) -> int:
+    """How many walkers take a batch's ``nparts`` parts, each scoring on one torch thread and counting
+    outside the GIL (``Tuning.workers``, default the caller's torch threads): only on the CPU, for scorers
+    declaring ``concurrent_scoring`` and taking ``out=``, blocks of at most ``cpu_block`` scores, when this
+    evaluation counts with the kernel. Otherwise 1: the sequential executor. (Each walker reads an answer's
+    score from the very block it counts with, so thread-dependent rounding stays exact.)"""
+    n = ctx.tuning.workers or ctx.score_threads or 1
+    if n < 2 or nparts < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > ctx.tuning.cpu_block:
+        return 1
+    if getattr(sc.scorer, "concurrent_scoring", False) is not True:
+        return 1
+    if not ctx.counter.fused:
+        return 1
+    return min(n, nparts)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

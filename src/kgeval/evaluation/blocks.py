@@ -1,22 +1,16 @@
-"""Counting a batch against its score blocks: one block, column tiles of whole rows, and the walk over
-column chunks of a chunked batch (:class:`ChunkWalk`).
+"""Counting a batch against its score blocks (one block, column tiles of whole rows, the walk over the
+column chunks of a chunked batch: :class:`ChunkWalk`) and the walkers, the evaluator's only threads.
 
-Every count goes through :func:`count_block`: on the CPU one compiled pass counts, subtracts the known
-answers and looks for NaN (:mod:`.count_kernel`); elsewhere the known answers are overwritten with NaN
-in a writable copy and counted by torch (:mod:`.counting`), the reference both are tested against.
-A chunked batch sums ``better`` / ``tied`` over its chunks (exact: counts add), each walker into its own
-accumulator (:class:`.count_kernel.FusedCounts`, or torch counts), and reads each task's in-batch true
-score from the chunk holding its answer, to be compared with the pass-1 value after the walk.
+Every count goes through :func:`count_block` or :class:`Counts` (compiled kernel on the CPU, torch
+reference elsewhere; :mod:`.counting`). Counts add exactly over chunks; a chunk walk reads each task's
+in-batch true score from the chunk holding its answer, compared with pass 1 after the walk.
 
-The walkers, the evaluator's only worker threads: a batch's independent parts (row groups of whole
-rows, or (row block, column chunk) pairs) are walked by :func:`walk_parts` on ``workers`` walkers:
-walker 0 is the calling thread, the others come from one process-wide pool; each takes the next part as it finishes one (so a slow walker
-takes fewer), scores it on one torch thread into its own reused block (``slot``) and uses it. A
-``setup`` task (the batch's serial work) runs on the calling thread while the other walkers score
-their first part; no part's scores are used before it is done. A walker that fails (or is
-interrupted) makes the others stop at their next part, and its error is raised once all have
-ended. With one walker everything runs on the calling thread, in order: the sequential executor
-(accelerators, debugging, scorers that cannot score from several threads at once).
+:func:`walk_parts` runs a batch's independent parts (row groups, or (row block, column chunk) pairs)
+on ``workers`` walkers: walker 0 is the calling thread, the others come from one process-wide pool;
+each takes the next part as it finishes one, scores it on one torch thread into its own reused block
+and uses it. A ``setup`` task (the batch's serial work) runs on the calling thread first; no part is
+used before it is done. A failing walker makes the others stop at their next part, and its error is
+raised once all have ended. One walker: everything on the calling thread, in order.
 """
 
 from __future__ import annotations
@@ -29,12 +23,11 @@ import numpy as np
 import torch
 
 from .._threads import thread_pool, torch_threads
-from .batches import Batch
-from .count_kernel import FusedCounts, fused_counts
-from .counting import check_nan
+from .batches import Batch, walkers
+from .counting import FusedCounts, check_nan, fused_counts
 
 __all__ = ["count_block", "count_tiles", "count_chunks", "Counts", "ChunkWalk", "known_by_column", "chunk_bounds",
-           "row_bounds", "RowBlocks", "walk_parts", "run_on_workers", "walkers"]
+           "row_bounds", "RowBlocks", "walk_parts", "run_on_workers"]
 
 
 def count_block(ctx, sc, scores, true, b: Batch, task0: int = 0):
@@ -71,7 +64,7 @@ def count_tiles(ctx, sc, tiles: list, tile: int, true, b: Batch, task0: int = 0)
 class Counts:
     """``better`` / ``tied`` of one batch's tasks summed over any number of its score blocks (each block:
     the columns of a chunk for some of its query rows), the NaN rule checked on each: one accumulator,
-    two back ends. The compiled kernel (:class:`.count_kernel.FusedCounts`: one read per block) where this
+    two back ends. The compiled kernel (:class:`.counting.FusedCounts`: one read per block) where this
     evaluation counts with it and the block is CPU float32/float64; otherwise the torch reference
     (:func:`count_block`). Counts add exactly over blocks, so any split gives the counts of whole rows."""
 
@@ -115,14 +108,9 @@ def _with_known(b: Batch, known) -> Batch:
 
 def known_by_column(known, bounds: list[int], as_numpy: bool = False) -> list:
     """The known ``(row, column)`` pairs of each column range ``[bounds[k], bounds[k + 1])``, columns
-    relative to the range's start; None for a range holding none (or ``known`` None). One sort of
-    the batch's pairs by column, one ``searchsorted`` for all ranges.
-
-    ``as_numpy`` (CPU tensors): the pairs as int64 numpy arrays, as the counting kernel takes them
-    (:meth:`.count_kernel.FusedCounts.add`; :func:`_torch_pairs` turns one back), grouped by range
-    (:func:`_grouped`: the pairs' order within a range does not matter) instead of sorted by column:
-    small numpy operations cost a fraction of torch's per-call overhead, paid for every (row block,
-    column chunk) part of every batch."""
+    relative to the range's start; None for a range holding none (or ``known`` None). ``as_numpy`` (CPU
+    tensors): int64 numpy arrays grouped by range (:func:`_grouped`), as the counting kernel takes them
+    (cheaper than torch's per-call overhead, paid for every part of every batch)"""
     if known is None:
         return [None] * (len(bounds) - 1)
     n = len(bounds) - 1
@@ -203,13 +191,9 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def count_chunks(ctx, sc, b: Batch, width: int, true, *, verify: bool, prepared=None, workers: int | None = None,
                  row_block: int | None = None):
     """Pass 2 over the ``sc.num_columns`` columns of batch ``b`` in chunks of ``width``: ``(better, tied,
-    tasks whose in-batch true score differs from ``true`` or None)`` (:class:`ChunkWalk`); tasks with
-    ``col < 0`` (answer on another entity shard) are not verified. ``true``: the pass-1 true scores, or
-    a function computing them (run on the calling thread while the other walkers score their first
-    chunk); ``prepared``: :meth:`.scoring.SideScorer.prepared` of these queries (built here when None);
-    ``workers``: how many walk the chunks (default: :func:`walkers`); ``row_block``: score the
-    batch's query rows in about equal blocks of at most this many (the parts are then (row block,
-    column chunk) pairs, one walk per batch)."""
+    tasks whose in-batch true score differs from ``true`` or None)`` (:class:`ChunkWalk`; ``col < 0``: not
+    verified). ``true``: the pass-1 true scores, or a function computing them (run by walker 0 while the
+    others score); ``row_block``: parts are then (row block, column chunk) pairs, one walk per batch."""
     rb = row_bounds(b.ent.shape[0], row_block)
     nparts = (len(rb) - 1) * (len(chunk_bounds(sc.num_columns, width)) - 1)
     if workers is None:
@@ -339,29 +323,6 @@ class _AnswerScores:
 
 
 # ------------------------------------------------------------------------------------- the walkers
-def walkers(ctx, sc, nparts: int, block: int) -> int:
-    """How many walkers take a batch's ``nparts`` parts, each scoring on one torch thread.
-
-    On the CPU with ``t >= 2`` walkers (``Tuning.workers``, default the caller's torch threads),
-    single-threaded walkers (each scores its part, then counts it with the compiled kernel, both
-    outside the GIL) keep every core busy; one walker with a ``t``-thread matmul leaves ``t - 1``
-    cores idle while it counts. A scorer's rounding may depend on the thread count, which is safe
-    because every walker reads each answer's score from the very block it counts with, pass 2
-    verifies pass 1, and re-ranking scores and counts on one walker. Only for scorers that say
-    several threads may score at once (``concurrent_scoring``) and take ``out=``, automatic block
-    sizes (each walker holds one block of at most ``block`` scores) and when this evaluation counts
-    with the kernel (decided at its start). Otherwise 1: the sequential executor.
-    """
-    n = ctx.tuning.workers or ctx.score_threads or 1
-    if n < 2 or nparts < 2 or ctx.device.type != "cpu" or not sc.accepts_out or block > ctx.tuning.cpu_block:
-        return 1
-    if getattr(sc.scorer, "concurrent_scoring", False) is not True:
-        return 1
-    if not ctx.counter.fused:
-        return 1
-    return min(n, nparts)
-
-
 def walk_parts(sc, n_parts: int, workers: int, score: Callable, use: Callable, *,
                setup: Callable | None = None, start: Callable | None = None) -> list:
     """Walk parts ``0 .. n_parts - 1``: ``x = score(k, slot)`` then ``use(k, x, state)``, where ``state``

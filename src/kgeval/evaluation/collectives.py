@@ -1,22 +1,25 @@
-"""The collectives of a distributed evaluation and their fault handling (:class:`Plan`); see
-:mod:`.distributed` for the two modes. Nothing here reads the evaluation's options or inputs.
+"""The collectives of a distributed evaluation, their fault handling (:class:`Plan`), and the hooks
+with which entity shards run the one-process drivers (:class:`ShardReduce`); see :mod:`.distributed`.
 
-Faults. Every collective of an evaluation goes through :meth:`Plan.exchange`: a rank's local work
-runs inside ``try``; its outcome (result or exception) is what the collective carries, so an
-exception on one rank ends every rank, the failing one with its own exception, the others with
-:class:`RankFailedError` naming the rank and the error (no rank waits for a peer that already
-failed). A NaN score under ``nan_policy="raise"`` is a property of the inputs, not of a rank: whichever
-rank computes it (a candidate in its entity slice, a task in its share), every rank raises the same
-:class:`~kgeval.errors.NaNScoresError`, with the message of the lowest rank that found one. A rank that dies without raising (killed, segfault) is caught by the process group's
-timeout: ``init_process_group(timeout=...)``; the CLI sets it from ``--dist-timeout``
-(default 600 s). So is a rank that never joins the evaluation (evaluates without ``distributed=``):
-a collective that fails or times out raises :class:`CollectiveError` naming the rank. At the start the ranks exchange a SHA-256 of their inputs (triples, known
-triples, restriction, options that change results, number of entities): a difference raises
-:class:`DistributedMismatchError` on every rank before any scoring.
+Faults. Every collective goes through :meth:`Plan.exchange` or :meth:`Plan.reduce`: a rank's local
+work runs inside ``try`` and its outcome is what the collective carries, so an exception on one rank
+ends every rank (the failing one with its own exception, the others with :class:`RankFailedError`);
+an out-of-memory error on any rank halves the batch on every rank. A NaN score under
+``nan_policy="raise"`` is a property of the inputs, not of a rank: every rank raises the same
+:class:`~kgeval.errors.NaNScoresError`. A dead or absent rank is a :class:`CollectiveError` at the
+process group's timeout (the CLI's ``--dist-timeout``).
+
+Entity shards. Every rank walks all tasks of a side in the same batches; per batch the drivers of
+:mod:`.full` and :mod:`.listed` call three sums over ranks, each after a local step: the rows of the
+batch's query entities (filled in by their owners), the true scores (the owner of each answer scores
+it; float64 bit patterns in int64: exact, NaN and -0.0 included), and the better / tied counts
+against the local columns (known answers excluded where they live), with one re-rank flag per task
+when some rank chunks its slice. Scores of candidates never leave their rank.
 """
 
 from __future__ import annotations
 
+import math
 import pickle
 import warnings
 from dataclasses import dataclass
@@ -26,11 +29,15 @@ import torch
 
 from .._partition import DistributedError, TooManyRanksError
 from ..errors import InvalidInputError, NaNScoresError
-from .batches import _batch_stop, is_out_of_memory
+from ..ranks import SIDE_HEAD
+from .batches import Batch, BatchPlan, RunContext, _batch_stop, auto_batch, is_out_of_memory, plan_full
+from .blocks import count_block, count_tiles
+from .full import OneProcess, answer_scores, tile_scores, tile_width
 from .options import DISTRIBUTED_MODES
+from .scoring import ShardSideScorer
 
 __all__ = ["MODES", "Plan", "DistributedError", "RankFailedError", "CollectiveError", "DistributedMismatchError",
-           "TooManyRanksError"]
+           "TooManyRanksError", "ShardReduce"]
 
 #: the values of ``EvaluationOptions.distributed`` besides None (one process)
 MODES = DISTRIBUTED_MODES
@@ -83,13 +90,9 @@ class Plan:
         return box[0]
 
     def exchange(self, fn, *args):
-        """``fn(*args)`` on this rank, then the results of every rank (a list in rank order).
-
-        Raises on every rank when any rank raised: its own exception on the failing rank,
-        :class:`RankFailedError` on the others. Except for a NaN score under ``nan_policy="raise"``
-        (:class:`~kgeval.errors.NaNScoresError`, about the inputs, not a rank): when the first failing
-        rank raised one, every rank without another error of its own raises it, message and all.
-        """
+        """``fn(*args)`` on this rank, then the results of every rank (a list in rank order); raises on every
+        rank when any rank raised (see the module docstring: own error, :class:`RankFailedError`, or the
+        first failing rank's :class:`~kgeval.errors.NaNScoresError`, message and all)."""
         err = out = None
         try:
             out = fn(*args)
@@ -119,9 +122,8 @@ class Plan:
         return [pickle.loads(p) for _, p, _ in gathered]
 
     def _collective(self, what: str, fn, *args):
-        """``fn(*args)``, a collective: torch's error when it fails (gloo: ``RuntimeError: Timed out
-        waiting 1800000ms for send operation``, or a closed connection) as :class:`CollectiveError`
-        saying why a rank ends up there (out-of-memory errors pass unchanged)."""
+        """``fn(*args)``, a collective: torch's error when it fails (a timeout, a closed connection) as a
+        :class:`CollectiveError` saying why a rank ends up there (out-of-memory errors pass unchanged)."""
         try:
             return fn(*args)
         except RuntimeError as exc:
@@ -159,10 +161,8 @@ class Plan:
         return res
 
     def merge_consistency(self, cc) -> None:
-        """Sum the consistency check's counts over ranks (the first mismatch message of the lowest rank).
-
-        Every rank takes part, with or without a check (``check_consistency`` may differ between
-        ranks: a rank without one skipping the collective left the others waiting)."""
+        """Sum the consistency check's counts over ranks (the first mismatch message of the lowest rank); every
+        rank takes part, with or without a check (``check_consistency`` may differ between ranks)."""
         parts = self.exchange(lambda: None if cc is None else (cc.checked, cc.mismatches, cc.first_mismatch))
         parts = [p for p in parts if p is not None]
         if cc is None:
@@ -260,15 +260,9 @@ _GATHER_SUM_RANKS = 4
 
 
 def _sum_over_ranks(buf: torch.Tensor, world: int) -> torch.Tensor:
-    """The element-wise sum over ranks of the integer tensor ``buf`` (``all_reduce``, SUM).
-
-    On gloo with at most :data:`_GATHER_SUM_RANKS` ranks it is an all-gather and a local sum instead:
-    measured between 2 CPU processes, gloo's ``all_reduce`` took 1.6-1.9 ms per call whatever the
-    size (10 to 10^4 int64; a send/recv round trip 0.15 ms), the all-gather 0.5-0.9 ms, and the
-    entity-sharded evaluation makes three such sums per batch. Integer sums are exact in any order,
-    so the result is the same; the all-gather moves ``(world - 1) x`` the tensor to each rank, at most
-    twice a ring all-reduce's volume up to 4 ranks. NCCL and larger groups keep ``all_reduce``.
-    """
+    """The element-wise sum over ranks of the integer tensor ``buf``: ``all_reduce``, or on gloo with at most
+    :data:`_GATHER_SUM_RANKS` ranks an all-gather and a local sum (cheaper there per call, see
+    ``benchmarks/results/evaluation-notes.md``; integer sums are exact in any order)."""
     d = _dist()
     if world <= _GATHER_SUM_RANKS and d.get_backend() == "gloo":
         out = torch.empty((world, buf.numel()), dtype=buf.dtype, device=buf.device)
@@ -277,3 +271,172 @@ def _sum_over_ranks(buf: torch.Tensor, world: int) -> torch.Tensor:
         return out.sum(0, dtype=buf.dtype).view(buf.shape)  # int32 stays int32 (float rows as bits)
     d.all_reduce(buf)
     return buf
+
+
+# ------------------------------------------------------------ entity shards: the hooks of the drivers
+def _int_of(dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
+    """``(float dtype sent, integer dtype of its bits)`` for a row dtype."""
+    if dtype == torch.float64:
+        return torch.float64, torch.int64
+    return torch.float32, torch.int32  # float16 / bfloat16 widen exactly to float32
+
+
+def _to_bits(x: torch.Tensor, wire: torch.dtype, ints: torch.dtype) -> torch.Tensor:
+    return x.to(wire).contiguous().view(ints)
+
+
+class _Alone:
+    """The consistency check's single-triple score, from the batch's query row and the answer's column."""
+
+    def __init__(self, sc: ShardSideScorer, b: Batch, picks: list):
+        self.sc, self.b, self.side = sc, b, sc.side
+        self.row_of = {tuple(int(x) for x in b.triples[j]): int(b.task_q[j]) for j in picks}
+
+    def alone(self, h: int, r: int, t: int) -> float:
+        i = self.row_of[(h, r, t)]
+        ans = h if self.side == SIDE_HEAD else t
+        sc = self.sc
+        out = sc._call(sc.method, self.b.ent[i:i + 1], self.b.rel[i:i + 1],
+                       entities=torch.tensor([ans], device=sc.device))
+        return float(sc._checked(out, (1, 1), sc.method.__name__)[0, 0])
+
+
+class ShardReduce(OneProcess):
+    """The hooks of :func:`.full.rank_full` and :func:`.listed.rank_listed` on an entity shard (see the
+    module docstring): each sum over ranks runs after a local step whose errors end every rank."""
+
+    def __init__(self, plan):
+        self.dist = plan
+        self.flags = False
+
+    def guard(self, fn, *args):
+        return self.dist.guard(fn, *args)
+
+    def plan(self, ctx, sc, n_tasks: int) -> BatchPlan:
+        """:func:`.batches.plan_full` on the local columns (a whole-row call returns those only), the
+        smallest batch of any rank; widths stay local (a rank's slice may be narrow or empty)."""
+        def local():
+            p = plan_full(ctx, sc, n_tasks, row_cols=sc.num_local, split_rows=False)
+            if p.width is not None:
+                ctx.note_chunk(p.width)
+            return p
+
+        p = self.dist.guard(local)
+        self.flags = any(self.dist.exchange(lambda: p.width is not None))
+        return BatchPlan(self.dist.agree_min(p.batch), p.width)
+
+    def run_batches(self, n: int, batch_size: int, step, bar, ends) -> None:
+        self.dist.run_batches(n, batch_size, step, bar, ends=ends)
+
+    def listed_batch(self, ctx, sc, n: int, k: int) -> int:
+        return self.dist.agree_min(self.dist.guard(_sampled_batch, ctx, sc, n, k))
+
+    def candidates(self, ctx, sc, b: Batch, ans, ng: torch.Tensor, valid: torch.Tensor):
+        """Only the candidates in this rank's slice are scored (:func:`_local_candidates`), the others 0."""
+        ncol = sc.local_column(ng, ctx.pos_map)
+        scores = _local_candidates(sc, b.ent, b.rel, torch.cat([b.col[:, None], ncol], dim=1))
+        return scores, valid & (ncol >= 0)
+
+    def rows(self, sc, ent: torch.Tensor) -> torch.Tensor:
+        wire, ints = _int_of(sc.row_dtype)
+        rows = self.dist.reduce(lambda: _to_bits(sc.query_rows(ent), wire, ints), (ent.shape[0], sc.width), ints)
+        return rows.view(wire).to(device=sc.device, dtype=sc.row_dtype)
+
+    def columns(self, ctx, sc, ans: torch.Tensor, known):
+        col = sc.local_column(ans, ctx.pos_map)
+        if known is not None:  # filtered answers are excluded where they live
+            rows, cols = known
+            local = (cols >= sc.c_lo) & (cols < sc.c_hi)
+            known = (rows[local], cols[local] - sc.c_lo)
+        return col, known
+
+    def true(self, sc, b: Batch, read) -> torch.Tensor:
+        nt, dev = b.num_tasks, sc.device
+
+        def local():
+            mine = (b.col >= 0).nonzero().view(-1)
+            true = torch.zeros(nt, dtype=torch.float64, device=dev)
+            got = read(b.task_q[mine], b.col[mine])  # (scores the local rows where read does)
+            true[mine] = got.double()
+            return true.view(torch.int64)
+
+        true64 = self.dist.reduce(local, (nt,), torch.int64).view(torch.float64).to(dev)
+        return true64.to(sc.score_dtype(b.ent, b.rel))
+
+    def counts(self, ctx, sc, b: Batch, count, flags: bool = False, true=None):
+        nt, dev = b.num_tasks, ctx.device
+
+        def local():
+            better, tied, differ = count()
+            if true is not None and ctx.consistency is not None:
+                picks = [j for j in sorted({0, nt - 1}) if int(b.col[j]) >= 0]  # on the rank owning the answer
+                if picks:
+                    ctx.consistency.check(_Alone(sc, b, picks), b.triples, true, picks)
+            parts = [better.to(dev), tied.to(dev)]
+            if flags:
+                redo = torch.zeros(nt, dtype=torch.long, device=dev)
+                if differ is not None:
+                    redo[differ] = 1
+                parts.append(redo)
+            return torch.cat(parts)
+
+        c = self.dist.reduce(local, ((3 if flags else 2) * nt,), torch.int64).to(dev)
+        differ = (c[2 * nt:] > 0).nonzero().view(-1) if flags else None
+        return c[:nt].clone(), c[nt:2 * nt].clone(), differ if differ is not None and differ.numel() else None
+
+    def whole_rows(self, ctx, sc, b: Batch):
+        """Whole local rows, scored once (in tiles when unaligned, as in one process), the true scores
+        summed over ranks before the counts: ``(better, tied, true scores, tasks to re-rank or None, None)``."""
+        tile = tile_width(ctx, sc) if sc.num_columns else None
+        got = {}
+
+        def read(task_q, col):  # scored here, inside the guarded step
+            if tile is None:
+                got["scores"] = s = sc.chunk(b.ent, b.rel, 0, sc.num_columns)
+                return s[task_q, col]
+            got["tiles"] = t = sc.tiles(b.ent, b.rel, tile)
+            return tile_scores(t, tile, task_q, col)
+
+        true = self.true(sc, b, read)
+
+        def count():
+            if tile is None:
+                return (*count_block(ctx, sc, got.pop("scores"), true, b), None)
+            return (*count_tiles(ctx, sc, got.pop("tiles"), tile, true, b), None)
+
+        better, tied, differ = self.counts(ctx, sc, b, count, self.flags, true)
+        return better, tied, true, differ, None
+
+    def check(self, ctx, sc, b: Batch, true, scale) -> None:
+        """(Checked in :meth:`counts`, on the rank owning each checked answer.)"""
+
+
+def _sampled_batch(ctx: RunContext, sc: ShardSideScorer, n: int, k: int) -> int:
+    """This rank's batch of sampled tasks: a batch of ``b`` scores ``b x min(#local, b (k + 1))``
+    entries at most (the union of its local candidates), so ``b = sqrt(block / (k + 1))`` with
+    ``block`` the entries the budget holds (on the CPU at most ``Tuning.cpu_block``), and never
+    fewer rows than whole local rows would allow."""
+    if ctx.options.batch_size:
+        return int(ctx.options.batch_size)
+    extra = sc.score_bytes
+    whole = auto_batch(ctx.budget, max(1, sc.num_local), n, extra=extra)
+    block = ctx.budget // int(3 * 4 + 2 + extra + 1)
+    if ctx.device.type == "cpu":
+        block = min(block, ctx.tuning.cpu_block)
+    return int(max(whole, min(n, math.isqrt(max(1, block // (k + 1))))))
+
+
+def _local_candidates(sc: ShardSideScorer, qrows, rel, cand: torch.Tensor) -> torch.Tensor:
+    """Scores of the local columns ``cand`` ``(b, m)`` (-1: not here; those entries are 0) of each row:
+    the union of the batch's local columns through ``entities=``, or whole local rows when the union
+    is most of them."""
+    here = cand >= 0
+    b = cand.shape[0]
+    if not bool(here.any()):
+        return torch.zeros(cand.shape, dtype=sc.score_dtype(qrows, rel), device=cand.device)
+    pos = cand.clamp(min=0)
+    if 2 * int(torch.unique(pos).numel()) >= sc.num_local:
+        got = sc.chunk(qrows, rel, 0, sc.num_local).gather(1, pos)
+    else:
+        got = answer_scores(sc, qrows, rel, torch.arange(b, device=cand.device), pos)
+    return torch.where(here, got, torch.zeros_like(got))

@@ -1,19 +1,19 @@
-"""Counting candidates better than / tied with the true answer, the NaN rule and the consistency
-check: one implementation shared by full, chunked and sampled ranking.
+"""Counting candidates better than / tied with the true answer, the NaN rule, the consistency check
+and the compiled counting kernel: one implementation shared by full, chunked and sampled ranking.
 
 With ``s`` the true score of a task and ``tol`` the tie tolerance:
 
     better = #{c : score(c) > s + tol},   tied = #{c : s - tol <= score(c) <= s + tol}
 
-NaN scores compare neither greater nor equal, so they count in neither; filtered candidates are
-set to NaN before counting (in a score tensor the evaluator owns).
+NaN scores compare neither greater nor equal, so they count in neither. Two back ends: the torch
+reference (:class:`Counter`: filtered candidates are set to NaN in a writable copy before counting)
+and the compiled kernel (:class:`FusedCounts`: one read of each CPU score block counts, subtracts the
+known answers and sums each row to detect NaN), decided once per evaluation (:func:`use_kernel`).
 
-The NaN rule (one for full, chunked, sampled, given-candidates and distributed ranking): the
-scores that decide a rank are the true answer's and its candidates'. ``nan_policy="raise"`` raises
-:class:`~kgeval.errors.NaNScoresError` when one of them is NaN; ``"worst"`` ranks a NaN true score
-last and lets a NaN candidate lose to every non-NaN true score. A filtered known answer is no
-candidate: a NaN there is ignored by both policies, as a sampled ranking never scores it (and as an
-entity it never drew as a negative). Its own task, where it is the true answer, sees it.
+The NaN rule (the same for every ranking path): ``nan_policy="raise"`` raises
+:class:`~kgeval.errors.NaNScoresError` when the true score or a candidate's is NaN; ``"worst"`` ranks
+a NaN true score last and lets a NaN candidate lose to every non-NaN true score. A filtered known
+answer is no candidate: a NaN there is ignored, as a sampled ranking never scores it.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ import threading
 import numpy as np
 import torch
 
-from ..errors import NaNScoresError
+from .. import filtering
+from ..errors import InvalidInputError, NaNScoresError
 from ..ranks import SIDE_NAMES
 
-__all__ = ["Counter", "count", "apply_nan_policy", "check_nan", "ConsistencyCheck"]
+__all__ = ["Counter", "count", "apply_nan_policy", "check_nan", "ConsistencyCheck", "fused_counts", "FusedCounts",
+           "use_kernel", "kernel_ready", "warm_kernel"]
 
 _BLOCK_ELEMS = 1 << 18  # scores per counting block on CPU (1 MiB of float32: the buffer stays in cache)
 
@@ -74,7 +76,7 @@ class Counter:
 
     def __init__(self, tol: float, fused: bool = False):
         self.tol = tol
-        #: count CPU blocks with the compiled kernel (:mod:`.count_kernel`, see :func:`.count_kernel.use_kernel`)
+        #: count CPU blocks with the compiled kernel (:class:`FusedCounts`, see :func:`use_kernel`)
         self.fused = fused
         self._local = threading.local()  # one comparison buffer per thread (chunk walkers, see full.py)
 
@@ -96,12 +98,8 @@ class Counter:
         return block
 
     def rows(self, scores, true, task_q, first, rest):
-        """``better`` / ``tied`` of every task against its query row ``scores[task_q]``.
-
-        ``first`` (one task per query row, or None when every row has exactly one task) compares
-        against the matrix rows in place; only the further tasks of shared queries (``rest``) need
-        gathered copies of their rows, one block at a time.
-        """
+        """``better`` / ``tied`` of every task against its query row ``scores[task_q]``: ``first`` (one task per
+        row, None when each row has one) compares in place; only ``rest`` needs gathered copies of rows."""
         nq, ncols = scores.shape
         dev = scores.device
         block = self._block_rows(nq, ncols, dev)
@@ -118,8 +116,7 @@ class Counter:
         better[first], tied[first] = fb, ft
         for i in range(0, rest.numel(), block):
             sel = rest[i : i + block]
-            # advanced indexing, not index_select: on CPU (torch 2.13) index_select of whole float
-            # rows was measured ~100x slower (2.4 s vs 27 ms for 300 rows of 40,943 floats)
+            # advanced indexing: index_select of whole float rows is far slower on the CPU
             better[sel], tied[sel] = count(scores[task_q[sel]], true[sel][:, None], self.tol, self.buf)
         return better, tied
 
@@ -196,14 +193,11 @@ class ConsistencyCheck:
         self._first_at: int | None = None
 
     def check(self, side_scorer, rows_triples: np.ndarray, true: torch.Tensor, picks, scale: float | None = None):
-        # the absolute tolerance follows the score scale (``scale``: mean |score| of the checked
-        # rows, else the batch's mean |true score|): a score that cancels to near zero legitimately
-        # differs by float32 rounding of its large terms (measured: DistMult dim 200 gave
-        # 0.29939365 in a 64-row batch vs 0.29939747 alone)
+        # the absolute tolerance follows the score scale (mean |score| of the checked rows, else of the true
+        # scores): a score that cancels to near zero differs by the float32 rounding of its large terms
         if scale is None:
             scale = float(torch.nan_to_num(true.abs().double(), nan=0.0, posinf=0.0).mean()) if true.numel() else 0.0
-        # half-precision scores round ~1e-3 (float16) to ~1e-2 (bfloat16) apart between a batch and a single
-        # row: a float16 DistMult's 0.00191 vs 0.00189 was reported as batch-dependent scoring
+        # half precision rounds ~1e-3 (float16) to ~1e-2 (bfloat16) apart between a batch and a single row
         dtype = getattr(side_scorer, "returned_dtype", None) or true.dtype  # before widening half precision
         rel_tol, abs_tol = score_tolerance(scale, dtype)
         for j in picks:
@@ -229,3 +223,211 @@ class ConsistencyCheck:
                         f"consistency check failed: triple ({h}, {r}, {t}) scores {inbatch!r} inside a batch "
                         f"({SIDE_NAMES[side_scorer.side]} prediction) but {alone!r} alone; {cause}"
                     )
+
+
+# ------------------------------------------------ the compiled kernel (numba)
+_KERNEL = None  # the compiled function once numba has been imported (False: not importable)
+_LOCK = threading.Lock()
+_READY = threading.Event()  # set once the kernel is loaded and has run (compiled or read from cache)
+
+
+def _load():
+    global _KERNEL
+    with _LOCK:
+        if _KERNEL is None:
+            try:
+                from numba import njit
+
+                # reassoc (only): the NaN sum may be vectorised; comparisons keep IEEE semantics
+                kernel = njit(nogil=True, cache=True, boundscheck=False, fastmath={"reassoc"})(_count_rows)
+                one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+                t = np.zeros(1, dtype=np.float32)
+                for thresholds in (t, t.astype(np.float64)):  # tolerance 0 / > 0 (float64 thresholds)
+                    kernel(np.zeros((1, 1), dtype=np.float32), np.zeros(1, dtype=np.int64), thresholds, thresholds,
+                           none, none, one, one.copy())  # the usual signatures: compiled (or read from cache) now
+                if not filtering.load_kernels():  # the filter index's kernels, loaded with this one
+                    raise ImportError("numba's filter kernels did not load")
+            except Exception:  # noqa: BLE001 - numba missing or broken: the torch path counts the same
+                _KERNEL = False
+            else:
+                _KERNEL = kernel
+                _READY.set()
+    return _KERNEL
+
+
+def warm_kernel() -> bool:
+    """Load the compiled counting kernels now (importing numba and reading its cache, once per process).
+
+    Callers that evaluate repeatedly (a validation loop, early stopping, hyper-parameter trials,
+    benchmarks) call it once, so that small evaluations under ``Tuning(kernel="auto")`` count with the
+    kernel too; ranks are the same either way.
+
+    Returns
+    -------
+    bool
+        whether the kernels are available (False without a working numba: the torch path counts).
+
+    Examples
+    --------
+    >>> from kgeval.evaluation import warm_kernel
+    >>> warm_kernel() in (True, False)
+    True
+    """
+    return bool(_load())
+
+
+def kernel_ready() -> bool:
+    """Whether the kernel is loaded."""
+    return _READY.is_set()
+
+
+def use_kernel(device: torch.device, pairs: int, tuning) -> bool:
+    """Whether an evaluation scoring ``pairs`` (task, candidate) pairs on ``device`` counts with the
+    kernel, decided once at its start (never switched mid-run), by ``tuning.kernel``:
+
+    - ``"torch"``: never; accelerators never either;
+    - ``"numba"``: always (loaded now; a named error without numba);
+    - ``"auto"``: when the kernel is already loaded (:func:`warm_kernel`), or when this evaluation
+      scores at least ``tuning.kernel_min_pairs`` pairs (then loaded now, when numba imports)."""
+    if tuning.kernel == "torch" or device.type != "cpu":
+        return False
+    if tuning.kernel == "numba":
+        if not _load():
+            raise InvalidInputError("KGEVAL_COUNT_KERNEL=numba (Tuning.kernel) but numba cannot be imported "
+                                    "(pip install numba)")
+        return True
+    if _READY.is_set():
+        return True
+    return pairs >= tuning.kernel_min_pairs and bool(_load())
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+_SEGMENT = 1 << 24  # rows shorter than this are counted in float32 (exact below 2^24)
+
+
+def _count_rows(S, task_q, lo, hi, krow, kcol, better, tied):  # compiled by numba (see _load)
+    nq, w = S.shape
+    nt = task_q.shape[0]
+    start = np.zeros(nq + 1, np.int64)  # tasks of row i: start[i]:start[i + 1] (task_q is sorted)
+    for t in range(nt):
+        start[task_q[t] + 1] += 1
+    for i in range(nq):
+        start[i + 1] += start[i]
+    nan_rows = 0
+    # counts in float32 where they are exact (below 2^24 columns: every partial sum, in any order, is an
+    # integer below it): 16 lanes per instruction, where numba widens integer counts to int64; wider
+    # rows count in integers
+    in_float = w < _SEGMENT
+    one, zero = np.float32(1.0), np.float32(0.0)
+    for t in range(nt):
+        i = task_q[t]
+        h = hi[t]
+        lw = lo[t]
+        first = t == start[i]  # the row's first task also looks for NaN: a NaN anywhere makes the sum NaN
+        z = zero
+        if in_float:
+            bf = zero
+            gf = zero
+            if first:
+                for j in range(w):
+                    s = S[i, j]
+                    bf += one if s > h else zero
+                    gf += one if s >= lw else zero
+                    z += s  # (reassociated: vectorised; +inf and -inf in one row also give NaN, see below)
+            else:
+                for j in range(w):
+                    s = S[i, j]
+                    bf += one if s > h else zero
+                    gf += one if s >= lw else zero
+            b = int(bf)
+            g = int(gf)
+        else:
+            b = 0
+            g = 0
+            if first:
+                for j in range(w):
+                    s = S[i, j]
+                    b += s > h
+                    g += s >= lw
+                    z += s
+            else:
+                for j in range(w):
+                    s = S[i, j]
+                    b += s > h
+                    g += s >= lw
+        if first and z != z:
+            nan_rows += 1
+        better[t] += b
+        tied[t] += g - b
+    for k in range(krow.shape[0]):  # known answers: subtract what the pass above counted for them
+        i = krow[k]
+        s = S[i, kcol[k]]
+        for t in range(start[i], start[i + 1]):
+            gt = s > hi[t]
+            better[t] -= gt
+            tied[t] -= (s >= lo[t]) - gt
+    return nan_rows
+
+
+def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor, tol: float,
+                 known: tuple[torch.Tensor, torch.Tensor] | None):
+    """``(better, tied, rows that may hold NaN: check them)`` of every task against its row ``scores[task_q[t]]``,
+    the ``known`` ``(row, column)`` pairs (unique) excluded; None when the kernel does not apply (not
+    loaded, not on the CPU, not float32/float64): then use the torch path. ``task_q`` must be sorted."""
+    counts = FusedCounts.start(true, task_q, tol)  # a single block: FusedCounts of one add
+    nan_rows = None if counts is None else counts.add(scores, known)
+    if nan_rows is None:
+        return None
+    return (*counts.result(), nan_rows)
+
+
+class FusedCounts:
+    """``better`` / ``tied`` of one batch's tasks summed over any number of score blocks of the same
+    rows (:func:`fused_counts` is one block; a chunk walker adds its share of the batch's column
+    chunks): the per-batch work -- thresholds, task rows, the two count arrays -- is done once, so a
+    block costs one kernel call (no per-block conversions and small torch ops)."""
+
+    def __init__(self, true: torch.Tensor, task_q: torch.Tensor, tol: float):
+        # the same thresholds as the torch path (:func:`.counting.tolerance_bounds`)
+        hi, lo = tolerance_bounds(true.detach().reshape(-1), tol)
+        self.hi, self.lo = hi.contiguous().numpy(), lo.contiguous().numpy()
+        self.task_q = task_q.detach().to(torch.int64).contiguous().numpy()
+        self.better = np.zeros(self.task_q.shape[0], dtype=np.int64)
+        self.tied = np.zeros(self.task_q.shape[0], dtype=np.int64)
+
+    @classmethod
+    def start(cls, true: torch.Tensor, task_q: torch.Tensor, tol: float) -> "FusedCounts | None":
+        if not _READY.is_set() or not _KERNEL or true.device.type != "cpu" or task_q.device.type != "cpu":
+            return None
+        if true.dtype not in (torch.float32, torch.float64):
+            return None
+        return cls(true, task_q, tol)
+
+    def rows(self, t0: int, t1: int, r0: int) -> tuple:
+        """The tasks ``t0:t1``, whose query rows start at row ``r0``, as :meth:`add` takes them for a
+        block of those rows only (a row block of the batch: row ``r0`` is its row 0)."""
+        return t0, t1, self.task_q[t0:t1] - r0
+
+    def add(self, scores: torch.Tensor, known: tuple[torch.Tensor, torch.Tensor] | None,
+            rows: tuple | None = None) -> int | None:
+        """Add the counts against ``scores`` (the rows of ``task_q``, or with ``rows`` (:meth:`rows`)
+        the rows of those tasks only; ``known``: its ``(row, column)`` pairs, unique, rows relative to
+        ``scores``; tensors or int64 numpy arrays); returns how many rows may hold NaN (check them), or
+        None when the kernel does not take this block (other device or dtype: count it another way)."""
+        if scores.device.type != "cpu" or scores.dtype not in (torch.float32, torch.float64):
+            return None
+        if known is None:
+            krow = kcol = _NONE
+        elif isinstance(known[0], np.ndarray):  # int64 already (blocks.known_by_column(as_numpy=True))
+            krow, kcol = known
+        else:
+            krow, kcol = known[0].detach().to(torch.int64).numpy(), known[1].detach().to(torch.int64).numpy()
+        S = scores.detach().contiguous()  # the compiled loop is specialised for C-contiguous rows
+        if rows is None:
+            return int(_KERNEL(S.numpy(), self.task_q, self.lo, self.hi, krow, kcol, self.better, self.tied))
+        t0, t1, task_q = rows  # views: the kernel adds into these tasks' counts in place
+        return int(_KERNEL(S.numpy(), task_q, self.lo[t0:t1], self.hi[t0:t1], krow, kcol, self.better[t0:t1],
+                           self.tied[t0:t1]))
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.from_numpy(self.better), torch.from_numpy(self.tied)

@@ -1,49 +1,20 @@
-"""Exact distributed evaluation on ``torch.distributed`` (gloo on CPU, NCCL on GPU), launched
-with ``torchrun``; the default process group must be initialised before :func:`kgeval.evaluate`.
+"""Exact distributed evaluation on ``torch.distributed`` (gloo on CPU, NCCL on GPU), launched with
+``torchrun``; the default process group must be initialised before :func:`kgeval.evaluate`. Every rank
+returns the same :class:`~kgeval.Results`, with the rank table of one process holding the whole model
+(full and sampled ranking, filtered or not, with restrictions; ``query_metrics_k`` is refused).
 
-``distributed="tasks"``: every rank holds the whole model and ranks a contiguous slice
-``[n * rank // world, n * (rank + 1) // world)`` of each side's tasks; the per-task counts
-``(better, tied, num_candidates)`` are gathered (``all_gather_object``) and sorted by triple index,
-so every rank returns the same :class:`~kgeval.Results`, identical to one process: a task's counts
-depend only on its own score row, the filter index (built from all known triples on every rank)
-and, for sampled negatives, the negatives drawn for *all* tasks from the seed before slicing. The ranks check at the start that they hold the same model: each
-scores a few probe queries and compares them with rank 0's (:func:`check_replicas`).
+``distributed="tasks"``: every rank holds the whole model and ranks a contiguous slice of each side's
+tasks; the per-task counts are gathered and sorted by triple index (a task's counts depend only on its
+own score row, the filter index built from all known triples on every rank, and negatives drawn for
+*all* tasks from the seed). The ranks check at the start that they hold the same model
+(:func:`check_replicas`).
 
-Faults (:mod:`.collectives`): an exception on one rank ends every rank, the failing one with its own
-exception, the others with :class:`RankFailedError`; a NaN score under ``nan_policy="raise"`` is the same
-:class:`~kgeval.errors.NaNScoresError` on every rank; a dead or absent rank is a :class:`CollectiveError` at
-the process group's timeout. At the start the ranks exchange a SHA-256 of their inputs (triples, known
-triples, restriction, options that change results, number of entities): a difference raises
-:class:`DistributedMismatchError` on every rank before any scoring.
+``distributed="entities"``: no rank holds the whole entity table; rank ``r`` of ``w`` holds the entities
+:func:`shard_range` gives it, every rank walks *all* tasks in the same batches, and the drivers sum the
+query rows, the true scores and the counts over ranks (:class:`.collectives.ShardReduce`). The scorer is
+an *entity shard* (protocol in :mod:`.scorers`), checked at the start (:func:`check_shards`).
 
-``distributed="entities"``: no rank holds the whole entity table. Rank ``rank`` of ``world`` holds
-the entity rows ``[n * rank // world, n * (rank + 1) // world)`` (:func:`shard_range`) and every
-rank walks *all* tasks, in the same batches. Per batch (see :mod:`.sharded`):
-
-1. the embedding rows of the batch's query entities are summed over ranks (each rank fills the
-   rows it owns, zeros elsewhere; sent as the floats' bit patterns in integers, so the rows
-   arrive bit for bit): ``#queries x row width`` numbers;
-2. every rank scores the queries against its own entities only; the true answer's score is read
-   by the rank that owns the answer and summed over ranks the same way (``#tasks`` int64), so
-   every rank compares against exactly the value the owner computed;
-3. every rank counts its better and tied candidates (known answers in its slice masked, i.e.
-   filtered answers are subtracted where they live) and the counts are summed:
-   ``2 x #tasks`` int64 (plus one re-rank flag per task when the local slice is scored in entity
-   chunks, see :mod:`.sharded`). Scores of candidates never leave their rank.
-
-Each of the three sums (``all_reduce``; on gloo with up to 4 ranks an all-gather and a local sum,
-see :func:`.collectives._sum_over_ranks`) also carries two status counters (failed ranks, ranks out
-of memory): a rank whose local step raised still takes part in the collective with zeros and
-its flag set, so every rank learns of the failure at the same collective and none waits; they
-then exchange the error (:meth:`Plan.exchange`): the failing rank raises its own exception, the
-others :class:`RankFailedError`. An out-of-memory error on any rank halves the batch on every
-rank (the batch size is the smallest any rank can afford). Every rank returns the same
-:class:`~kgeval.Results`, with the same rank table as one process holding the whole model
-(full and sampled ranking, filtered or not, with restrictions; ``query_metrics_k`` is refused
-for both modes). Sampled negatives are drawn for all tasks from the seed on every rank; each
-rank scores those in its slice.
-
-The scorer is an *entity shard*: its protocol is in :mod:`.scorers`.
+Faults and the input fingerprint compared at the start: :mod:`.collectives`, :func:`fingerprint`.
 """
 
 from __future__ import annotations
@@ -138,7 +109,6 @@ def replicated_tensors(scorer, num_local: int) -> dict[str, tuple]:
     what is hashed is read (a memory-mapped entity table is not)."""
     from torch import nn
 
-
     if isinstance(scorer, nn.Module):
         items = list(scorer.state_dict().items())
     else:
@@ -162,10 +132,8 @@ def replicated_tensors(scorer, num_local: int) -> dict[str, tuple]:
 
 
 def _check_replicated(plan: Plan, digests: list, kind: str) -> None:
-    """Every rank's shard holds rank 0's replicated parameters: the shards' own ``replicated_digest()``
-    (built-in shards: relations, cores, batch norms and configuration), else the float tensors
-    :func:`replicated_tensors` finds on every rank (a user's shard: without it, shards of different relation
-    parameters silently ranked with a mix of them)."""
+    """Every rank's shard holds rank 0's replicated parameters: its ``replicated_digest()``, else the float
+    tensors :func:`replicated_tensors` finds on every rank."""
     kinds = [d[0] for d in digests]
     for r, d in enumerate(digests):
         if d[0] != kinds[0]:
@@ -209,13 +177,9 @@ def start(mode: str) -> Plan:
 
 
 def init_from_env(timeout_s: float) -> int:
-    """Initialise the default process group from the launcher's environment (torchrun's ``env://``
-    rendezvous), if not yet done; the rank.
-
-    Backend: NCCL when CUDA is available (each process on its node-local GPU), else gloo. ``timeout_s``
-    bounds every collective wait. torch reads the environment; a process started without a launcher
-    gets a named error instead of torch's.
-    """
+    """Initialise the default process group from torchrun's environment (``env://``), if not yet done, and
+    return the rank: NCCL when CUDA is available (node-local GPU), else gloo; ``timeout_s`` bounds every
+    collective wait; without a launcher, a named error instead of torch's."""
     dist = torch.distributed
     if not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -234,11 +198,8 @@ def init_from_env(timeout_s: float) -> int:
 
 
 def _join_error(exc: RuntimeError, timeout_s: float) -> CollectiveError:
-    """The process group did not form: which rank is missing, as far as torch's message tells.
-
-    Rank 0 hosting the store says "1/2 clients joined"; under torchrun (the agent hosts the store)
-    gloo waits for the missing rank's key, ``.../<rank>``; a rank that cannot reach rank 0 says "connect".
-    """
+    """The process group did not form: which rank is missing, as far as torch's message tells ("1/2
+    clients joined", a missing rank's key ``.../<rank>``, or "connect")."""
     import re
 
     text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
@@ -295,15 +256,11 @@ def _probe_scores(inp) -> np.ndarray:
 
 
 def check_replicas(plan: Plan, inp) -> None:
-    """``distributed="tasks"``: every rank must hold the same model, since each ranks its share of the
-    tasks with its own copy. The ranks score the same few probe queries (the first evaluation triple
-    of up to :data:`_PROBE_QUERIES` relations, each evaluated side) at up to :data:`_PROBE_COLUMNS`
-    evenly spaced entities and the probe triples' own (a few hundred scores sent), and compare them
-    with rank 0's, within the consistency check's tolerance (relative 1e-5,
-    absolute 1e-5 x the mean |score|: rounding may differ between devices); a difference raises
-    :class:`DistributedMismatchError` on every rank before any ranking. Without it a rank holding
-    another model (a checkpoint loaded on rank 0 only, an unseeded initialisation) silently ranked
-    its share of the tasks with it."""
+    """``distributed="tasks"``: every rank must hold the same model (each ranks its share with its own
+    copy). The ranks score the same few probe queries (the first evaluation triple of up to
+    :data:`_PROBE_QUERIES` relations) at up to :data:`_PROBE_COLUMNS` entities and compare them with rank
+    0's within the consistency check's tolerance; a difference raises :class:`DistributedMismatchError`
+    on every rank before any ranking (a checkpoint loaded on rank 0 only would rank a share silently)."""
     from .counting import score_tolerance
 
     probes = plan.exchange(_probe_scores, inp)
@@ -321,10 +278,9 @@ def check_replicas(plan: Plan, inp) -> None:
 
 
 def fingerprint(inp, opts) -> str:
-    """SHA-256 of everything that must be the same on every rank. The known triples are hashed as one
-    stream of their sets' bytes (the digest of their concatenation, so sets split differently agree),
-    read in place: concatenating them first copied every filter triple (24 MB for 10⁶, ~12 GB for
-    WikiKG90M's 5·10⁸) and kept the copy for the whole evaluation."""
+    """SHA-256 of everything that must be the same on every rank (triples, known triples, restriction,
+    options that change results, sizes). The known triples are hashed as one stream of their sets' bytes,
+    read in place (sets split differently agree; nothing is concatenated)."""
     h = hashlib.sha256()
 
     def add(parts: list) -> None:  # the shape of the parts stacked, then their bytes in order

@@ -1,197 +1,149 @@
 """Full ranking: every task against all (allowed) candidates, one score row per unique query.
 
-Tasks are grouped by query, so a row is scored once and shared by all tasks of its query. The
-true scores are read first; then every known answer of the query (the task's own answer
-included) is overwritten with NaN, which compares neither greater nor equal (see
-:mod:`.counting`), so ``better = #{row > s}`` and ``tied = #{row == s}`` directly exclude the
-filtered answers and the answer itself, at a cost linear in the number of known answers per
-*query*. ``num_candidates = #allowed entities - #other known answers among them``.
+A row is scored once and shared by the tasks of its query. The known answers of the query are
+excluded from its counts (subtracted by the kernel, or overwritten with NaN, which compares neither
+greater nor equal), so ``better = #{row > s}`` and ``tied = #{row == s}``, at a cost linear in the
+known answers per query; ``num_candidates = #allowed entities - #other known answers among them``.
 
-Entity chunks: when even a small batch of whole rows would exceed the memory budget (or when
-``entity_chunk_size`` is given), each query batch is scored in column chunks ``[q, chunk]``
-through the scorer's ``entities=`` keyword. ``better`` / ``tied`` add exactly over chunks and the
-masking is applied per chunk. The true scores come first, read from the batch scored against its
-answer columns only (~#rows / #columns extra work), and are checked to be bitwise the in-batch
-values compared against (rows that differ are re-ranked exactly, see :func:`_rank_chunks`). On the
-CPU, automatic sizes keep score blocks near 1-2M entries (rows of more than ``Tuning.cpu_whole_cols``
-entities: 1,024 queries x 1,024 entities; shorter rows: groups of whole rows, see :func:`plan_full`),
-so a large (e.g. memory-mapped) entity table is read once per ~1,024 queries; when the memory budget
-forces chunking elsewhere, batches aim at ``Tuning.chunk_rows`` query rows. A scorer without ``entities=`` cannot be chunked (whole rows, with a warning). Query-level
-metrics need whole rows.
-
-Memory of one batch: the score block ``rows x width`` (on the CPU one per walker, each holding
-one row group or chunk at a time; plus a comparison buffer of at most 2^18 entries and the masked
-copy when the scorer keeps the block), the batch's known answers
-(``O(#known answers of its queries)``) and ``O(rows)`` counts: within ``memory_budget``, whatever
-the number of entities.
+Whole rows are scored in row groups of one cache-sized block (aligned column tiles when the row length
+is unaligned), the true scores read from the very block they are counted against. Column chunks
+(``entity_chunk_size``, a tight memory budget, or wide rows on the CPU: :func:`.batches.plan_full`) add
+exactly; their true scores come first from the batch scored against its answer columns only (pass 1)
+and are checked bitwise against the in-batch values (:func:`_rank_chunks`). Memory of one batch: its
+score blocks (one per walker), its known answers and ``O(rows)`` counts, within ``memory_budget``.
 """
 
 from __future__ import annotations
-
-import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ..errors import InvalidInputError
 from ..filtering import FilterIndex
-from .batches import (Batch, Queries, RunContext, SideResult, auto_batch, batch_tasks, group_by_query, known_answers,
-                      run_batches)
-from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_tiles, row_bounds, walk_parts, walkers
+from .batches import (Batch, BatchPlan, Queries, RunContext, SideResult, auto_batch, batch_tasks, group_by_query,
+                      known_answers, plan_full, run_batches, walkers)
+from .blocks import RowBlocks, chunk_bounds, count_block, count_chunks, count_tiles, row_bounds, walk_parts
 from .counting import apply_nan_policy, check_nan
-from .query_metrics import QueryMetricAccumulator, add_query_metrics
+from ..ranks import SIDE_NAMES
 from .scoring import SideScorer
 
 __all__ = ["rank_full", "plan_full", "BatchPlan", "answer_scores", "chunk_true_scores", "tile_width", "tile_scores",
            "nondeterministic"]
 
 
-@dataclass(frozen=True)
-class BatchPlan:
-    """How one side's tasks are batched: ``batch`` tasks per batch; ``width``: the entity chunk width
-    (None: whole rows); ``row_block``: query rows per row block of a chunked batch (None: one block)."""
+class OneProcess:
+    """The hooks of :func:`rank_full` in one process: nothing to agree on or to sum over ranks. An entity
+    shard's (:class:`.collectives.ShardReduce`) sum the query rows, the true scores (read by the owner of each
+    answer) and the counts over ranks, each after a local step whose errors end every rank."""
 
-    batch: int
-    width: int | None = None
-    row_block: int | None = None
+    flags = False
+
+    def guard(self, fn, *args):
+        return fn(*args)
+
+    def plan(self, ctx, sc, n_tasks: int) -> BatchPlan:
+        plan = plan_full(ctx, sc, n_tasks)
+        if plan.width is not None:
+            ctx.note_chunk(plan.width)
+        return plan
+
+    def run_batches(self, n: int, batch_size: int, step, bar, ends) -> None:
+        run_batches(n, batch_size, step, bar, ends=ends)
+
+    def listed_batch(self, ctx, sc, n: int, k: int) -> int:
+        """Tasks per batch of ranking against ``k`` listed candidates each (:mod:`.listed`)."""
+        cols = (k + 1) if sc.candidates_method is not None else ctx.num_entities
+        return ctx.options.batch_size or auto_batch(ctx.budget, cols, n)
+
+    def rows(self, sc, ent: torch.Tensor) -> torch.Tensor:
+        return ent
+
+    def candidates(self, ctx, sc, b: Batch, ans: torch.Tensor, ng: torch.Tensor, valid: torch.Tensor):
+        """``(scores of [answer, candidates...] (b, 1 + k), the usable candidate entries)``; padding is
+        scored as the answer."""
+        cand = torch.cat([ans[:, None], torch.where(valid, ng, ans[:, None])], dim=1)
+        return sc.candidates(b.ent, b.rel, cand), valid
+
+    def columns(self, ctx, sc, ans: torch.Tensor, known):
+        """``(each answer's candidate column, the known (row, column) pairs to exclude)``."""
+        return (ans if ctx.pos_map is None else ctx.pos_map[ans]), known
+
+    def true(self, sc, b: Batch, read) -> torch.Tensor:
+        """The true scores ``read(task_q, col)`` of the tasks of ``b``."""
+        return read(b.task_q, b.col)
+
+    def counts(self, ctx, sc, b: Batch, count, flags: bool = False, true=None):
+        """``count()``: ``(better, tied, tasks to re-rank or None)``."""
+        return count()
+
+    def whole_rows(self, ctx, sc, b: Batch):
+        """``(better, tied, true scores, tasks to re-rank (None), score scale)`` of whole score rows."""
+        return _rank_rows(ctx, sc, b, ctx.query_metrics)
+
+    def check(self, ctx, sc, b: Batch, true, scale) -> None:
+        ctx.consistency.check(sc, b.triples, true, sorted({0, b.num_tasks - 1}), scale)
 
 
-def plan_batches(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None,
-                 split_rows: bool = True) -> tuple[int, int | None]:
-    """``(batch size in tasks, entity chunk width or None)``: :func:`plan_full` without row blocks."""
-    plan = plan_full(ctx, sc, n_tasks, row_cols, split_rows)
-    return plan.batch if plan.row_block is None else min(plan.batch, plan.row_block), plan.width
-
-
-def plan_full(ctx: RunContext, sc: SideScorer, n_tasks: int, row_cols: int | None = None,
-              split_rows: bool = True, quiet: bool = False) -> BatchPlan:
-    """The :class:`BatchPlan` for rows of ``sc.num_columns`` candidate columns, whose whole-row call
-    returns ``row_cols`` scores (default: every entity; an entity shard's local slice: its own columns);
-    the sizes are the :class:`.options.Tuning` of ``ctx``. A pure function of the options, the tuning,
-    the budget, the device and the scorer's capabilities: it changes nothing (the caller records the
-    chunk width for the protocol).
-
-    On the CPU, automatic sizes keep each score block near ``cpu_block`` entries: a fresh block of
-    hundreds of MB costs page faults and zeroing on every batch, and a block that fits the cache is
-    counted from the cache. Rows of more than ``cpu_whole_cols`` entities are chunked
-    (``cpu_block_rows`` queries x ``cpu_chunk_block / cpu_block_rows`` entities, batches of equal size)
-    rather than batched a few rows at a time (each batch reads the whole entity table). Shorter rows
-    are whole; a batch holds up to ``whole_batch_blocks`` row groups of one block per walker
-    (:func:`_row_groups`; ``split_rows=False`` for callers that score a batch's rows in one piece: one
-    block of ``shard_row_block`` entries). A batch of automatic CPU chunks holds up to ``row_blocks``
-    row blocks, walked as one (:func:`count_chunks` ``row_block``). The memory budget stays an upper
-    bound; explicit ``batch_size`` / ``entity_chunk_size`` are used as given. ``quiet``: no warning.
-    """
-    tun, opts, extra = ctx.tuning, ctx.options, sc.score_bytes
-    even_rows = None
-    ncols = max(1, sc.num_columns)
-    row_cols = ctx.num_entities if row_cols is None else max(1, row_cols)
-    width = opts.entity_chunk_size
-    cpu_blocks = ctx.device.type == "cpu" and opts.batch_size is None
-    if width is None and not ctx.want_query_metrics:
-        # automatic: chunk when the budget does not hold a small batch of whole rows
-        if auto_batch(ctx.budget, ncols, n_tasks, extra=extra) < min(n_tasks, tun.min_chunk_rows):
-            rows = min(n_tasks, tun.chunk_rows)
-            width = max(1, int((ctx.budget // rows - 256) // (3 * 4 + 2 + extra)))
-        if cpu_blocks and sc.accepts_entities and ncols > tun.cpu_whole_cols:
-            # batches of equal size, not full ones and a remainder (a short batch pays the per-batch
-            # work for few rows)
-            rows = tun.cpu_block_rows
-            rows = even_rows = -(-n_tasks // -(-n_tasks // rows)) if n_tasks else 1  # (no task: a "tasks" rank's share)
-            cap = max(1, tun.cpu_chunk_block // rows)
-            cap = max(tun.cpu_chunk_align, cap // tun.cpu_chunk_align * tun.cpu_chunk_align)
-            width = cap if width is None else min(width, cap)
-    if width is not None and width >= ncols:
-        width = None
-    if width is not None and not sc.accepts_entities:
-        if not quiet:
-            warnings.warn(
-                f"scorer.{sc.method.__name__} has no entities= keyword (or the scorer declares entity_subsets=False): "
-                "entity chunking is impossible, "
-                "whole score rows are used",
-                stacklevel=5,
-            )
-        width = None
-    if width is None:
-        batch = opts.batch_size or auto_batch(ctx.budget, row_cols, n_tasks, extra=extra)
-        if cpu_blocks and split_rows:
-            # rows are scored and counted in groups of one block (_row_groups): a batch of several
-            # groups per walker pays the per-batch work (known answers, task bookkeeping) once for
-            # all; query metrics score a batch's rows in one piece (one block per walker's share)
-            n_walkers = walkers(ctx, sc, 2, 0)
-            groups = 1 if ctx.want_query_metrics else tun.whole_batch_blocks
-            batch = min(batch, max(tun.min_chunk_rows, groups * n_walkers * tun.cpu_block // ncols))
-        elif cpu_blocks:  # whole local rows of row_cols (an entity shard's slice: not all ncols columns)
-            batch = min(batch, max(tun.min_chunk_rows, tun.shard_row_block // row_cols))
-        return BatchPlan(batch)
-    batch = opts.batch_size or auto_batch(ctx.budget, width, n_tasks, extra=extra)
-    row_block = None
-    if cpu_blocks:
-        if even_rows is not None and split_rows:
-            row_block = max(1, min(batch, even_rows))
-            batch = min(batch, row_block * tun.row_blocks)
-        else:
-            batch = min(batch, max(tun.min_chunk_rows, tun.cpu_chunk_block // width))
-            if even_rows is not None:
-                batch = min(batch, even_rows)
-    return BatchPlan(batch, int(width), row_block)
+ONE_PROCESS = OneProcess()
 
 
 def rank_full(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
-              answers: np.ndarray, index: FilterIndex | None, bar, qacc: QueryMetricAccumulator | None) -> SideResult:
-    """Counts of every task of one side (``sub``: its triples, ``keys``: their query keys)."""
-    queries = group_by_query(ctx, sub, eval_idx, keys, answers)
-    plan = plan_full(ctx, sc, sub.shape[0])
-    batch_size, width = plan.batch, plan.width
-    if width is not None:
-        ctx.note_chunk(width)
+              answers: np.ndarray, index: FilterIndex | None, bar, red: OneProcess = ONE_PROCESS) -> SideResult:
+    """Counts of every task of one side (``sub``: its triples, ``keys``: their query keys); ``red``: the
+    hooks of an entity shard (:class:`.collectives.ShardReduce`), or of one process."""
+    queries = red.guard(group_by_query, ctx, sub, eval_idx, keys, answers)
+    plan = red.plan(ctx, sc, sub.shape[0])
     res = SideResult()
 
     def step(a0: int, a1: int) -> None:  # a0, a1 are query boundaries (run_batches aligns them)
         q0 = int(np.searchsorted(queries.task_end, a0, side="right"))
         q1 = int(np.searchsorted(queries.task_end, a1, side="right"))
-        better, tied, ncand = _rank_batch(ctx, sc, queries, (q0, q1, a0, a1), index, qacc, plan)
+        better, tied, ncand = _rank_batch(ctx, sc, queries, (q0, q1, a0, a1), index, plan, red)
         res.add(queries.triple_index[a0:a1], better, tied, ncand)
 
-    run_batches(sub.shape[0], batch_size, step, bar, ends=queries.task_end)
+    red.run_batches(sub.shape[0], plan.batch, step, bar, queries.task_end)
     return res
 
 
-def _rank_batch(ctx, sc, queries: Queries, span: tuple, index, qacc, plan: BatchPlan):
+def _rank_batch(ctx, sc, queries: Queries, span: tuple, index, plan: BatchPlan, red: OneProcess):
     """``(better, tied, num_candidates)`` of the tasks ``a0:a1``, whose queries are ``q0:q1`` (``span``)."""
     q0, q1, a0, a1 = span
     dev, nq, nt = ctx.device, q1 - q0, a1 - a0
     task_q, first, rest = batch_tasks(queries.qstart[q0:q1] - a0, nt, dev)
-    ans = queries.answers[a0:a1]
-    col = ans if ctx.pos_map is None else ctx.pos_map[ans]
     known = None
     ncand = torch.full((nt,), ctx.num_columns, dtype=torch.long, device=dev)
     if index is not None:
         known = known_answers(ctx, index, queries.keys[q0:q1])
         nfilt = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, known[0], torch.ones_like(known[0]))
         ncand = ncand - nfilt[task_q] + 1  # the true answer is one of the known answers: count it back in
-    b = Batch(queries.ent[q0:q1], queries.rel[q0:q1], task_q, col, first, rest, known, queries.triples[a0:a1])
+    col, known = red.columns(ctx, sc, queries.answers[a0:a1], known)
+    b = Batch(red.rows(sc, queries.ent[q0:q1]), queries.rel[q0:q1], task_q, col, first, rest, known,
+              queries.triples[a0:a1])
     if plan.width is None:
-        better, tied, true, scale = _rank_rows(ctx, sc, b, qacc)
+        better, tied, true, differ, scale = red.whole_rows(ctx, sc, b)
     else:
-        better, tied, true = _rank_chunks(ctx, sc, b, plan.width, plan.row_block)
+        better, tied, true, differ = _rank_chunks(ctx, sc, b, plan.width, plan.row_block, red)
         scale = None
+    if differ is not None:  # queries whose pass-1 true score is not the in-batch one: ranked again, exactly
+        redo, t = b.redo(differ)
+        ctx.chunk_redone_queries += int(redo.ent.shape[0])
+        bb, tt, tr = _rank_chunks_exact(ctx, sc, redo, plan.width or max(1, sc.num_columns), plan.row_block, red)
+        better[t], tied[t], true[t] = bb, tt, tr.to(true.dtype)
     if index is None:
         tied = tied - 1  # the true answer ties with itself
     better, tied = apply_nan_policy(better, tied, true, ncand, ctx.options.nan_policy)
     if ctx.consistency is not None:
-        ctx.consistency.check(sc, b.triples, true, sorted({0, nt - 1}), scale)
+        red.check(ctx, sc, b, true, scale)
     return better, tied, ncand
 
 
 def _rank_rows(ctx, sc, b: Batch, qacc):
-    """Whole score rows: ``(better, tied, true scores, score scale of the checked rows)``."""
+    """Whole score rows: ``(better, tied, true scores, None, score scale of the checked rows)``."""
     picks = sorted({0, b.num_tasks - 1}) if ctx.consistency is not None else []
     if qacc is None:
         parts = _rank_row_groups(ctx, sc, b, picks, tile_width(ctx, sc))
         better, tied, true = (torch.cat([p[i] for p in parts]) for i in range(3))
-        return better, tied, true, _scale(sum(p[3] for p in parts), picks, sc)
+        return better, tied, true, None, _scale(sum(p[3] for p in parts), picks, sc)
     scores = sc.rows(b.ent, b.rel)
     true = scores[b.task_q, b.col]
     abs_sum = sum(_abs_sum(scores[b.task_q[p]]) for p in picks)
@@ -204,7 +156,7 @@ def _rank_rows(ctx, sc, b: Batch, qacc):
         scores[rows, fcol] = float("nan")
     better, tied = ctx.counter.rows(scores, true, b.task_q, b.first, b.rest)
     add_query_metrics(qacc, sc.side, scores, b.task_q, b.col, masked, ctx.options.nan_policy)
-    return better, tied, true, _scale(abs_sum, picks, sc)
+    return better, tied, true, None, _scale(abs_sum, picks, sc)
 
 
 def _abs_sum(rows: torch.Tensor) -> float:
@@ -218,12 +170,8 @@ def _scale(abs_sum: float, picks: list, sc) -> float | None:
 
 
 def tile_width(ctx, sc) -> int | None:
-    """Column tile width for scoring whole rows on the CPU, or None for one product per batch.
-
-    A product into rows whose length is not a multiple of 16 floats (64 bytes) is slow; tiles are
-    about equal, their widths multiples of ``Tuning.tile_align`` columns, near ``Tuning.tile_cols``.
-    Aligned rows stay whole (there tiles cost more). Only for scorers taking ``entities=``.
-    """
+    """Column tile width for whole rows on the CPU (a product into rows of unaligned length is slow): about
+    equal tiles near ``Tuning.tile_cols``, multiples of ``Tuning.tile_align``; None: one product per batch."""
     ncols, w, align = sc.num_columns, ctx.tuning.tile_cols, ctx.tuning.tile_align
     if ctx.device.type != "cpu" or not sc.accepts_entities or ncols <= w or ncols % 16 == 0:
         return None
@@ -233,13 +181,9 @@ def tile_width(ctx, sc) -> int | None:
 
 def _rank_part(ctx, sc, b: Batch, picks, tile, slot, task0=0, prepared=None):
     """``(better, tied, true scores, |score| sum of the picked tasks' rows)`` of the whole-row batch ``b``
-    (``picks``: task indices, relative to ``b``, in the consistency check; ``task0``: the batch index of
-    its first task; ``prepared``: these queries prepared, see :meth:`SideScorer.rows`).
-
-    With ``tile`` (:func:`tile_width`) the rows are scored tile after tile into one block of the
-    whole rows' size (:meth:`SideScorer.tiles`), the true scores read from those very tiles, then
-    each tile counted: exact like a single whole-row product, no second pass.
-    """
+    (``picks``: its tasks in the consistency check; ``task0``: the batch index of its first task). With
+    ``tile`` the rows are scored tile after tile (:meth:`SideScorer.tiles`) and the true scores read from
+    those very tiles: exact like one whole-row product."""
     if tile is None:
         scores = sc.rows(b.ent, b.rel, slot=slot, prepared=prepared)
         true = scores[b.task_q, b.col]
@@ -265,13 +209,9 @@ def tile_scores(tiles: list, tile: int, task_q: torch.Tensor, col: torch.Tensor)
 
 
 def _row_groups(ctx, sc, nq: int) -> list[int]:
-    """Bounds of the row groups of a whole-row batch of ``nq`` query rows: on the CPU groups of one
-    block (``Tuning.cpu_block`` scores, at least ``Tuning.min_walker_rows`` rows), and a batch that holds fewer
-    groups than there are walkers is split among them; elsewhere one group (one product per batch).
-
-    A group is scored and counted before the next is scored into the same block, so the counting
-    reads scores from the cache.
-    """
+    """Bounds of the row groups of a whole-row batch of ``nq`` query rows: on the CPU groups of one block
+    (``Tuning.cpu_block`` scores, at least ``Tuning.min_walker_rows`` rows; counted from the cache), split
+    among the walkers when there are fewer groups; elsewhere one group."""
     if ctx.device.type != "cpu":
         return [0, nq]
     tun = ctx.tuning
@@ -281,14 +221,9 @@ def _row_groups(ctx, sc, nq: int) -> list[int]:
 
 
 def _rank_row_groups(ctx, sc, b: Batch, picks, tile) -> list:
-    """:func:`_rank_part` of each row group (:func:`_row_groups`) of the batch, in group order.
-
-    Each group is a whole-row batch of its own (tasks and known answers, sorted by query row, are
-    contiguous ranges), so its true scores come from the very call it is counted against. Several
-    walkers (:func:`.blocks.walk_parts`) take the next unscored group as they finish one, each
-    scoring (one-thread products into its own block) and counting: the counting of one group hides
-    behind another walker's product.
-    """
+    """:func:`_rank_part` of each row group (:func:`_row_groups`) of the batch, in group order: each group
+    is a whole-row batch of its own, taken by the next free walker (:func:`.blocks.walk_parts`), so the
+    counting of one group hides behind another walker's product."""
     bounds = _row_groups(ctx, sc, b.ent.shape[0])
     ngroups = len(bounds) - 1
     split = RowBlocks(b.task_q, b.known, bounds)
@@ -319,6 +254,8 @@ def answer_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, min_tru
     for very narrow products round differently from the wide products of whole rows and chunks.
     """
     ncols, dev = sc.num_columns, task_q.device
+    if col.numel() == 0:  # (an entity shard owning none of the batch's answers)
+        return torch.zeros(col.shape, device=dev)
     cols = torch.unique(col)
     pad = min(ncols, min_true_columns)
     if cols.numel() < pad:
@@ -330,75 +267,75 @@ def answer_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, min_tru
 
 def chunk_true_scores(sc, ent, rel, task_q: torch.Tensor, col: torch.Tensor, width: int,
                       prepared=None) -> torch.Tensor:
-    """True scores read from whole ``width`` chunks scored for every row of this very batch (exact by
-    construction when pass 2 repeats those very calls: the same rows, chunks, prepared queries and
-    thread count, see :func:`_rank_chunks_exact`; up to 2x the work). Tasks with ``col < 0`` (an
-    answer on another entity shard) get 0."""
+    """True scores read from whole ``width`` chunks scored for every row of this very batch: exact by
+    construction when pass 2 repeats those very calls (:func:`_rank_chunks_exact`)."""
     true = torch.zeros(task_q.shape[0], dtype=torch.float32, device=task_q.device)
-    mine = (col >= 0).nonzero().view(-1)
     bounds = chunk_bounds(sc.num_columns, width)  # the chunks of count_chunks
-    chunk_of = torch.searchsorted(torch.tensor(bounds[1:-1], dtype=col.dtype, device=col.device), col[mine],
-                                  right=True)
+    chunk_of = torch.searchsorted(torch.tensor(bounds[1:-1], dtype=col.dtype, device=col.device), col, right=True)
     for c in torch.unique(chunk_of).tolist():
-        sel = mine[chunk_of == c]
+        sel = (chunk_of == c).nonzero().view(-1)
         part = sc.chunk(ent, rel, bounds[c], bounds[c + 1], prepared=prepared)
         true = true.to(part.dtype)
         true[sel] = part[task_q[sel], col[sel] - bounds[c]]
     return true
 
 
-def _rank_chunks(ctx, sc, b: Batch, width, row_block=None):
-    """Column chunks of ``width``: ``(better, tied, true scores)``.
+def _rank_chunks(ctx, sc, b: Batch, width, row_block, red):
+    """Column chunks of ``width``: ``(better, tied, pass-1 true scores, tasks to rank again or None)``.
 
-    Pass 1 scores the whole batch against the batch's answer columns only (:func:`answer_scores`),
-    ~#rows / #columns of the batch's work. Pass 2 scores every chunk for the whole batch and counts
-    against those scores; in the answer's chunk it reads the in-batch score, and all are compared
-    bitwise with the pass-1 values at the end. The queries of any task that differs are ranked again
-    on their own with true scores and counts from the same chunk calls (:func:`_rank_chunks_exact`),
-    so the true score is always exactly the value compared against. :mod:`.sharded` runs the same
-    passes on an entity shard's local columns.
+    Pass 1 scores the batch against its answer columns only (:func:`answer_scores`, ~#rows / #columns of
+    the work; in one process while the other walkers score their first chunk). Pass 2 counts chunk by
+    chunk and compares each answer's in-batch score bitwise with pass 1; the queries of a task that
+    differs are ranked again (:func:`_rank_chunks_exact`), so a true score is exactly the value compared.
     """
     rb = row_bounds(b.ent.shape[0], row_block)
     n_walkers = walkers(ctx, sc, -(-sc.num_columns // width) * (len(rb) - 1),
                         max(y - x for x, y in zip(rb, rb[1:])) * width)
-    prepared = sc.prepared(b.ent, b.rel, n_walkers)  # the batch's queries, built once for both passes
     one = {}
 
-    def pass_one() -> torch.Tensor:  # run by count_chunks while the other walkers score their first chunk
-        one["true"] = t = answer_scores(sc, b.ent, b.rel, b.task_q, b.col, ctx.tuning.min_true_columns)
+    def pass_one() -> torch.Tensor:
+        one["true"] = t = red.true(sc, b, lambda tq, c: answer_scores(sc, b.ent, b.rel, tq, c,
+                                                                       ctx.tuning.min_true_columns))
         return t
 
-    better, tied, differ = count_chunks(ctx, sc, b, width, pass_one, verify=True, prepared=prepared,
-                                        workers=n_walkers, row_block=row_block)
-    true = one["true"]
-    if differ is not None:
-        redo, t = b.redo(differ)
-        ctx.chunk_redone_queries += int(redo.ent.shape[0])
-        bb, tt, tr = _rank_chunks_exact(ctx, sc, redo, width, row_block)
-        better[t], tied[t], true[t] = bb, tt, tr.to(true.dtype)
-    return better, tied, true
+    def count():
+        prepared = sc.prepared(b.ent, b.rel, n_walkers)  # the batch's queries, built once for all chunks
+        return count_chunks(ctx, sc, b, width, one.get("true", pass_one), verify=True, prepared=prepared,
+                            workers=n_walkers, row_block=row_block)
+
+    if red is not ONE_PROCESS:
+        pass_one()  # a sum over ranks: on the calling thread, before the walk
+    better, tied, differ = red.counts(ctx, sc, b, count, red.flags, one.get("true"))
+    return better, tied, one["true"], differ
 
 
-def _rank_chunks_exact(ctx, sc, b: Batch, width, row_block=None):
-    """As :func:`_rank_chunks`, the true scores read from whole chunks of this very batch
-    (:func:`chunk_true_scores`) and counted by the very same calls: the batch's prepared queries, one
-    walker on the calling thread. Walkers score on one torch thread each, and a scorer's rounding
-    may depend on the thread count (TuckER's heads), so true scores read on the caller's threads and
-    counted by walkers could miss their own tie, silently (a filtered rank one better). The count
-    checks every answer's score once more; identical calls that still disagree are a named error,
-    never a wrong rank. ``row_block``: at most this many query rows at a time (each group its own
-    batch: the true scores and the counts of a group come from the same calls)."""
+def _rank_chunks_exact(ctx, sc, b: Batch, width, row_block=None, red=ONE_PROCESS):
+    """``(better, tied, true scores)`` of ``b``, the true scores read from whole chunks of this very batch
+    (:func:`chunk_true_scores`) and counted by the very same calls (prepared queries, one walker on the
+    calling thread: a scorer's rounding may depend on the thread count). Identical calls that still
+    disagree are a named error, never a wrong rank. ``row_block``: at most this many query rows at a time."""
     rb = row_bounds(b.ent.shape[0], row_block)
     if len(rb) > 2:
         split, out = RowBlocks(b.task_q, b.known, rb), []
         for i in range(len(rb) - 1):
-            out.append(_rank_chunks_exact(ctx, sc, split.batch(b, i)[1], width))
+            out.append(_rank_chunks_exact(ctx, sc, split.batch(b, i)[1], width, None, red))
         return tuple(torch.cat([o[j] for o in out]) for j in range(3))
-    prepared = sc.prepared(b.ent, b.rel)
-    true = chunk_true_scores(sc, b.ent, b.rel, b.task_q, b.col, width, prepared=prepared)
-    better, tied, differ = count_chunks(ctx, sc, b, width, true, verify=True, prepared=prepared, workers=1)
-    if differ is not None:
-        raise nondeterministic(sc, differ.numel())
+    got = {}
+
+    def read(task_q, col):
+        got["prepared"] = p = sc.prepared(b.ent, b.rel)
+        return chunk_true_scores(sc, b.ent, b.rel, task_q, col, width, prepared=p)
+
+    true = red.true(sc, b, read)
+
+    def count():
+        better, tied, differ = count_chunks(ctx, sc, b, width, true, verify=True, prepared=got["prepared"],
+                                            workers=1)
+        if differ is not None:  # (on an entity shard every rank ends with this error)
+            raise nondeterministic(sc, differ.numel())
+        return better, tied, None
+
+    better, tied, _ = red.counts(ctx, sc, b, count)
     return better, tied, true
 
 
@@ -409,3 +346,82 @@ def nondeterministic(sc, n: int) -> InvalidInputError:
         f"identical calls ({n} answer scores differ): exact ranks need deterministic scores (on a GPU: "
         "torch.use_deterministic_algorithms(True))"
     )
+
+
+# ------------------------------------------------------------------ query-level metrics
+def add_query_metrics(qacc, side: int, scores, task_q, col, masked, nan_policy: str) -> None:
+    """Add the query rows of one batch to ``qacc`` (:class:`kgeval.evaluation.QueryMetricAccumulator`): query-level
+    precision@k and recall@k (set retrieval per query, not per task).
+
+    A query's *relevant* set is its answers in the evaluation set (``m``); answers known only from the
+    filter sets become ``-inf`` and leave the candidates (``N`` left). ``P@k = hits@k / k``,
+    ``R@k = hits@k / m``, with ``hits@k`` its exact expectation under random tie-breaking
+    (:func:`expected_hits`); the null model's ``E[hits@k] = min(k, N) m / N``. Ties are exact score
+    equality: ``query_metrics_k`` is refused with ``tie_tolerance > 0`` (a tolerant tie is not
+    transitive, so the top ``k`` would be undefined).
+
+    ``scores``: the batch's ``(q, C)`` rows, with the known answers masked when ``masked`` =
+    ``(rows, columns, saved scores)`` is given (then ``scores`` is the evaluator's own tensor).
+    """
+    dev = scores.device
+    nq, ncols = scores.shape
+    code = torch.unique(task_q * ncols + col)  # unique (query row, relevant column) pairs
+    rel_rows, rel_cols = code // ncols, code % ncols
+    num_rel = torch.zeros(nq, dtype=torch.long, device=dev).index_add_(0, rel_rows, torch.ones_like(rel_rows))
+    n_excl = torch.zeros(nq, dtype=torch.long, device=dev)
+    if masked is not None:
+        rows, fcol, saved = masked
+        is_rel = torch.isin(rows * ncols + fcol, code)
+        scores[rows, fcol] = torch.where(is_rel, saved, torch.full_like(saved, float("-inf")))
+        n_excl.index_add_(0, rows, (~is_rel).long())
+    if nan_policy == "worst" and bool(torch.isnan(scores).any()):
+        scores = torch.nan_to_num(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+    hits = expected_hits(scores, rel_rows, rel_cols, num_rel, n_excl, qacc.ks)
+    qacc.add(SIDE_NAMES[side], hits, num_rel, ncols - n_excl)
+
+
+def expected_hits(
+    scores: torch.Tensor,
+    rel_rows: torch.Tensor,
+    rel_cols: torch.Tensor,
+    num_relevant: torch.Tensor,
+    num_excluded: torch.Tensor,
+    ks,
+) -> dict[int, torch.Tensor]:
+    """``E[hits@k]`` per query row for each ``k`` in ``ks``: with ``v`` the k-th largest score, ``n_gt`` /
+    ``n_eq`` the candidates above / equal to it and ``rel_gt`` / ``rel_eq`` the relevant ones among them,
+    ``E[hits@k] = rel_gt + (k - n_gt) rel_eq / n_eq`` (hypergeometric mean); ``m`` when ``k >= N``.
+
+    ``scores``: ``(q, C)`` with excluded candidates already set to ``-inf`` (and no NaN);
+    ``rel_rows``/``rel_cols``: positions of the relevant candidates; ``num_excluded``: the number
+    of ``-inf`` entries per row that are not candidates.
+    """
+    q, c = scores.shape
+    kmax = min(max(ks) + 1, c)
+    vals = scores.topk(kmax, dim=1).values  # descending
+    rel_scores = scores[rel_rows, rel_cols]
+    n_cand = c - num_excluded
+    m = num_relevant.to(torch.float64)
+    out = {}
+    for k in ks:
+        kk = min(k, kmax)
+        v = vals[:, kk - 1]
+        # everything scoring above the k-th largest value sits in the first k-1 positions
+        n_gt = (vals[:, : kk - 1] > v[:, None]).sum(1)
+        n_eq = (vals == v[:, None]).sum(1)
+        # the tie block may run past the top-k list: count it on the full row
+        full = (vals[:, kmax - 1] == v) & (kmax < c)
+        if bool(full.any()):
+            rows = full.nonzero().view(-1)
+            n_eq[rows] = (scores[rows] == v[rows, None]).sum(1)
+        n_eq = n_eq - torch.where(v == float("-inf"), num_excluded, torch.zeros_like(num_excluded))
+        rv = v[rel_rows]
+        rel_gt = torch.zeros(q, dtype=torch.float64, device=scores.device).index_add_(
+            0, rel_rows, (rel_scores > rv).to(torch.float64)
+        )
+        rel_eq = torch.zeros(q, dtype=torch.float64, device=scores.device).index_add_(
+            0, rel_rows, (rel_scores == rv).to(torch.float64)
+        )
+        hits = rel_gt + (k - n_gt).to(torch.float64) * rel_eq / n_eq.clamp(min=1).to(torch.float64)
+        out[k] = torch.where(n_cand <= k, m, hits)
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -16,11 +17,10 @@ from ..errors import InvalidInputError
 from ..filtering import FilterIndex, count_distinct_triples
 from ..ranks import SIDE_HEAD, SIDE_NAMES, side_code
 from ..triples import as_triples, check_ids, restrict_mask
-from .batches import available_memory_bytes
 from .options import EvaluationOptions
 from .scorers import as_scorer
 
-__all__ = ["Inputs", "KnownTriples", "prepare_inputs"]
+__all__ = ["Inputs", "KnownTriples", "prepare_inputs", "available_memory_bytes", "default_memory_budget"]
 
 
 class KnownTriples:
@@ -223,6 +223,93 @@ def _check_scorer(scorer, sides, sharded: bool = False) -> tuple[object, int, li
         if not callable(getattr(scorer, meth, None)):
             raise InvalidInputError(f"the scorer has no {meth}() method, needed for {SIDE_NAMES[c]} prediction")
     return scorer, int(num_entities), side_codes
+
+
+# ------------------------------------------------------------------------------- the memory budget
+_DEFAULT_BUDGET_CAP = 1 << 30  # 1 GiB
+def available_memory_bytes(device: torch.device | None = None) -> int | None:
+    """Free memory on ``device``: CUDA free memory; on the CPU the smallest of MemAvailable (psutil or
+    /proc/meminfo), the cgroup's headroom (containers) and the address-space limit's headroom
+    (``ulimit -v`` / ``prlimit --as``), since exceeding any of them fails the allocation."""
+    if device is not None and device.type == "cuda":
+        try:
+            return int(torch.cuda.mem_get_info(device)[0])
+        except Exception:
+            return None
+    found = [x for x in (_mem_available(), _cgroup_headroom(), _address_space_headroom()) if x is not None]
+    return max(0, min(found)) if found else None
+
+
+_PSUTIL = None  # the psutil module once looked up; False when it is not installed
+
+
+def _psutil():
+    """psutil (optional), imported once (a failed import searched sys.path again on every call)."""
+    global _PSUTIL
+    if _PSUTIL is None:
+        try:
+            import psutil
+        except Exception:  # noqa: BLE001 - missing or broken: /proc/meminfo is read instead
+            psutil = False
+        _PSUTIL = psutil
+    return _PSUTIL or None
+
+
+def _mem_available() -> int | None:
+    ps = _psutil()
+    if ps is not None:
+        try:
+            return int(ps.virtual_memory().available)
+        except Exception:  # noqa: BLE001 - unsupported platform: fall back to /proc/meminfo
+            pass
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_headroom() -> int | None:
+    """``limit - usage`` of the process's memory cgroup (v2, else v1); None without a limit."""
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_file) as fh:
+                raw = fh.read().strip()
+            if raw == "max" or int(raw) >= 1 << 60:  # v1 writes a huge number for "no limit"
+                return None
+            with open(usage_file) as fh:
+                return int(raw) - int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _address_space_headroom() -> int | None:
+    """``RLIMIT_AS - current virtual size``; None without a limit (or off Linux)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            return None
+        with open("/proc/self/statm") as fh:
+            vsize = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        return int(soft) - vsize
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+
+
+def default_memory_budget(device: torch.device | None = None) -> int:
+    """``min(1 GiB, available / 4)``: a safe share for the score matrix and its temporaries."""
+    avail = available_memory_bytes(device)
+    if avail is None:
+        return _DEFAULT_BUDGET_CAP // 2
+    return int(max(16 << 20, min(_DEFAULT_BUDGET_CAP, avail // 4)))
 
 
 def prepare_inputs(scorer, triples, filter_triples, opts: EvaluationOptions) -> Inputs:

@@ -1,36 +1,14 @@
 """Ranking against listed candidates: sampled negatives and given candidates, one driver.
 
-Task ``i`` of a side ranks its true answer against the entities listed in row ``i`` of an
-``(n, K)`` id array, padding ``-1`` excluded::
-
-    optimistic  = 1 + #{j : score(c_ij) > s_i}
-    pessimistic = optimistic + #{j : score(c_ij) == s_i},     num_candidates = 1 + #listed
-
-(with a tie tolerance as in :mod:`.counting`). The list comes from one of two places:
-
-- **sampled negatives** (``num_negatives=k``): :func:`sample_negatives` draws ``k`` entities per
-  task uniformly without replacement from the candidate universe (all entities, or the entity
-  restriction) minus the excluded ones: every known true answer of the task's query in the
-  filtered setting, only the task's own answer otherwise;
-- **given candidates** (``kgeval.evaluate(..., candidates={"head_neg": H, "tail_neg": T})``, OGB's
-  ``ogbl-wikikg2`` / ``ogbl-biokg`` protocol): the rows of the given arrays (``head`` / ``tail``
-  are accepted as keys too; sides without an array are not evaluated). No filtering
-  (``filter_triples`` must be empty): a negative equal to the true answer, ids out of range or a
-  wrong shape raise :class:`~kgeval.errors.InvalidInputError`. OGB's ``Evaluator`` MRR / hits@k
-  equal kgeval's ``realistic`` rank metrics on this table (see :func:`kgeval.metrics.ogb`).
-
-Both go through :func:`rank_listed`, the contract of full ranking: the scorer's output checked by
-:class:`.scoring.SideScorer` (type, shape, dtype, device), the counting rule and NaN policy of
-:mod:`.counting`, the out-of-memory batch driver of :mod:`.batches` and the consistency check.
-Candidates are scored through ``score_*_candidates`` when the scorer has it, else as whole rows
-gathered at the candidates (correct, no faster than full ranking). A known answer, never drawn,
-never counts, NaN or not.
-
-Drawing without materialising the allowed set: with the excluded universe positions sorted as
-``x_0 < x_1 < ...`` and ``y_j = x_j - j`` (the number of allowed positions before ``x_j``), the
-``i``-th allowed position is ``i + #{j : y_j <= i}`` (``searchsorted(y, i, side='right')``). The
-generator is ``numpy.random.default_rng([seed, side])`` and tasks draw in task order, so the
-negatives depend neither on the batch size nor on which other sides are evaluated.
+Task ``i`` ranks its true answer against the entities in row ``i`` of an ``(n, K)`` id array (``-1``:
+padding): ``optimistic = 1 + #{j : score(c_ij) > s_i}``, ``pessimistic = optimistic + #{j : score(c_ij)
+== s_i}``, ``num_candidates = 1 + #listed``. The rows are either **sampled negatives**
+(``num_negatives=k``, :func:`sample_negatives`: uniformly without replacement from the candidate
+universe minus every known answer of the query when filtered, the task's own answer otherwise) or
+**given candidates** (``candidates={"head_neg": H, "tail_neg": T}``, OGB's protocol, unfiltered;
+:func:`parse_candidates`). Both go through :func:`rank_listed` with the contract of full ranking
+(output checks, counting rule, NaN policy, out-of-memory batch driver, consistency check); entity
+shards through the same driver with their hooks.
 """
 
 from __future__ import annotations
@@ -46,12 +24,12 @@ from ..errors import InvalidInputError
 from ..protocol import EvaluationProtocol, tasks_digest
 from ..ranks import SIDE_NAMES, SIDE_TAIL, RankTable, Side
 from ..filtering import FilterIndex
-from .batches import RunContext, SideResult, auto_batch, default_memory_budget, run_batches
+from .batches import Batch, RunContext, SideResult
 from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan
-from .inputs import prepare_inputs
+from .full import ONE_PROCESS, OneProcess
+from .inputs import default_memory_budget, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_tuning
-from .scorers import eval_mode
-from .scoring import SideScorer
+from .scoring import SideScorer, eval_mode
 
 __all__ = ["sample_negatives", "rank_listed", "evaluate_candidates", "parse_candidates"]
 
@@ -60,7 +38,9 @@ _KEYS = {"head_neg": Side.HEAD, "head": Side.HEAD, "tail_neg": Side.TAIL, "tail"
 
 def sample_negatives(keys: np.ndarray, answers: np.ndarray, *, num_negatives: int, seed: int, side: int,
                      universe: np.ndarray, index: FilterIndex | None) -> tuple[np.ndarray, np.ndarray]:
-    """Sampled negatives of each task (see the module docstring).
+    """Sampled negatives of each task, drawn in task order (independent of the batch size and of the other
+    sides) without materialising the allowed set: with the excluded universe positions ``x_0 < x_1 < ...``
+    and ``y_j = x_j - j``, the ``i``-th allowed position is ``i + #{j : y_j <= i}``.
 
     Parameters
     ----------
@@ -116,13 +96,13 @@ def sample_negatives(keys: np.ndarray, answers: np.ndarray, *, num_negatives: in
 
 
 def rank_listed(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.ndarray, negs: np.ndarray,
-                bar) -> SideResult:
+                bar, red: OneProcess = ONE_PROCESS) -> SideResult:
     """Counts of every task ``sub[i]`` of one side against its listed candidates ``negs[i]`` (``(n, k)``
-    entity ids, ``-1`` = padding); ``eval_idx``: the tasks' triple indices."""
+    entity ids, ``-1`` = padding); ``eval_idx``: the tasks' triple indices; ``red``: the hooks of an
+    entity shard (each rank scores the candidates in its slice), or of one process."""
     dev = ctx.device
     n, k = negs.shape
-    cols = (k + 1) if sc.candidates_method is not None else ctx.num_entities
-    batch_size = ctx.options.batch_size or auto_batch(ctx.budget, cols, n)
+    batch_size = red.listed_batch(ctx, sc, n, k)
     res = SideResult()
     t_sub = torch.as_tensor(sub, device=dev)
     t_negs = torch.as_tensor(negs, device=dev)
@@ -133,21 +113,31 @@ def rank_listed(ctx: RunContext, sc: SideScorer, sub: np.ndarray, eval_idx: np.n
         ans, ent = (t, h) if sc.side == SIDE_TAIL else (h, t)
         ng = t_negs[a0:a1]
         valid = ng >= 0
-        cand = torch.cat([ans[:, None], torch.where(valid, ng, ans[:, None])], dim=1)
-        scores = sc.candidates(ent, r, cand)
-        true = scores[:, 0]
-        # padding was scored as the answer: a NaN there is the true score's, which counts anyway
-        check_nan(nan_policy, sc.side, scores, true, sub[a0:a1], torch.arange(a1 - a0, device=dev))
-        # padding is no candidate: NaN counts neither better nor tied (a new tensor, not a write)
-        neg = torch.where(valid, scores[:, 1:], torch.full_like(scores[:, 1:], float("nan")))
-        better, tied = ctx.counter.pairs(neg, true)
+        b = Batch(red.rows(sc, ent), r, torch.arange(a1 - a0, device=dev), red.columns(ctx, sc, ans, None)[0],
+                  None, None, None, sub[a0:a1])
+        got = {}
+
+        def read(task_q, col):  # scores every row's candidates (an entity shard: those in its slice)
+            got["scores"], got["usable"] = red.candidates(ctx, sc, b, ans, ng, valid)
+            return got["scores"][task_q, 0]
+
+        true = red.true(sc, b, read)
+
+        def count():
+            scores, usable = got.pop("scores"), got.pop("usable")
+            # padding and candidates elsewhere hold the answer's score or 0: a NaN there is the true score's
+            check_nan(nan_policy, sc.side, scores, true, b.triples, b.task_q)
+            neg = torch.where(usable, scores[:, 1:], torch.full_like(scores[:, 1:], float("nan")))
+            return (*ctx.counter.pairs(neg, true), None)
+
+        better, tied, _ = red.counts(ctx, sc, b, count, False, true)
         ncand = 1 + valid.sum(1)
         better, tied = apply_nan_policy(better, tied, true, ncand, nan_policy)
         if ctx.consistency is not None:
-            ctx.consistency.check(sc, sub[a0:a1], true, sorted({0, a1 - a0 - 1}))
+            red.check(ctx, sc, b, true, None)
         res.add(eval_idx[a0:a1], better, tied, ncand)
 
-    run_batches(n, batch_size, step, bar)
+    red.run_batches(n, batch_size, step, bar, None)
     return res
 
 
@@ -155,7 +145,7 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
                         tuning: Tuning | None = None) -> tuple[RankTable, EvaluationProtocol]:
     """The rank table and protocol of the given-candidates protocol (module docstring), a torch
     module scorer in eval mode meanwhile (:func:`.scorers.eval_mode`); ``tuning`` as in
-    :func:`.evaluator.run_evaluation`."""
+    :func:`kgeval.evaluation.run_evaluation`."""
     tuning = as_tuning(tuning)
     _refuse_unsupported(opts)
     given = _given_sides(candidates)

@@ -139,7 +139,7 @@ class EvaluationOptions:
     #: reported as ``{side}.precision_at_{k}``, ``{side}.recall_at_{k}`` and the null-model values
     #: ``{side}.random_precision_at_{k}``, ``{side}.random_recall_at_{k}``. Needs whole score rows and
     #: ``tie_tolerance=0`` (a tolerance makes "tied" intransitive: no top-k set realises the ranks, see
-    #: :mod:`.query_metrics`).
+    #: :func:`.full.add_query_metrics`).
     query_metrics_k: tuple[int, ...] = ()
     #: Weight each task by ``1 / #evaluation tasks sharing its query`` (PyKEEN's macro evaluator).
     macro: bool = False

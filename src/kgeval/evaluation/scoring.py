@@ -1,18 +1,13 @@
-"""One adapter per side between the evaluator and a scorer.
-
-:class:`SideScorer` owns the side dispatch (``score_tails(h, r)`` vs ``score_heads(r, t)``), the
-scorer's thread count, entity subsets (rows of the allowed entities, column chunks), candidates
-(sampled ranking) and the single-triple score of the consistency check. Every returned tensor
-is checked, cheaply, on every call (type, shape, dtype, device): float16/bfloat16 scores are
-widened to float32, scores on another device are moved to the evaluation device, anything else
-raises one clear :class:`~kgeval.errors.InvalidInputError`.
-
-The evaluator writes into score tensors (filter masking); :meth:`SideScorer.writable` returns a
-tensor that is safe to write: the scorer's own result when the evaluator holds its only storage,
-a copy otherwise (stride-0 ``expand`` views, slices of a larger tensor, the scorer's own buffers).
+"""One adapter per side between the evaluator and a scorer (:class:`SideScorer`; an entity shard's:
+:class:`ShardSideScorer`): side dispatch, thread count, entity subsets, candidates, the consistency
+check's single-triple score, reused score blocks and prepared queries. Every returned tensor is checked
+on every call (type, shape, dtype, device; half precision widened, other devices moved), and
+:meth:`SideScorer.writable` gives a tensor safe to write (a copy unless the evaluator owns the storage).
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import torch
 
@@ -22,7 +17,7 @@ from ..errors import InvalidInputError
 from ..ranks import SIDE_HEAD, SIDE_NAMES, SIDE_TAIL
 from .scorers import accepts_entities, accepts_keyword
 
-__all__ = ["SideScorer"]
+__all__ = ["SideScorer", "ShardSideScorer", "eval_mode"]
 
 
 def own_prepare(obj, score: str, prepare: str, run: str):
@@ -115,11 +110,8 @@ class SideScorer:
         """``{"out": a (b, m) view of the reused float32 block of ``slot``}`` for a scorer taking
         ``out=``, else ``{}``.
 
-        A block is overwritten by the next :meth:`rows` / :meth:`chunk` call of the same slot: callers
-        use a block's scores before asking for the next (every score kept beyond that is indexed out,
-        i.e. copied). Concurrent walkers (:mod:`.blocks`: chunk walks and row groups) use one
-        slot each.
-        """
+        A block is overwritten by the next call of the same slot (one slot per walker): callers use its
+        scores before asking for the next (scores kept beyond that are indexed out, i.e. copied)."""
         if not self.accepts_out:
             return {}
         while len(self._blocks) <= slot:
@@ -152,10 +144,8 @@ class SideScorer:
         :meth:`chunk` / :meth:`tiles` / :meth:`rows`, or None when the scorer has no such methods.
         ``prepared.rows(a, b)``: the queries ``a:b`` of them (:class:`kgeval.models.base.PreparedQueries`).
 
-        ``walkers > 1``: the batch is then scored by that many one-thread walkers, and a preparation the
-        scorer declares light (``light_prepare``, e.g. DistMult's ``h * r``) runs on one thread too: after
-        a parallel region GNU OpenMP's worker spins for a while on a core the walkers need. A heavy one
-        (TuckER's core-tensor products) keeps the caller's threads."""
+        With ``walkers > 1`` a preparation the scorer declares light (``light_prepare``) runs on one thread
+        (an OpenMP worker would spin on a core the walkers need); a heavy one keeps the caller's threads."""
         if self.prepare is None:
             return None
         q = (rel, ent) if self.side == SIDE_HEAD else (ent, rel)
@@ -269,3 +259,121 @@ class SideScorer:
             except (RuntimeError, NotImplementedError):  # sparse or meta tensors hold no plain storage
                 pass
         return True
+
+
+# ------------------------------------------------------------------ one side of an entity shard
+def _prepare_from(shard, side: int):
+    """``shard.prepare_heads_from`` / ``prepare_tails_from`` of a kgeval :class:`EntityShard` (see
+    :func:`.scoring.own_prepare`; a user's shard is called per slice)."""
+    kind = "heads" if side == SIDE_HEAD else "tails"
+    return own_prepare(shard, f"score_{kind}_from", f"prepare_{kind}_from", "score_prepared_from")
+
+
+class ShardSideScorer(SideScorer):
+    """One side of an entity shard: scores of query rows against the local (allowed) entities.
+
+    Local columns are the allowed entities inside ``[lo, hi)``: positions ``[c_lo, c_hi)`` of the
+    global candidate columns (the allowed ids are sorted, so they are contiguous).
+    """
+
+    def __init__(self, shard, side: int, *, num_entities: int, device: torch.device, allowed, threads, layout: tuple):
+        """``layout``: ``(lo, hi, row width, row dtype)`` of this rank's entity shard (``RunContext.shard``)."""
+        lo, hi, width, row_dtype = layout
+        self.scorer = shard
+        self.side = side
+        self.num_entities = num_entities
+        self.device = device
+        self.allowed = allowed
+        self.threads = threads
+        self.method = shard.score_heads_from if side == SIDE_HEAD else shard.score_tails_from
+        self.accepts_entities = True
+        self.candidates_method = None
+        self.score_bytes = float(getattr(shard, "score_bytes", 0.0) or 0.0)
+        self.lo, self.hi, self.width, self.row_dtype = lo, hi, width, row_dtype
+        if allowed is None:
+            self.c_lo, self.c_hi = lo, hi
+        else:
+            self.c_lo, self.c_hi = (int(x) for x in torch.searchsorted(allowed, torch.tensor([lo, hi],
+                                                                                            device=allowed.device)))
+        self.num_local = self.c_hi - self.c_lo
+        #: this scorer's columns are the local ones (what :mod:`.full`'s chunk passes walk)
+        self.num_columns = self.num_local
+        self._score_dtype: torch.dtype | None = None
+        # on the CPU a shard taking out= writes each local block into one reused buffer, as in one process
+        self.accepts_out, self._blocks = device.type == "cpu" and accepts_keyword(self.method, "out"), []
+        #: the shard's prepare_heads_from / prepare_tails_from (queries built once per batch), or None
+        self.prepare = _prepare_from(shard, side)
+        self.light_prepare = getattr(shard, "light_prepare", False) is True
+
+    def query_rows(self, ent: torch.Tensor) -> torch.Tensor:
+        """``(len(ent), width)``: the rows of the query entities owned here, zeros elsewhere."""
+        rows = torch.zeros((ent.shape[0], self.width), dtype=self.row_dtype, device=self.device)
+        own = ((ent >= self.lo) & (ent < self.hi)).nonzero().view(-1)
+        if own.numel():
+            out = self.scorer.entity_rows(ent[own])
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != (own.numel(), self.width) \
+                    or not out.is_floating_point():
+                raise InvalidInputError(f"scorer.entity_rows returned {type(out).__name__} "
+                                        f"{tuple(getattr(out, 'shape', ()))}, expected ({own.numel()}, {self.width}) "
+                                        "floats")
+            rows[own] = out.to(device=self.device, dtype=self.row_dtype)
+        return rows
+
+    def _tile(self, rows, rel, c0: int, c1: int, kw: dict, prepared=None) -> torch.Tensor:
+        """Scores of the local columns ``[c0, c1)`` (local positions): ``(b, c1 - c0)``, for
+        :meth:`SideScorer.chunk` (in the reused block when the shard takes ``out=``) and
+        :meth:`SideScorer.tiles`; all local columns are asked for as ``entities=None``."""
+        if self.allowed is None:
+            entities = None if (c0, c1) == (0, self.num_local) else slice(self.lo + c0, self.lo + c1)
+        else:
+            entities = self.allowed[self.c_lo + c0:self.c_lo + c1]
+        return self._scored(rows, rel, entities, c1 - c0, prepared, **kw)
+
+    def columns(self, rows: torch.Tensor, rel: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Scores of the local columns at the sorted local positions ``cols``: ``(b, len(cols))``."""
+        entities = cols + self.lo if self.allowed is None else self.allowed[cols + self.c_lo]
+        return self._scored(rows, rel, entities, int(cols.shape[0]))
+
+    def _scored(self, rows, rel, entities, m: int, prepared=None, **kw) -> torch.Tensor:
+        if prepared is not None:  # the batch's queries, built once (EntityShard.prepare_tails_from)
+            with torch_threads(self.threads):
+                out = self.scorer.score_prepared_from(prepared, entities=entities, **kw)
+        else:
+            out = self._call(self.method, rows, rel, entities=entities, **kw)
+        out = self._checked(out, (rows.shape[0], m), self.method.__name__)
+        self._score_dtype = out.dtype
+        return out
+
+    def score_dtype(self, rows: torch.Tensor, rel: torch.Tensor) -> torch.dtype:
+        """The dtype of this shard's scores (true scores are compared in it, as in one process): from
+        the last scoring call, else one probe call on a single row and column; float32 (float64 for
+        float64 rows) without local columns, where nothing is compared."""
+        if self._score_dtype is None:
+            if self.num_local and rows.shape[0]:
+                self.chunk(rows[:1], rel[:1], 0, 1)
+            else:
+                return torch.float64 if self.row_dtype == torch.float64 else torch.float32
+        return self._score_dtype
+
+    def local_column(self, ids: torch.Tensor, pos_map) -> torch.Tensor:
+        """Local column of each entity id (-1: not a local candidate)."""
+        p = ids if pos_map is None else pos_map[ids.clamp(min=0)]
+        ok = (ids >= 0) & (p >= self.c_lo) & (p < self.c_hi)
+        return torch.where(ok, p - self.c_lo, torch.full_like(p, -1))
+
+
+@contextmanager
+def eval_mode(scorer):
+    """Run the block with ``scorer`` (and the model it wraps, ``scorer.model``) in eval mode where they are
+    torch modules, restoring every submodule's own mode afterwards: an evaluation needs deterministic
+    scores (no dropout, no batch-norm updates from the evaluation's batches)."""
+    modules = {id(obj): obj for obj in (scorer, getattr(scorer, "model", None)) if isinstance(obj, torch.nn.Module)}
+    states = [(m, m.training) for obj in modules.values() for m in obj.modules() if m.training]
+    for obj in modules.values():
+        if any(m.training for m in obj.modules()):
+            obj.eval()
+    try:
+        yield
+    finally:
+        for m, mode in states:
+            m.training = mode
