@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from patience import scaled
 from click.testing import CliRunner
 
 import kgeval
@@ -141,7 +142,7 @@ def test_sigterm_during_a_save_leaves_nothing(tmp_path, kind):
         assert proc.stdout.readline().strip() == "saving", proc.stderr.read()
         assert hidden(out)  # the staging directory exists while the save is under way
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=scaled(60))
     finally:
         proc.kill()
     assert proc.returncode == -signal.SIGTERM  # dies of the signal, as without kgeval's handler
