@@ -20,7 +20,7 @@ from kgeval.cli import main
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None and os.environ.get("KGEVAL_REQUIRE_CHROMIUM"):
     raise RuntimeError("KGEVAL_REQUIRE_CHROMIUM is set but chromium is not installed")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+pytestmark = [pytest.mark.service, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 
 
