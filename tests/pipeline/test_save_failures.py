@@ -129,6 +129,7 @@ SIGTERM_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.multiprocess  # a fresh interpreter trains, saves and is signalled (~5-10 s each)
 @pytest.mark.parametrize("kind", ["run", "replicates"])
 def test_sigterm_during_a_save_leaves_nothing(tmp_path, kind):
     """Before: the process died at once and left ``.<name>.tmp-*`` holding a half-written run."""
