@@ -95,6 +95,7 @@ def test_replicates_one_run_per_seed(tmp_path):
                        for s, run in zip(rep.seeds, rep.runs)}
 
 
+@pytest.mark.service  # MLflow, one run per trial
 def test_hpo_one_run_per_trial(tmp_path):
     need("mlflow")
     pytest.importorskip("optuna")
