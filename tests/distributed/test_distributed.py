@@ -16,8 +16,6 @@ from kgeval.errors import InvalidInputError
 from kgeval.evaluation import EvaluationOptions
 
 WORKER = Path(__file__).with_name("dist_worker.py")
-# every test here starts gloo ranks in subprocesses, or shares the module's ranks (the fixture below)
-pytestmark = pytest.mark.multiprocess
 
 
 def _free_port() -> int:
@@ -105,6 +103,7 @@ def test_ranks_holding_different_models_fail_on_every_rank(reports):
         assert len(r["single"]["optimistic"]) > 0 and r["distributed"] == r["single"]
 
 
+@pytest.mark.multiprocess  # (the tests using the ranks of the `reports` fixture are marked in conftest.py)
 def test_a_rank_not_taking_part_is_a_named_error(tmp_path):
     """Rank 1 evaluates in one process, rank 0 with distributed="tasks": rank 0's first collective
     times out (2 s here). It raised gloo's bare RuntimeError ('Timed out waiting 2000ms for send
@@ -379,7 +378,7 @@ def test_entity_shards_score_unaligned_local_rows_in_tiles(reports, scenario):
         assert r["distributed"] == r["single"] and r["protocol_diff"] == [], f"rank {rank}"
 
 
-@pytest.mark.slow  # ~13 s on the loaded CI box (two interpreter starts under torchrun)
+@pytest.mark.multiprocess  # ~13 s on the loaded CI box (two interpreter starts under torchrun)
 def test_cli_torchrun_entities_mode_equals_one_process(tmp_path):
     """``torchrun --nproc-per-node 2 -m kgeval evaluate --model-file M --distributed entities``: each
     rank keeps half of the entity table; rank 0 alone prints the same metrics and protocol as one
@@ -424,7 +423,7 @@ def _embedding_files(tmp_path):
     return ds, ent, rel
 
 
-@pytest.mark.slow  # ~13 s per mode on the loaded CI box (two interpreter starts under torchrun)
+@pytest.mark.multiprocess  # ~13 s per mode on the loaded CI box (two interpreter starts under torchrun)
 @pytest.mark.parametrize("mode", ["entities", "tasks"])
 def test_cli_torchrun_entity_embeddings_equal_one_process(tmp_path, mode):
     """``torchrun ... kgeval evaluate --entity-embeddings E.npy --relation-embeddings R.npy --distributed
