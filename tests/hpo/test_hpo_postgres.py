@@ -61,23 +61,15 @@ def test_two_concurrent_workers_record_every_trial_once(postgres_url):
 @pytest.mark.multiprocess
 def test_killed_workers_trial_is_failed_and_the_study_resumes(postgres_url, monkeypatch):
     worker = _worker(postgres_url, "killed", "--trials", "1", "--epochs", "5000")
-    deadline = time.monotonic() + scaled(300)
-    running = []
-    while not running:
-        assert worker.poll() is None and time.monotonic() < deadline, worker.communicate()
-        time.sleep(0.2)
-        try:
-            running = optuna.load_study(study_name="killed", storage=postgres_url).get_trials(
-                states=(optuna.trial.TrialState.RUNNING,))
-        except KeyError:  # the study does not exist yet
-            pass
-        except Exception as exc:  # noqa: BLE001 -- the worker is creating the tables right now
-            if "already exists" not in str(exc):
-                raise
+    # read-only polls: opening the study here (Optuna creates missing tables) raced the worker's CREATE TABLE
+    # (UniqueViolation on pg_type), which failed this test
+    trial_id = wait_until(lambda: _running_trial(postgres_url, "killed") or worker.poll() is not None,
+                          "the worker's running trial", seconds=300)
+    assert worker.poll() is None, worker.communicate()
     # Optuna's heartbeat thread records the first heartbeat just after the trial starts; a worker
     # killed before that leaves a RUNNING trial without one, which Optuna never fails (a known gap).
     # A fixed pause here lost that race on a loaded machine: wait for the heartbeat row itself.
-    wait_until(lambda: _has_heartbeat(postgres_url, running[0]._trial_id) or worker.poll() is not None,
+    wait_until(lambda: _has_heartbeat(postgres_url, trial_id) or worker.poll() is not None,
                "the worker's first heartbeat", seconds=120)
     assert worker.poll() is None, worker.communicate()
     worker.send_signal(signal.SIGKILL)  # no chance to clean up: the trial stays RUNNING
@@ -93,11 +85,25 @@ def test_killed_workers_trial_is_failed_and_the_study_resumes(postgres_url, monk
     assert [t.state.name for t in res.study.trials] == ["FAIL", "COMPLETE"]
 
 
-def _has_heartbeat(url: str, trial_id: int) -> bool:
+def _query(url: str, sql: str, *args):
+    """The first row of a read-only query on Optuna's tables; None while they do not exist yet."""
     import psycopg
 
     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
-        return conn.execute("SELECT count(*) FROM trial_heartbeats WHERE trial_id = %s", (trial_id,)).fetchone()[0] > 0
+        try:
+            return conn.execute(sql, args).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return None
+
+
+def _running_trial(url: str, study: str) -> int | None:
+    row = _query(url, "SELECT t.trial_id FROM trials t JOIN studies s ON s.study_id = t.study_id "
+                      "WHERE s.study_name = %s AND t.state = 'RUNNING'", study)
+    return None if row is None else row[0]
+
+
+def _has_heartbeat(url: str, trial_id: int) -> bool:
+    return _query(url, "SELECT 1 FROM trial_heartbeats WHERE trial_id = %s", trial_id) is not None
 
 
 def _unused_port() -> int:
