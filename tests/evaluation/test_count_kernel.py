@@ -515,6 +515,7 @@ print("same")
 """
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_the_kernel_loads_for_a_large_evaluation_of_a_fresh_process():
     """In a fresh process under "auto", small evaluations count with torch and load nothing; one of at
     least ``kernel_min_pairs`` loads the kernel at its start; the tables are the same."""

@@ -192,6 +192,7 @@ def test_cli_memory_maps_an_npy_entity_table(tmp_path, monkeypatch):
     assert res.exit_code != 0 and "not readable" in res.output
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_from_embeddings_builds_no_meta_model_in_a_fresh_process():
     """Building the model for one entity and installing the given tables: no E x width allocation and
     no meta-device initialiser, whose first call makes torch import sympy & co. (~1.1-1.5 s once per
