@@ -39,6 +39,7 @@ def test_broken_pipe_exits_quietly(monkeypatch):
     assert res.exit_code == 1 and "Traceback" not in res.output and "error" not in res.output
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_python_dash_m_kgeval():
     import os
     from pathlib import Path

@@ -125,6 +125,7 @@ def test_unreachable_server_is_one_named_error_without_the_password(monkeypatch)
     assert backoffs == []
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_cli_unreachable_server_exits_2_with_one_line():
     url = f"postgresql+psycopg://u:pw@127.0.0.1:{_unused_port()}/db"
     proc = _worker(url, "x", "--trials", "1", "--epochs", "1")

@@ -244,6 +244,7 @@ def test_rank_files_must_be_regular_files(tmp_path):
         kgeval.RankTable.load(npz)
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_the_cli_refuses_a_run_with_a_dev_zero_config_in_a_subprocess(saved, tmp_path):
     """The whole command, memory-limited: before, it read /dev/zero until MemoryError (or the OOM killer)."""
     run = copy(saved, tmp_path)

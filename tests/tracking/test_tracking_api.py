@@ -184,6 +184,7 @@ def test_specs_and_names():
         parse_specs(["csv="])
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_no_tracker_package_is_imported_by_kgeval():
     import subprocess
 
