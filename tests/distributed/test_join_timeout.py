@@ -60,9 +60,11 @@ while len(list(out.glob("ready*"))) < 2:
     time.sleep(0.1)
 try:
     init_from_env(2)
-    print("RANK", os.environ["RANK"], "joined", flush=True)
+    line = f"RANK {rank} joined"
 except CollectiveError as exc:
-    print("RANK", os.environ["RANK"], "CollectiveError", exc, flush=True)
+    line = f"RANK {rank} CollectiveError {exc}"
+# a file per rank: the ranks end together, and their prints to torchrun's one stdout interleaved
+(out / f"result{rank}.txt").write_text(line)
 (out / f"done{rank}").touch()
 """
 
@@ -74,7 +76,7 @@ def test_torchrun_worker_that_never_joins_is_named_on_every_other_rank(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3", "--master-port",
                            str(_free_port()), str(script), "2", str(tmp_path)], env=_env(), capture_output=True,
                           text=True, timeout=scaled(300))
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("RANK")]
+    lines = [p.read_text() for p in sorted(tmp_path.glob("result*.txt"))]
     assert sorted(x.split(":")[0] for x in lines) == [
         f"RANK {r} CollectiveError the process group did not form within 2 s" for r in (0, 1)], proc.stdout + proc.stderr[-2000:]
     assert all("rank 2 did not join" in x for x in lines), lines
