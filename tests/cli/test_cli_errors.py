@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from patience import scaled
 from click.testing import CliRunner
 
 from kgeval.cli import main
@@ -38,6 +39,7 @@ def test_broken_pipe_exits_quietly(monkeypatch):
     assert res.exit_code == 1 and "Traceback" not in res.output and "error" not in res.output
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_python_dash_m_kgeval():
     import os
     from pathlib import Path
@@ -45,7 +47,7 @@ def test_python_dash_m_kgeval():
     import kgeval
 
     env = {**os.environ, "PYTHONPATH": str(Path(kgeval.__file__).parents[1])}  # this checkout's kgeval
-    res = subprocess.run([sys.executable, "-m", "kgeval", "--help"], capture_output=True, text=True, timeout=60,
+    res = subprocess.run([sys.executable, "-m", "kgeval", "--help"], capture_output=True, text=True, timeout=scaled(120),
                          env=env)
     assert res.returncode == 0
     for name in ("metrics", "pipeline", "evaluate", "datasets", "hpo"):

@@ -141,6 +141,7 @@ REAL = {"fb15k-237": ("FB15k-237", {"valid": (9, 8), "test": (28, 29)}),
         "wn18rr": ("WN18RR", {"valid": (210, 198), "test": (210, 209)})}
 
 
+@pytest.mark.slow  # the benchmark datasets themselves (~3-7 s each)
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs /work/shared/datasets")
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_datasets_against_a_set_count(name, monkeypatch):
@@ -162,6 +163,7 @@ def test_real_datasets_against_a_set_count(name, monkeypatch):
                 assert len(ds.split(split)) == len(rows[split]) - oracle[0]
 
 
+@pytest.mark.slow  # the benchmark datasets themselves
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs /work/shared/datasets")
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_datasets_drop_what_pykeen_drops(name):

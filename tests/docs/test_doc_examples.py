@@ -10,6 +10,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from snippets import blocks, run_page  # noqa: E402
 
+# ~40 s in all (trained models, reports, MLflow): with the slow tests, which .ci/run runs after the fast suite
+pytestmark = pytest.mark.slow
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and p.name != "README.md")
 

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from patience import scaled
 
 from kgeval.errors import InvalidInputError
 from kgeval.evaluation import FunctionScorer, evaluate_ranks
@@ -512,6 +513,7 @@ print("same")
 """
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_the_kernel_loads_for_a_large_evaluation_of_a_fresh_process():
     """In a fresh process under "auto", small evaluations count with torch and load nothing; one of at
     least ``kernel_min_pairs`` loads the kernel at its start; the tables are the same."""
@@ -519,7 +521,7 @@ def test_the_kernel_loads_for_a_large_evaluation_of_a_fresh_process():
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("KGEVAL_COUNT_KERNEL", "KGEVAL_CHUNK_WORKERS")}
-    out = subprocess.run([sys.executable, "-c", _COLD], capture_output=True, text=True, timeout=300, env=env)
+    out = subprocess.run([sys.executable, "-c", _COLD], capture_output=True, text=True, timeout=scaled(300), env=env)
     assert out.returncode == 0 and out.stdout.strip() == "same", out.stderr[-2000:]
 
 
@@ -567,7 +569,7 @@ def test_chunk_walkers_work_in_a_forked_child(monkeypatch):
     assert "kgeval-chunks" in _threads._POOLS  # the walkers' pool, made in the parent
     child = ctx.Process(target=_evaluate_in_child, args=(q,))
     child.start()
-    child.join(60)
+    child.join(scaled(60))
     if child.is_alive():
         child.kill()
         pytest.fail("the forked child hung on the parent's walker pool")

@@ -59,35 +59,56 @@ def postgres_cluster(bindir: Path):
         data = base / "data"
         subprocess.run([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "kgeval", "-E", "UTF8",
                         "--no-sync"], check=True, capture_output=True, preexec_fn=become, cwd=base)
-        port = _free_port()
-        proc = subprocess.Popen(
-            [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(base),
-             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=50"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=become, cwd=base)
-        url = f"postgresql+psycopg://kgeval@127.0.0.1:{port}/postgres"
-        _wait_until_ready(url, proc)
+        # the free port is only free when asked: another process (another test session's cluster) may take it
+        # before this server binds it, so a server that cannot bind, or a port answered by another cluster,
+        # is retried on a new port
+        for attempt in range(5):
+            port = _free_port()
+            proc = subprocess.Popen(
+                [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(base),
+                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=50"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=become, cwd=base)
+            url = f"postgresql+psycopg://kgeval@127.0.0.1:{port}/postgres"
+            if _wait_until_ready(url, proc, data):
+                break
+            _stop(proc)
+            proc = None
+            if attempt == 4:
+                raise RuntimeError("postgres found no free port in 5 attempts")
         yield url
     finally:
         if proc is not None:
-            proc.send_signal(signal.SIGINT)  # "fast" shutdown: SIGTERM would wait for pooled clients
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _stop(proc)
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _wait_until_ready(url: str, proc, timeout: float = 60) -> None:
+def _stop(proc) -> None:
+    proc.send_signal(signal.SIGINT)  # "fast" shutdown: SIGTERM would wait for pooled clients
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _wait_until_ready(url: str, proc, data: Path) -> bool:
+    """Poll until this cluster (its data directory, not whichever server answers the port) accepts a
+    connection: True; False when the port was taken; an error when the server fails otherwise."""
     import psycopg
+    from patience import scaled
 
     dsn = url.replace("postgresql+psycopg://", "postgresql://")
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(120)
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"postgres exited: {proc.stderr.read().decode(errors='replace')[-2000:]}")
+            err = proc.stderr.read().decode(errors="replace")
+            if "could not bind" in err or "Address already in use" in err:
+                return False
+            raise RuntimeError(f"postgres exited: {err[-2000:]}")
         try:
-            psycopg.connect(dsn, connect_timeout=2).close()
-            return
+            with psycopg.connect(dsn, connect_timeout=2) as conn:
+                answered = conn.execute("SHOW data_directory").fetchone()[0]
+            return Path(answered).resolve() == data.resolve()
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
                 raise

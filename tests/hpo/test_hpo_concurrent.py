@@ -7,8 +7,11 @@ import multiprocessing
 import warnings
 
 import pytest
+from patience import scaled
 
 optuna = pytest.importorskip("optuna")
+# worker processes started together; the PostgreSQL cases need the server too (marked where parametrized)
+pytestmark = pytest.mark.multiprocess
 
 from kgeval.workflow.hpo import IDENTITY_ATTR, STUDY_ID_ATTR, _canonical_metric  # noqa: E402
 
@@ -39,7 +42,7 @@ def _worker(storage, name, barrier, queue, kwargs, slow_attrs=False):
     real = study_mod.open_study
 
     def together(*args, **kw):
-        barrier.wait(60)
+        barrier.wait(scaled(120))
         return real(*args, **kw)
 
     study_mod.open_study = together
@@ -58,9 +61,9 @@ def _run_together(storage, name, settings, slow_attrs):
              for kwargs in settings]
     for p in procs:
         p.start()
-    outcomes = [queue.get(timeout=240) for _ in procs]
+    outcomes = [queue.get(timeout=scaled(300)) for _ in procs]
     for p in procs:
-        p.join(60)
+        p.join(scaled(60))
     return outcomes
 
 
@@ -68,7 +71,7 @@ def _storage(backend, tmp_path, request):
     return f"sqlite:///{tmp_path / 'together.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
 
 
-BACKENDS = pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+BACKENDS = pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.service)])
 #: slow_attrs=True widens the window between the study's creation and the recording of its settings
 SLOW = pytest.mark.parametrize("slow_attrs", [False, True])
 

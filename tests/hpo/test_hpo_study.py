@@ -8,6 +8,7 @@ import time
 import warnings
 
 import pytest
+from patience import scaled
 
 optuna = pytest.importorskip("optuna")
 
@@ -94,9 +95,10 @@ def test_workers_creating_one_new_database_together(tmp_path):
     procs = [ctx.Process(target=_create, args=(storage, barrier, queue)) for _ in range(3)]
     for p in procs:
         p.start()
+    outcomes = [queue.get(timeout=scaled(120)) for _ in procs]  # before join: a full queue blocks its writer
     for p in procs:
-        p.join(60)
-    assert [queue.get(timeout=5) for _ in procs] == ["ok"] * 3
+        p.join(scaled(30))
+    assert outcomes == ["ok"] * 3
     assert len(optuna.get_all_study_summaries(storage)) == 1
 
 

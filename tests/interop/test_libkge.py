@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from patience import scaled
 import torch
 
 from kgeval.data import get_dataset
@@ -171,7 +172,7 @@ def test_cli_distributed_tasks_equals_one_process(tmp_path):
     args = ["evaluate", "-d", "nations", "--libkge-checkpoint", path, "--libkge-data", tmp_path, "--format", "json"]
     one = run(*args)
     assert one.exit_code == 0, one.output
-    many = torchrun_json(*args, "--distributed", "tasks", "--dist-timeout", "60")
+    many = torchrun_json(*args, "--distributed", "tasks", "--dist-timeout", str(round(scaled(60))))
     assert many["metrics"] == json.loads(one.output)["metrics"]
 
 

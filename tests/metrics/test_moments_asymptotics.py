@@ -10,6 +10,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from patience import scaled
 
 from kgeval import metrics
 from kgeval.metrics import laplace, order
@@ -92,7 +93,7 @@ def test_huge_candidates_single_task_closed_limits(c):
     for key in ["adjusted_mrr", "z_mrr", "zgmr", "adjusted_arithmetic_mean_rank_index", "power_mean_rank_p2"]:
         nm = metrics.get(key).null_moments(np.array([c, c // 3]), None)
         assert math.isfinite(nm.mean) and math.isfinite(nm.variance), key
-    assert time.perf_counter() - t0 < 5.0
+    assert time.perf_counter() - t0 < scaled(5.0)
 
 
 def test_mrr_variance_huge_c_against_closed_form():

@@ -56,7 +56,8 @@ def _mp_inverse_moments(cs, counts, ws):
         return float(e1), float(e2 - e1 * e1), float(e1 * e1)
 
 
-@pytest.mark.parametrize("weighted", [False, True])
+# the weighted case's mpmath quadrature takes ~12 s: with the slow tests (the unweighted one stays in the fast suite)
+@pytest.mark.parametrize("weighted", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_hmr_mixed_many_tasks_against_mpmath(weighted):
     """2·10⁵ tasks, C from 1 to 300 (direct and H_C^{(k)} central moments), one or three weights.
     Before: Var[HMR] 1.0e-5 (unweighted) and 1.2e-6 (weighted) relative off, E 1e-11; now Var

@@ -93,6 +93,7 @@ def test_huge_relative_weights_give_finite_metrics():
     assert all(math.isfinite(v) for v in res.to_flat_dict().values())
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_default_result_does_not_import_scipy_stats():
     """Importing scipy.stats (for the median's normal approximation) cost 1-2 s on the first call
     in every process, more than the whole result; it is only needed for Monte Carlo intervals."""

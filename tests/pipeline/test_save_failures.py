@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from patience import scaled
 from click.testing import CliRunner
 
 import kgeval
@@ -128,6 +129,7 @@ SIGTERM_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.multiprocess  # a fresh interpreter trains, saves and is signalled (~5-10 s each)
 @pytest.mark.parametrize("kind", ["run", "replicates"])
 def test_sigterm_during_a_save_leaves_nothing(tmp_path, kind):
     """Before: the process died at once and left ``.<name>.tmp-*`` holding a half-written run."""
@@ -141,7 +143,7 @@ def test_sigterm_during_a_save_leaves_nothing(tmp_path, kind):
         assert proc.stdout.readline().strip() == "saving", proc.stderr.read()
         assert hidden(out)  # the staging directory exists while the save is under way
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=scaled(60))
     finally:
         proc.kill()
     assert proc.returncode == -signal.SIGTERM  # dies of the signal, as without kgeval's handler

@@ -12,6 +12,7 @@ import subprocess
 from html.parser import HTMLParser
 
 import pytest
+from patience import scaled
 from click.testing import CliRunner
 
 from kgeval.cli import main
@@ -19,7 +20,7 @@ from kgeval.cli import main
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None and os.environ.get("KGEVAL_REQUIRE_CHROMIUM"):
     raise RuntimeError("KGEVAL_REQUIRE_CHROMIUM is set but chromium is not installed")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+pytestmark = [pytest.mark.service, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 
 
@@ -61,7 +62,7 @@ def report(runs, tmp_path_factory):
 
 
 def _chromium(*args, cwd):
-    return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=scaled(300), cwd=cwd)
 
 
 def test_rendered_numbers_are_the_runs_results(runs, report):

@@ -193,7 +193,8 @@ def _exchangeable_differences(rng, n_units, reps):
     return (1.0 / ra - 1.0 / rb).sum(axis=2), np.full(n_units, 2.0)
 
 
-@pytest.mark.parametrize("test,n_units", [("exact", 12), ("monte carlo", 60), ("wilcoxon", 60), ("bootstrap", 150)])
+@pytest.mark.parametrize("test,n_units", [("exact", 12), ("monte carlo", 60), ("wilcoxon", 60),
+                                          pytest.param("bootstrap", 150, marks=pytest.mark.slow)])  # ~5 s
 def test_rejection_rate_of_exchangeable_models_is_nominal(test, n_units):
     rng = np.random.default_rng(12345)
     reps = 1000
@@ -234,7 +235,8 @@ def _compare_p_values(jobs, test, num_resamples, seed):
 
 
 @pytest.mark.parametrize("test,n_triples", [("permutation", 10), ("permutation", 40), ("bootstrap", 10),
-                                            ("bootstrap", 40), ("wilcoxon", 40)])
+                                            pytest.param("bootstrap", 40, marks=pytest.mark.slow),  # ~3 s each
+                                            pytest.param("wilcoxon", 40, marks=pytest.mark.slow)])
 def test_compare_rejection_rate_of_exchangeable_models(test, n_triples):
     """The share of p <= 0.05 for 400 independent pairs of exchangeable models, per metric, through
     compare's resampling (every job of one call shares the draws, as the rows of one table do).

@@ -186,7 +186,7 @@ def test_reciprocal_metrics_take_the_p_value_of_the_same_event(inverse, partner)
         null_p_value(partner, mean * 0.9, c, weights=w).log10, rel=1e-9)
 
 
-@pytest.mark.parametrize("metric", ["iamr", "igmr"])
+@pytest.mark.parametrize("metric", [pytest.param("iamr", marks=pytest.mark.slow), "igmr"])  # iamr: ~4 s
 def test_reciprocal_p_values_are_valid_by_simulation(metric):
     rng = np.random.default_rng(4)
     c = rng.choice([20, 50, 100, 400], size=60)

@@ -15,7 +15,11 @@ import json
 import math
 
 import numpy as np
+import pytest
 from tracker_helpers import need
+
+# one CLI run logged to every installed tracker (MLflow's SQLite store, W&B offline, TensorBoard) and read back
+pytestmark = pytest.mark.service
 
 MRR = "both.realistic.inverse_harmonic_mean_rank"
 VALIDATION = "validation/" + MRR  # the stopper's default metric

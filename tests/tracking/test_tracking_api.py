@@ -95,6 +95,7 @@ def test_replicates_one_run_per_seed(tmp_path):
                        for s, run in zip(rep.seeds, rep.runs)}
 
 
+@pytest.mark.service  # MLflow, one run per trial
 def test_hpo_one_run_per_trial(tmp_path):
     need("mlflow")
     pytest.importorskip("optuna")
@@ -183,6 +184,7 @@ def test_specs_and_names():
         parse_specs(["csv="])
 
 
+@pytest.mark.multiprocess  # a fresh interpreter
 def test_no_tracker_package_is_imported_by_kgeval():
     import subprocess
 
