@@ -141,6 +141,7 @@ def test_evaluate_says_where_it_wrote(tmp_path):
     assert as_json.exit_code == 0 and "wrote" in as_json.stderr and "wrote" not in as_json.stdout
 
 
+@pytest.mark.multiprocess
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a pseudo-terminal")
 def test_a_terminal_sees_the_header_and_training_before_the_results(tmp_path):
     """A scripted terminal session: the header and the epoch bar arrive while the run is still going."""

@@ -68,6 +68,7 @@ def test_the_comparison_is_compact(page):
     assert "test: permutation" in html  # what every row shares, said once above the table
 
 
+@pytest.mark.service
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 @pytest.mark.parametrize("width", [1400, 400])
 def test_no_horizontal_overflow(page, width, tmp_path):
@@ -87,6 +88,7 @@ def test_no_horizontal_overflow(page, width, tmp_path):
     assert width - 20 <= client <= width and scroll <= client, (scroll, client)
 
 
+@pytest.mark.multiprocess
 def test_a_model_keeps_its_colour():
     assert model_colour("complex") == model_colour("complex") and model_colour("complex") in PALETTE
     code = "from kgeval.report.figures import model_colour; print(model_colour('complex'))"
