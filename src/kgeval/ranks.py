@@ -177,6 +177,13 @@ class RankTable:
     and stores read-only copies. ``pessimistic`` defaults to ``optimistic`` (no ties), ``side``
     to unspecified. Columns are keyword-only: ``RankTable(ranks)`` once read the ranks as the
     side column (codes 0/1 pass as head/tail) and silently built a table without ranks.
+
+    Examples
+    --------
+    >>> from kgeval import RankTable
+    >>> table = RankTable.from_ranks(optimistic=[1, 3], pessimistic=[1, 5], num_candidates=[10, 10])
+    >>> len(table), table.pessimistic.tolist()
+    (2, [1, 5])
     """
 
     side: np.ndarray | None = None

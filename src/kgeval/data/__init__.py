@@ -98,6 +98,13 @@ def get_dataset(name_or_path, *, data_dir=None, drop_unseen: bool = False) -> Da
     A :class:`Dataset` passes through unchanged (``drop_unseen=True`` only for one built with it).
     Unknown names raise :class:`~kgeval.errors.UnknownNameError` suggesting the closest;
     missing or corrupt files raise :class:`~kgeval.errors.InvalidInputError`.
+
+    Examples
+    --------
+    >>> from kgeval.data import get_dataset
+    >>> ds = get_dataset("nations")
+    >>> ds.num_entities, ds.num_relations, len(ds.testing)
+    (14, 55, 201)
     """
     if isinstance(name_or_path, Dataset):
         if drop_unseen and not name_or_path.dropped:

@@ -101,6 +101,19 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     The protocol (an :class:`~kgeval.protocol.EvaluationProtocol`: sides, filter sets and counts,
     restriction, sampling, averaging, ties) is in ``results.protocol``; the rank table in
     ``results.rank_table``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import kgeval
+    >>> from kgeval.data import get_dataset
+    >>> from kgeval.models import from_embeddings
+    >>> ds = get_dataset("nations")
+    >>> rng = np.random.default_rng(0)
+    >>> model = from_embeddings("distmult", rng.normal(size=(14, 8)), rng.normal(size=(55, 8)))
+    >>> results = kgeval.evaluate(model, ds.testing, filter_triples=[ds.training, ds.validation], progress=False)
+    >>> len(results.rank_table), 0 < results.get_metric("mrr") <= 1
+    (402, True)
     """
     opts = as_options(options)
     if overrides:

@@ -160,6 +160,15 @@ def get(name, **kwargs) -> Metric:
     Parametrised families: ``hits_at_k`` (``k=``) and ``power_mean_rank`` (``p=``), also as
     ``get("hits@3")``, ``get("hits_at_k.3")`` (PyKEEN) or ``get("power_mean_rank_p2")``; the
     prefixes ``adjusted_`` / ``z_`` apply. A :class:`Metric` instance is returned unchanged.
+
+    Examples
+    --------
+    >>> from kgeval import metrics
+    >>> mrr = metrics.get("mrr")
+    >>> mrr.key
+    'inverse_harmonic_mean_rank'
+    >>> round(mrr([1, 2, 10], num_candidates=[10, 10, 100]), 4)
+    0.5333
     """
     if isinstance(name, Metric):
         return name

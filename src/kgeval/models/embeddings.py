@@ -75,6 +75,14 @@ def from_embeddings(interaction: str, entity, relation, *, inverse_relations: bo
     row counts when given; ``p`` is TransE's distance norm. Non-float, NaN/inf or wrongly shaped
     matrices raise :class:`~kgeval.errors.InvalidInputError` naming the matrix, before any work
     proportional to the table (shapes and dtypes are checked first, then values block by block).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kgeval.models import from_embeddings
+    >>> model = from_embeddings("distmult", np.ones((5, 4)), np.ones((2, 4)))
+    >>> model.num_entities
+    5
     """
     key = str(interaction).lower()
     if key not in INTERACTIONS:

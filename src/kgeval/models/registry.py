@@ -37,6 +37,13 @@ def get_model(name: str, num_entities: int, num_relations: int, *, dim: int | No
     reproducible without touching the global RNG state; remaining keywords go to the model
     class (e.g. ``p=1`` for TransE/PairRE, dropouts for TuckER). Unknown keywords raise
     :class:`~kgeval.errors.InvalidInputError`.
+
+    Examples
+    --------
+    >>> from kgeval.models import get_model
+    >>> model = get_model("complex", num_entities=14, num_relations=55, dim=8, seed=0)
+    >>> model.num_entities
+    14
     """
     key = str(name).lower()
     if key not in MODELS:

@@ -83,6 +83,14 @@ class Results:
     merged into :meth:`to_flat_dict`. :attr:`null_moments` holds the null-model moments of
     every wrapped base metric per side (``{side: {key: NullMoments}}``). :attr:`protocol` is
     the JSON-able dict form; :attr:`evaluation_protocol` the typed record.
+
+    Examples
+    --------
+    >>> from kgeval import RankTable
+    >>> from kgeval.results import Results
+    >>> results = Results(RankTable.from_ranks(ranks=[1, 2, 10], num_candidates=[10, 10, 100]))
+    >>> round(results.get_metric("mrr"), 4)  # (1 + 1/2 + 1/10) / 3
+    0.5333
     """
 
     def __init__(

@@ -58,6 +58,14 @@ def adjust(dataset, values: Mapping[str, float], split: str = "test", *, side: s
     values were measured under). A metric name may carry its own side (``tail.mrr``).
     Returns a DataFrame (columns :data:`COLUMNS`; ``.attrs["protocol"]`` describes the null
     model) when pandas is installed (``as_frame=False``: a list of dicts).
+
+    Examples
+    --------
+    >>> import kgeval
+    >>> table = kgeval.adjust("nations", {"mrr": 0.6}, as_frame=False)
+    >>> row = table[0]
+    >>> round(row["expected_value"], 4), round(row["adjusted_index"], 4)  # (0.6 - E) / (1 - E)
+    (0.3844, 0.3502)
     """
     if not isinstance(values, Mapping) or not values:
         raise InvalidInputError("values must be a non-empty mapping {metric name: reported value}")

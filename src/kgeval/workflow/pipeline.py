@@ -200,6 +200,15 @@ def pipeline(config: PipelineConfig | None = None, *, dataset=None, progress: bo
     ``num_replicates=k`` is deprecated: it returns :func:`replicates`'s
     :class:`~kgeval.workflow.replicates.ReplicatesResult` instead of one :class:`PipelineResult`;
     call :func:`kgeval.replicates` instead.
+
+    Examples
+    --------
+    >>> import kgeval
+    >>> run = kgeval.pipeline(dataset="nations", model="distmult", epochs=2, random_seed=0, progress=False)
+    >>> run.training.epochs_run
+    2
+    >>> 0 < run.results.get_metric("both.realistic.inverse_harmonic_mean_rank") <= 1
+    True
     """
     config = _configured(config, dataset, overrides)
     group, owned = Trackers.of(trackers)  # before any loading: a missing package or server fails now
