@@ -138,7 +138,10 @@ def test_evaluate_says_where_it_wrote(tmp_path):
     assert res.exit_code == 0 and f"wrote {out}" in res.stdout and out.is_file()
     as_json = runner.invoke(main, ["evaluate", "--model-file", str(tmp_path / "run"), "--split", "valid",
                                    "-o", str(tmp_path / "v2.json"), "--format", "json"])
-    assert as_json.exit_code == 0 and "wrote" in as_json.stderr and "wrote" not in as_json.stdout
+    assert as_json.exit_code == 0 and "wrote" not in as_json.output  # the JSON is the whole output
+    import json
+
+    assert json.loads(as_json.stdout)["output"] == str(tmp_path / "v2.json")
 
 
 @pytest.mark.multiprocess

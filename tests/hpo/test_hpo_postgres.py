@@ -136,7 +136,7 @@ def test_cli_unreachable_server_exits_2_with_one_line():
 
 def test_missing_driver_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg -> ModuleNotFoundError
-    with pytest.raises(StorageError, match=r"driver 'psycopg'.*kgeval\[postgres\]"):
+    with pytest.raises(StorageError, match=r"driver 'psycopg'.*pip install -e \"\.\[postgres\]\""):
         study_mod.check_storage("postgresql+psycopg://u@127.0.0.1:1/db")
 
 

@@ -16,8 +16,10 @@ data_dir_option = click.option("--data-dir", type=click.Path(file_okay=False),
 
 
 def echo_wrote(path, what: str, fmt: str) -> None:
-    """Say what a command wrote and where: after the table on stdout, on stderr when stdout is JSON."""
-    click.echo(f"wrote {path} ({what})", err=fmt == "json")
+    """Say what a command wrote and where, after the table; with ``--format json`` the JSON on stdout is the
+    whole output (a script parses it), and its ``output`` field says where the file went."""
+    if fmt != "json":
+        click.echo(f"wrote {path} ({what})")
 
 
 def nonempty_path(ctx, param, value):

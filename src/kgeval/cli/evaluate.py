@@ -120,7 +120,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             evaluation_relation_whitelist=split_list(relation_whitelist),
             evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)
         if leader:  # every rank holds the same results: one of them reports
-            _report(results, ds, split, what, fmt)
+            _report(results, ds, split, what, fmt, output)
             if output:
                 echo_wrote(output, "a run directory: config.json, results.json, rank_table.npz, model.pt", fmt)
         return
@@ -133,7 +133,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             progress=False, evaluation_relation_whitelist=split_list(relation_whitelist),
             evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)
         if leader:
-            _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt)
+            _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt, output)
             if output:
                 echo_wrote(output, "a run directory: config.json, results.json, rank_table.npz", fmt)
         return
@@ -161,7 +161,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         results.save_json(output)  # atomic
         if replaced:  # an earlier results file was replaced without a word
             click.echo(f"note: replaced the existing file {output}", err=True)
-    _report(results, ds, split, f"{getattr(model, 'name', type(model).__name__)} from {model_file}", fmt)
+    _report(results, ds, split, f"{getattr(model, 'name', type(model).__name__)} from {model_file}", fmt, output)
     if output:
         echo_wrote(output, "the results: every metric value, the protocol and the null moments", fmt)
 
@@ -226,10 +226,11 @@ def _check_source_options(model_file, pykeen_dir, libkge_checkpoint, **given) ->
         raise InvalidInputError("--dist-timeout applies with --distributed only")
 
 
-def _report(results, ds, split: str, what: str, fmt: str) -> None:
+def _report(results, ds, split: str, what: str, fmt: str, output=None) -> None:
     if fmt == "json":
         click.echo(json.dumps({"dataset": ds.name, "split": split, "metrics": metrics_payload(results),
-                               "protocol": results.protocol}, indent=2, default=str))
+                               "protocol": results.protocol, "output": None if output is None else str(output)},
+                              indent=2, default=str))
         return
     click.echo(f"{what} on {ds.name}")
     for line in protocol_lines(results, split):

@@ -71,6 +71,9 @@ def rewrite_deprecated(command: str, args: list[str]) -> list[str]:
     for i, arg in enumerate(args):
         if arg == "--":  # everything after it is an argument, not an option
             return out + args[i:]
+        if not isinstance(arg, str):  # a path object given to main() from Python: never an option name
+            out.append(arg)
+            continue
         name, sep, value = arg.partition("=")
         if name in table:
             if name not in warned:
