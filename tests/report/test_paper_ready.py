@@ -109,6 +109,8 @@ def test_latex_is_booktabs_with_one_row_per_run(four_runs, tmp_path):
     outside_math = re.sub(r"\$[^$]*\$", "", tex)
     assert "_" not in outside_math.replace("\\_", "")
     assert "\\times 10^{" in tex  # the p-values
+    if os.environ.get("KGEVAL_REQUIRE_PDFLATEX") and not shutil.which("pdflatex"):
+        raise AssertionError("KGEVAL_REQUIRE_PDFLATEX is set but pdflatex is not installed")
     if shutil.which("pdflatex"):
         doc = tmp_path / "t.tex"
         doc.write_text("\\documentclass{article}\\usepackage{booktabs}\\usepackage[margin=1cm,landscape]{geometry}"
