@@ -124,3 +124,21 @@ def test_latex_is_booktabs_with_one_row_per_run(four_runs, tmp_path):
                                         (3.2e-7, "$3.2 \\times 10^{-7}$"), (0.0, "0"), (None, "--")])
 def test_latex_numbers(value, text):
     assert latex_number(value) == text
+
+
+def test_log_axes_have_plain_tick_labels():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kgeval.report.figures import plain_log_ticks
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 10, 1000], [1, 2, 3])
+    ax.set_xscale("log")
+    plain_log_ticks(ax.xaxis)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    plt.close(fig)
+    assert "1,000" in labels and not any("10^" in t or "$" in t for t in labels), labels

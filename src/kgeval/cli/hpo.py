@@ -81,7 +81,8 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
         click.echo(json.dumps({"study_name": res.study_name, "storage": res.shown_storage, "metric": res.metric,
                                "direction": res.direction, "best_trial": best["best_trial"],
                                "best_value": best["best_value"], "best_params": best["best_params"],
-                               "trials": states, "pipeline": best["pipeline"], "notes": list(res.notes)},
+                               "trials": states, "pipeline": best["pipeline"], "notes": list(res.notes),
+                               "output": None if output is None else str(output)},
                               indent=2, default=str))
         return
     click.echo(f"study {res.study_name!r} in {res.shown_storage}: " + ", ".join(f"{n} {s}" for s, n in states.items()))
@@ -92,6 +93,8 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
     for k, v in best["best_params"].items():
         click.echo(f"  {k} = {v}")
     click.echo(res.resume_hint())
+    if output:
+        click.echo(f"wrote {output} (best_pipeline_config.json, trials.json)")
     # the pipeline command's options cannot express a --config / --set base configuration
     command_line = None if config_file or settings else _pipeline_command_for(best["pipeline"],
                                                                               best["best_params"])

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from .grammar import cli_terms
+
 #: ``-o`` suffix -> report format, when ``--format`` is not given.
 SUFFIX_FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".tex": "latex",
                   ".latex": "latex", ".csv": "csv", ".json": "json"}
@@ -46,5 +48,7 @@ def command(runs, output, fmt, metric, confidence, resamples, seed):
 
         derived_keys(base_metric(metric))
     report = build_report(runs, metric=metric, confidence=confidence, num_resamples=resamples, seed=seed)
+    # the notes are build_report's, in Python's terms; a CLI user reads them in the options' terms
+    report.notes = [cli_terms(note) for note in report.notes]
     path = write_report(report, output, format=fmt)
     click.echo(f"wrote {path} ({fmt}, {len(report.runs)} run(s))" + ("; it replaced the existing file" if replaced else ""))

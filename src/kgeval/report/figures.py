@@ -46,6 +46,14 @@ def to_svg(fig) -> str:
     return text[text.index("<svg"):]
 
 
+def plain_log_ticks(axis) -> None:
+    """Tick labels of a log axis as plain numbers (1, 10, 100, 1,000) instead of 10^k in mathtext."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+
+
 def figure_one(runs, metric: str) -> str:
     """Raw metric, adjusted index and z-score of every (model, dataset), as grouped bars."""
     plt = _pyplot()
@@ -153,6 +161,7 @@ def rank_distribution(results) -> str:
         ax.stairs(observed, edges, label="model", fill=True, alpha=0.6)
         ax.stairs(null_bin_counts(cs, edges), edges, label="null (uniform on 1..C)", linewidth=1.5)
         ax.set_xscale("log")
+        plain_log_ticks(ax.xaxis)
         ax.set_xlabel(f"{RANK_TYPE} rank")
         ax.set_ylabel("tasks")
         ax.set_title(f"{side} ranks", fontsize=9)
@@ -204,6 +213,7 @@ def candidates_figure(results, metric: str, num_bins: int = 8) -> str:
     ax.plot(centres, observed, "o-", label="model")
     ax.plot(centres, [np.nan if e is None else e for e in expected], "s--", label="null expectation")
     ax.set_xscale("log")
+    plain_log_ticks(ax.xaxis)
     ax.set_xlabel("number of candidates C (median of the bin)")
     ax.set_ylabel(f"{flat_key('both', RANK_TYPE, base.key)}\n({direction(base)})", fontsize=8)
     ax.legend(fontsize=8)
