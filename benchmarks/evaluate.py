@@ -109,8 +109,8 @@ def _warm_kernel() -> None:
     """Load the compiled counting kernel before timing (an older checkout has no ``warm_kernel``)."""
     try:
         from kgeval.evaluation import warm_kernel
-    except ImportError:
-        from kgeval.evaluation.counting import _load as warm_kernel
+    except ImportError:  # the old checkout kept the kernel in count_kernel.py
+        from kgeval.evaluation.count_kernel import _load as warm_kernel
     warm_kernel()
 
 
