@@ -52,7 +52,7 @@ TESTS = _tests()
 
 
 def test_the_public_api_has_examples():
-    assert len(TESTS) >= 22
+    assert len(TESTS) >= 30
 
 
 @pytest.mark.parametrize("test", TESTS, ids=[t.name for t in TESTS])

@@ -127,7 +127,13 @@ def lookup(name: str) -> DatasetInfo | None:
 
 
 def dataset_names() -> list[str]:
-    """Lower-case names of all registered datasets (``fb15k-237``, ``nations``, ...)."""
+    """Lower-case names of all registered datasets (``fb15k-237``, ``nations``, ...).
+
+    Examples
+    --------
+    >>> dataset_names()[:3]  # the three small ones ship with kgeval
+    ['nations', 'kinships', 'umls']
+    """
     return [info.name.lower() for info in DATASETS.values()]
 
 

@@ -178,6 +178,14 @@ class _Inverse:
 
 
 class ArithmeticMeanRank(_Identity, TransformedMean):
+    """Mean rank (MR): the weighted arithmetic mean of the ranks; lower is better.
+
+    Examples
+    --------
+    >>> ArithmeticMeanRank()([1, 2, 4])  # (1 + 2 + 4) / 3
+    2.333...
+    """
+
     key = "arithmetic_mean_rank"
     name = "Mean Rank (MR)"
     increasing = False
@@ -196,6 +204,14 @@ class InverseArithmeticMeanRank(_Reciprocal, _Identity, TransformedMean):
 
 
 class InverseHarmonicMeanRank(_Inverse, TransformedMean):
+    """Mean reciprocal rank (MRR): the weighted mean of 1 / rank; higher is better.
+
+    Examples
+    --------
+    >>> InverseHarmonicMeanRank()([1, 2, 4])  # (1 + 1/2 + 1/4) / 3
+    0.583...
+    """
+
     key = "inverse_harmonic_mean_rank"
     name = "Mean Reciprocal Rank (MRR)"
     increasing = True

@@ -221,6 +221,14 @@ def median_expectation_gap(c: np.ndarray) -> tuple[float, bool, float | None]:
 
 
 class MedianRank(Metric):
+    """The (weighted) median of the ranks; lower is better.
+
+    Examples
+    --------
+    >>> MedianRank()([1, 2, 4, 100])  # the mean of the two middle ranks
+    3.0
+    """
+
     key = "median_rank"
     name = "Median Rank"
     increasing = False

@@ -141,7 +141,13 @@ _NAME_DOT_K = re.compile(r"^([^.]+)\.(\d+)$")
 
 
 def synonyms_of(key: str) -> tuple[str, ...]:
-    """Every synonym the registry resolves to ``key`` (empty for an unregistered key)."""
+    """Every synonym the registry resolves to ``key`` (empty for an unregistered key).
+
+    Examples
+    --------
+    >>> synonyms_of("inverse_harmonic_mean_rank")
+    ('mean_reciprocal_rank', 'mrr', 'ihmr')
+    """
     if key in _SYNONYMS_OF:
         return _SYNONYMS_OF[key]
     for pattern, make in _FAMILY_SYNONYMS:
@@ -203,7 +209,13 @@ def get(name, **kwargs) -> Metric:
 
 def names(*, include_synonyms: bool = False) -> list[str]:
     """Keys of all registered metrics (hits with the default k's, two power means), optionally
-    with synonyms."""
+    with synonyms.
+
+    Examples
+    --------
+    >>> "inverse_harmonic_mean_rank" in names(), "mrr" in names(include_synonyms=True)
+    (True, True)
+    """
     out = [m.key for m in default_metrics()]
     out += [PowerMeanRank(2).key, PowerMeanRank(-0.5).key]
     if include_synonyms:
