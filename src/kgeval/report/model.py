@@ -240,6 +240,13 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
     loaded = [load_results(d) for d in directories]
     names = _names([run for run, _ in loaded])
     reports, refused = [], []
+    labels: dict = {}  # one dataset load per dataset, not per run (FB15k-237 is read from disk)
+
+    def labels_of(dataset) -> dict[int, str]:
+        if str(dataset) not in labels:
+            labels[str(dataset)] = relation_labels(dataset)
+        return labels[str(dataset)]
+
     for name, (run, results) in zip(names, loaded):
         rep = RunReport(name, run.directory, run.config.model.name, run.config.dataset,
                         results.protocol.get("num_entities"), results.evaluation_protocol.describe(), results,
@@ -252,7 +259,7 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
             refused.append(f"{name}: {len(why)} headline interval(s) left empty ({why[0]})")
         why, per_relation = [], relation_resamples(num_resamples, confidence)
         rep.relations = _relation_rows(results, base, confidence=confidence, num_resamples=per_relation, seed=seed,
-                                       why=why, labels=relation_labels(run.config.dataset))
+                                       why=why, labels=labels_of(run.config.dataset))
         if why:
             refused.append(f"{name}: {len(why)} per-relation interval(s) ({per_relation} resamples each) left empty "
                            f"({why[0]})")
