@@ -8,7 +8,7 @@ import math
 import click
 
 from ..errors import InvalidInputError
-from .common import check_no_filter_validation, data_dir_option
+from .common import check_no_filter_validation, data_dir_option, format_option, side_option
 from .grammar import SPLIT
 
 
@@ -54,13 +54,13 @@ def _table(rows: list[dict]) -> list[str]:
 @click.option("--dataset", "-d", required=True, help="A registered dataset (shipped tables need no files) or a directory.")
 @click.argument("values", nargs=-1)
 @click.option("--split", type=SPLIT, default="test", show_default=True, help="The split the values were measured on.")
-@click.option("--side", default="both", show_default=True, type=click.Choice(["head", "tail", "both"]))
+@side_option("The side the values were measured on")
 @click.option("--unfiltered", is_flag=True, help="The raw (unfiltered) setting: every entity is a candidate.")
 @click.option("--no-filter-validation", is_flag=True, help="Test split: filter training + test only.")
 @click.option("--drop-unseen/--keep-unseen", default=False, show_default=True,
               help="Whether test triples with entities unseen in training were dropped (PyKEEN drops them).")
 @data_dir_option
-@click.option("--format", "fmt", type=click.Choice(["text", "table", "json"]), default="text", show_default=True)
+@format_option()
 def command(dataset, values, split, side, unfiltered, no_filter_validation, drop_unseen, data_dir, fmt):
     """Adjust published metric VALUES (name=value, e.g. mrr=0.356 hits@10=0.541 mr=177) for chance.
 

@@ -6,10 +6,25 @@ import click
 
 from ..data.splits import canonical_split
 from ..errors import InvalidInputError, KGEvalError
+from .grammar import FORMATS
 
-#: ``--format table|json``, declared once for every command.
-format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-                             show_default=True)
+
+def format_option(*, csv: bool = False):
+    """``--format``, declared once for every command: ``table`` (``text`` is its synonym) or ``json``, and
+    ``csv`` where the output is the rows of one table (:data:`~.grammar.FORMATS`)."""
+    choices = ["table", "text", "json"] + (["csv"] if csv else [])
+    return click.option("--format", "fmt", type=click.Choice(choices), default="table", show_default=True,
+                        callback=lambda ctx, param, value: "table" if value == "text" else value,
+                        help="What to print on stdout: " + "; ".join(f"{c}, {FORMATS[c]}" for c in choices) + ".")
+
+
+def side_option(what: str):
+    """``--side head|tail|both``, declared once: ``what`` begins its help (the rest is the same everywhere)."""
+    return click.option("--side", type=click.Choice(["head", "tail", "both"]), default="both", show_default=True,
+                        help=f"{what}: head (the head of each triple is ranked), tail, or both (head and tail tasks "
+                             "together).")
+
+
 #: ``--data-dir``, declared once for every command that loads a dataset.
 data_dir_option = click.option("--data-dir", type=click.Path(file_okay=False),
                                help="Where large datasets live (else $KGEVAL_DATA).")
@@ -20,6 +35,15 @@ def echo_wrote(path, what: str, fmt: str) -> None:
     whole output (a script parses it), and its ``output`` field says where the file went."""
     if fmt != "json":
         click.echo(f"wrote {path} ({what})")
+
+
+def echo_above_progress(line: str) -> None:
+    """``click.echo`` on stdout while tqdm bars may be drawn on stderr: on a terminal both share the screen, so the
+    bars are cleared first and redrawn below the line (a bar's last frame stays out of the line)."""
+    from tqdm import tqdm
+
+    with tqdm.external_write_mode():
+        click.echo(line)
 
 
 def nonempty_path(ctx, param, value):

@@ -16,7 +16,7 @@ import click
 
 from .._validation import check_probability, check_seed
 from ..errors import InvalidInputError
-from .common import rank_type_callback
+from .common import format_option, rank_type_callback, side_option
 
 
 @click.command("compare")
@@ -28,17 +28,16 @@ from .common import rank_type_callback
 @click.option("--correction", type=click.Choice(["holm", "bh", "none"]), default="holm", show_default=True,
               help="Multiple-testing correction over the table's rows.")
 @click.option("--baseline", help="Compare each run against this one (its directory name) instead of all pairs.")
-@click.option("--side", type=click.Choice(["head", "tail", "both"]), default="both", show_default=True)
+@side_option("The ranking tasks compared")
 @click.option("--rank-type", default="realistic", show_default=True,
               callback=rank_type_callback(("optimistic", "pessimistic", "realistic")),
-              help="optimistic (best), pessimistic (worst) or realistic (avg).")
+              help="Rank type of the comparison: optimistic (best), pessimistic (worst) or realistic (avg).")
 @click.option("--resamples", "num_resamples", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Random sign patterns / bootstrap resamples, at least 2 / (1 - confidence) (40 at 0.95).")
 @click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the intervals, in (0, 1).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the resampling (reproducible tables), in [0, 2**32).")
-@click.option("--format", "fmt", type=click.Choice(["text", "table", "json", "csv"]), default="text",
-              show_default=True, help="What to print: text (the table with its caption), table, json or csv.")
+@format_option(csv=True)
 def command(runs, metrics, test, correction, baseline, side, rank_type, num_resamples, confidence, seed, fmt):
     """Is one run better than another? Paired tests on the same test triples.
 

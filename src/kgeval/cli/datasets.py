@@ -12,7 +12,7 @@ from .common import count, data_dir_option, format_option
 @click.command("datasets")
 @click.argument("name", required=False)
 @data_dir_option
-@format_option
+@format_option()
 def command(name, data_dir, fmt):
     """List the known datasets with their published statistics and availability.
 

@@ -73,9 +73,9 @@ from .grammar import SPLIT
 @click.option("--allow-dataset-mismatch", is_flag=True,
               help="Evaluate even on a dataset whose labels or splits differ from the training dataset's.")
 @click.option("--output", "-o", type=click.Path(), callback=nonempty_path,
-              help="Also write the results here: with --model-file a JSON file (an existing one is replaced, "
-                   "with a note on stderr); with --pykeen-dir, --entity-embeddings or --libkge-checkpoint a new "
-                   "kgeval run directory (absent or empty).")
+              help="Also write the results to a file or a directory: with --model-file a JSON file (an existing one "
+                   "is replaced, with a note on stderr); with --pykeen-dir, --entity-embeddings or "
+                   "--libkge-checkpoint a new kgeval run directory (absent or empty).")
 @click.option("--distributed", type=click.Choice(["tasks", "entities"]),
               help="Under torchrun: split the evaluation over the ranks (output from rank 0 only). tasks: every "
                    "rank holds the model and ranks a share of the tasks (any source); entities: every rank keeps "
@@ -85,7 +85,7 @@ from .grammar import SPLIT
 @click.option("--dist-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
               help="Seconds a rank waits for its peers before the collective fails (with --distributed).")
 @data_dir_option
-@format_option
+@format_option()
 def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, entity_ids, relation_ids,
             interaction,
             libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,

@@ -16,9 +16,10 @@ import sys
 
 import click
 
-#: what a command prints on stdout, one set for every command; each takes the subset that applies
-#: (``kgeval report --format`` names a file format instead: html, md, latex, csv, json)
-FORMATS = ("table", "text", "json", "csv")
+#: ``--format``: what a command prints on stdout, one meaning in every command; ``csv`` only where the output is
+#: rows of one table (``kgeval report --format`` names a file format instead: html, md, latex, csv, json)
+FORMATS = {"table": "the readable output", "text": "the same as table", "json": "one JSON document, the whole output",
+           "csv": "the table's rows as CSV"}
 
 #: command -> {old spelling: the spelling that replaces it}
 DEPRECATED = {
@@ -32,12 +33,22 @@ PYKEEN_SPELLINGS = {
     "--num-epochs": "--epochs", "--random-seed": "--seed", "--negatives": "--num-negatives",
 }
 
+#: The ``kgeval pipeline`` options that set one configuration path each (``kgeval hpo`` prints them back, and
+#: suggests ``--set PATH=VALUE`` for the PyKEEN spelling of one it does not have).
+OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimizer.lr",
+                "batch_size": "training.batch_size", "num_negatives": "training.num_negatives",
+                "loop": "training.loop", "seed": "seed", "threads": "threads",
+                "patience": "early_stopping.patience", "frequency": "early_stopping.frequency",
+                "stopping_metric": "early_stopping.metric"}
+
 #: Python argument names in kgeval's messages -> the option a CLI user types (translated once, at the
 #: CLI boundary: the Python API keeps naming its arguments)
 PYTHON_TO_CLI = (
     (re.compile(r"\bdata_dir="), "--data-dir"), (re.compile(r"\bnum_resamples\b"), "--resamples"),
     (re.compile(r"\brandom_seed\b"), "--seed"), (re.compile(r"\bn_trials\b"), "--trials"),
     (re.compile(r"\bstudy_name\b"), "--study-name"), (re.compile(r"\boutput_dir\b"), "--output"),
+    # kgeval report draws BCa intervals only: the Python API's other method is no remedy on the command line
+    (re.compile(r"(;| or) use method='percentile'"), ""),
 )
 
 
@@ -85,13 +96,17 @@ def rewrite_deprecated(command: str, args: list[str]) -> list[str]:
 
 
 def did_you_mean(exc: click.NoSuchOption) -> click.NoSuchOption:
-    """A PyKEEN spelling gets kgeval's as its suggestion (click's own guess stays for other typos)."""
+    """A PyKEEN spelling gets kgeval's as its suggestion (click's own guess stays for other typos); in a command
+    without kgeval's option but with ``--set`` (``kgeval hpo``), the configuration path it sets."""
     name = exc.option_name.partition("=")[0]
     if name in PYKEEN_SPELLINGS and exc.ctx is not None:
         known = {opt for p in exc.ctx.command.params for opt in getattr(p, "opts", [])}
-        if PYKEEN_SPELLINGS[name] in known:
+        ours = PYKEEN_SPELLINGS[name]
+        path = OPTION_PATHS.get(ours[2:].replace("-", "_"))
+        suggestion = ours if ours in known else f"--set {path}=VALUE" if path and "--set" in known else None
+        if suggestion is not None:
             new = click.NoSuchOption(name, ctx=exc.ctx)
-            new.possibilities = [PYKEEN_SPELLINGS[name]]  # click keeps only difflib's close matches
+            new.possibilities = [suggestion]  # click keeps only difflib's close matches
             return new
     return exc
 

@@ -12,8 +12,8 @@ from .._validation import check_seed
 from ..errors import InvalidInputError
 from ..tracking import Trackers
 from .common import data_dir_option, format_option, nonempty_path
-from .pipeline import OPTION_PATHS, TRACKER_HELP
-from .grammar import progress_enabled, progress_option
+from .grammar import OPTION_PATHS, progress_enabled, progress_option
+from .pipeline import TRACKER_HELP
 
 
 @click.command("hpo")
@@ -21,8 +21,12 @@ from .grammar import progress_enabled, progress_option
 @click.option("--model", "-m", help="Model name [default: the --config file's].")
 @click.option("--trials", type=click.IntRange(min=1), default=10, show_default=True, help="Trials to run now.")
 @click.option("--epochs", type=click.IntRange(min=1), help="Training epochs per trial [default: per model].")
-@click.option("--sampler", type=click.Choice(["tpe", "random", "grid"]), default="tpe", show_default=True)
-@click.option("--pruner", type=click.Choice(["median", "none"]), default="median", show_default=True)
+@click.option("--sampler", type=click.Choice(["tpe", "random", "grid"]), default="tpe", show_default=True,
+              help="How trials draw their values: tpe (Optuna's tree-structured Parzen estimator), random, or grid "
+                   "(every combination of a search space of value lists).")
+@click.option("--pruner", type=click.Choice(["median", "none"]), default="median", show_default=True,
+              help="Stop a trial early when its intermediate validation value is worse than the median of earlier "
+                   "trials at the same epoch (median), or never (none).")
 @click.option("--storage", help="Optuna storage URL [default: sqlite:///<output or cwd>/kgeval-hpo.db].")
 @click.option("--study-name", help="Study name [default: <dataset>-<model>]; an existing study is resumed.")
 @click.option("--metric", help="Validation metric to optimise [default: MRR, both sides, realistic ranks].")
@@ -33,11 +37,11 @@ from .grammar import progress_enabled, progress_option
 @click.option("--set", "settings", multiple=True, metavar="PATH=VALUE",
               help="Set one base configuration path, e.g. --set evaluation.options.sides=tail (VALUE is JSON or text).")
 @click.option("--output", "-o", type=click.Path(file_okay=False), callback=nonempty_path,
-              help="Write best_pipeline_config.json and trials.json here (and the default storage). One "
-                   "directory per study: a directory holding another study's files (another --study-name or "
-                   "--storage, another run's in-memory study such as --storage sqlite://, a study made anew in a "
-                   "deleted database) is refused before any trial, unless --overwrite; resuming the same study "
-                   "rewrites them.")
+              help="Output directory: best_pipeline_config.json and trials.json are written there (and the "
+                   "default storage). One directory per study: a directory holding another study's files (another "
+                   "--study-name or --storage, another run's in-memory study such as --storage sqlite://, a study "
+                   "made anew in a deleted database) is refused before any trial, unless --overwrite; resuming the "
+                   "same study rewrites them.")
 @click.option("--overwrite", is_flag=True,
               help="Replace the best_pipeline_config.json and trials.json of another search in --output (they are "
                    "refused otherwise); no study's trials are touched.")
@@ -47,7 +51,7 @@ from .grammar import progress_enabled, progress_option
 @click.option("--tracker", "trackers", multiple=True, metavar="NAME[=LOCATION]",
               help=TRACKER_HELP.replace("Log the run to", "Log each trial (one run per trial, grouped by study) to"))
 @data_dir_option
-@format_option
+@format_option()
 @progress_option
 def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name, metric, search_space, config_file,
             settings, output, overwrite, seed, timeout, data_dir, fmt, trackers, progress):
@@ -68,7 +72,7 @@ def command(dataset, model, trials, epochs, sampler, pruner, storage, study_name
         res = hpo_pipeline(base, dataset=dataset, n_trials=trials, sampler=sampler,
                            pruner=pruner, storage=storage, study_name=study_name, search_space=space,
                            output_dir=output, overwrite=overwrite, timeout=timeout, data_dir=data_dir,
-                           progress=progress_enabled(progress),  # Optuna's line per trial, with the best so far
+                           progress=progress_enabled(progress),  # a header, then a trial counter with the best so far
                            **{k: v for k, v in given.items() if v is not None})
     except HPOInterrupted as stop:  # Ctrl-C: the study is kept; say how to go on
         click.echo(str(stop), err=True)

@@ -7,7 +7,7 @@ from importlib import resources
 
 import click
 
-from .common import rank_type_callback
+from .common import format_option, rank_type_callback
 
 EXAMPLE_RANKS = "nations-distmult-ranks.tsv"
 
@@ -19,7 +19,7 @@ def example_rank_file() -> str:
 @click.command("metrics")
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.option("--example", is_flag=True, help="Use the rank file shipped with kgeval (DistMult on Nations).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option()
 @click.option("--metric", "selected", multiple=True, help="Metric key(s) to show, e.g. mrr, tail.hits@10 (repeatable).")
 @click.option("--rank-type", default="realistic", show_default=True, callback=rank_type_callback(),
               help="Rank type of the table view and of the --metric keys that name none: optimistic (best), "

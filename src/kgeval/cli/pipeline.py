@@ -1,6 +1,6 @@
 """``kgeval pipeline``: train a model, evaluate it on test and save the run.
 
-The options build a :class:`~kgeval.workflow.PipelineConfig` through :data:`OPTION_PATHS`
+The options build a :class:`~kgeval.workflow.PipelineConfig` through :data:`~.grammar.OPTION_PATHS`
 (option -> configuration path). The output directory is checked before training. The metrics
 are printed before the run is saved (``--format json``: once, after), and replicates are saved
 as each finishes; if saving still fails (a full disk), the error line names the file and the
@@ -19,16 +19,9 @@ import click
 from .._validation import check_seed
 from ..errors import InvalidInputError, KGEvalError
 from ..tracking import Trackers
-from .common import count, data_dir_option, format_option, headline_table, metrics_payload, nonempty_path, \
-    protocol_lines, split_list
-from .grammar import progress_enabled, progress_option
-
-#: The options that set one configuration path each (``kgeval hpo`` prints them back).
-OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimizer.lr",
-                "batch_size": "training.batch_size", "num_negatives": "training.num_negatives",
-                "loop": "training.loop", "seed": "seed", "threads": "threads",
-                "patience": "early_stopping.patience", "frequency": "early_stopping.frequency",
-                "stopping_metric": "early_stopping.metric"}
+from .common import count, data_dir_option, echo_above_progress, format_option, headline_table, metrics_payload, \
+    nonempty_path, protocol_lines, split_list
+from .grammar import OPTION_PATHS, progress_enabled, progress_option
 
 #: the help of --tracker (kgeval hpo has the same option)
 TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboard or csv; repeatable. LOCATION: "
@@ -64,9 +57,9 @@ TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboar
                    "them; the vocabulary is then the training split's), or keep them, ranked with embeddings "
                    "training never updated. Either way the header says how many there are.")
 @data_dir_option
-@format_option
+@format_option()
 @click.option("--threads", type=click.IntRange(min=1, max=1024),
-              help="torch CPU threads, 1..1024 [default: 1 for small graphs].")
+              help="CPU threads of torch, 1..1024 [default: 1 for small graphs].")
 @click.option("--replicates", type=click.IntRange(min=2),
               help="Train K times with seeds seed, seed+1, ...; save each run in OUTPUT/seed<s> and a summary "
                    "across seeds (mean, sd, t-based 95% CI) in OUTPUT/replicates.json.")
@@ -177,16 +170,10 @@ def _replicates(config, k: int, ds, out_dir: Path, fmt: str, progress: bool, tra
     from ..workflow.pipeline import replicates
     from ..workflow.replicates import ReplicateSaveError, ReplicatesResult
 
-    best: list[float] = []
-
-    def on_run(seed, run):
+    def on_run(seed, run):  # progress: the workflow's counter of replicates shows the best MRR so far
         if fmt != "json":
-            click.echo(f"seed {seed}: " + ", ".join(f"{label} {format_value(run.results.get_metric(name))}"
-                                                     for label, name in _REPLICATE_LINE))
-        if progress:  # a counter with the best value so far, on stderr
-            best.append(run.results.get_metric(_REPLICATE_LINE[0][1]))
-            click.echo(f"replicate {len(best)}/{k} done (seed {seed}); best MRR so far {format_value(max(best))}",
-                       err=True)
+            echo_above_progress(f"seed {seed}: " + ", ".join(f"{label} {format_value(run.results.get_metric(name))}"
+                                                             for label, name in _REPLICATE_LINE))
     try:
         result = replicates(config, k, dataset=ds, progress=progress, output=out_dir, on_run=on_run, trackers=trackers)
     except ReplicateSaveError as exc:

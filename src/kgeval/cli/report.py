@@ -15,7 +15,8 @@ SUFFIX_FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md
 
 @click.command("report")
 @click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=True, dir_okay=True))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The file to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The report file to write; its suffix chooses the format unless --format is given.")
 @click.option("--format", "fmt", type=click.Choice(["html", "md", "latex", "csv", "json"]),
               help="The report's format [default: from the --output suffix (.html, .md, .tex/.latex, .csv, "
                    ".json), else html].")

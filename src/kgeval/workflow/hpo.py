@@ -40,6 +40,7 @@ from .hpo_checks import (StoppingMetricWarning, _base_config, _check_metric_has_
                          _check_space_values, _direction, _given_paths, _refuse_constant_metric, _stop_on_the_metric,
                          _validation_results, refuse_fixed_and_searched)
 from .pipeline import pipeline
+from .progress import TrialCounter, start_trials
 from .search_space import default_search_space, grid_points, normalize_space, suggest
 from .study_guard import (IDENTITY_ATTR, OUTPUT_FILES, STUDY_ID_ATTR, _canonical_metric,  # noqa: F401 (re-exported)
                           check_output_study, check_resumed_study, ensure_study_id, study_identity)
@@ -248,14 +249,14 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     tracking, _ = Trackers.of(trackers)  # before any trial: a missing package or server fails now
     if tracking is not None:
         tracking.group = out.study_name
-    # a failing trial is reported once, by TrialError; Optuna would also log its traceback as a warning
-    optuna.logging.set_verbosity(optuna.logging.INFO if progress else optuna.logging.ERROR)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failing trial: one TrialError, not Optuna's traceback too
     study = _open_study(out, study_identity(metric, base, ds), direction=direction, sampler=sampler_obj,
                         pruner=pruner_obj, load_if_exists=load_if_exists)
     result = HPOResult(study=study, metric=metric, direction=direction, storage=out.storage,
                        study_name=out.study_name, notes=tuple(n for n in [silent_trials_note(study)] if n))
+    counter = start_trials(result, ds, base, space, n_trials, sampler, pruner) if progress else None  # header, counter
     _optimize(result, _Objective(ds, base, space, metric, frequency, tracking), n_trials=n_trials, timeout=timeout,
-              output_dir=out.directory, overwrite=overwrite)
+              output_dir=out.directory, overwrite=overwrite, counter=counter)
     if out.directory is not None:
         result.save(out.directory, overwrite=overwrite)
     return result
@@ -300,7 +301,10 @@ class _Output:
         directory = _make_output_dir(output_dir) if output_dir is not None else None
         # a relative SQLite file is another database in another working directory: recorded absolute (the saved
         # files and the resume hint name the one database, and another directory's study is not taken for it)
-        storage = absolute_sqlite_url(storage) if storage is not None else _default_storage(directory)
+        if storage is None:  # the default: kgeval-hpo.db in the output directory, else in the working directory
+            storage = f"sqlite:///{((directory or Path.cwd()) / 'kgeval-hpo.db').absolute()}"
+        else:
+            storage = absolute_sqlite_url(storage)
         return cls(directory, storage, study_name, overwrite)
 
     def check(self, **kwargs) -> None:
@@ -350,11 +354,6 @@ def _make_output_dir(output_dir) -> Path:
     except OSError as exc:
         raise OutputDirectoryError(f"cannot create output directory {path}: {exc.strerror or exc}") from None
     return path
-
-
-def _default_storage(output_dir) -> str:
-    base = Path(output_dir) if output_dir is not None else Path.cwd()  # output_dir: made by _make_output_dir
-    return f"sqlite:///{(base / 'kgeval-hpo.db').absolute()}"
 
 
 class _Objective:
@@ -420,13 +419,15 @@ class _Objective:
 
 
 def _optimize(result: HPOResult, objective: _Objective, *, n_trials: int, timeout, output_dir,
-              overwrite: bool = False) -> None:
-    """Run the trials; turn a failing trial into one clear :class:`TrialError` and Ctrl-C into
-    :class:`HPOInterrupted`, saving what exists first."""
+              overwrite: bool = False, counter: TrialCounter | None = None) -> None:
+    """Run the trials (each counted on ``counter``); turn a failing trial into one clear :class:`TrialError`
+    and Ctrl-C into :class:`HPOInterrupted`, saving what exists first."""
     from .study import redact
 
     try:
-        result.study.optimize(objective, n_trials=n_trials, timeout=timeout, catch=(), gc_after_trial=False)
+        with counter or contextlib.nullcontext():
+            result.study.optimize(objective, n_trials=n_trials, timeout=timeout, catch=(), gc_after_trial=False,
+                                  callbacks=None if counter is None else [counter])
     except KeyboardInterrupt:
         done = sum(t.state.name == "COMPLETE" for t in result.study.trials)
         saved = ""

@@ -12,6 +12,7 @@ The filtering protocol is in :mod:`kgeval.workflow.evaluation`.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import warnings
@@ -27,6 +28,7 @@ from ..tracking import Trackers
 from ..tracking.group import epoch_callback, log_results, tracked_run
 from .config import PipelineConfig, Restriction
 from .evaluation import check_split_to_evaluate, evaluate_model, resolve_whitelist, validation_filter_sets
+from .progress import Counter
 from .replicates import ReplicateSaveError, ReplicatesResult, lost_replicate, replicate_seeds, write_summary
 
 #: Graphs with at most this many entities train on one torch thread by default (see :func:`pipeline`).
@@ -268,30 +270,56 @@ def _replicates(config: PipelineConfig, num_replicates, *, dataset, output=None,
     """The runs one after the other; each saved as it finishes when ``output`` is given, so a failed
     save (a full disk) loses no replicate saved before it. With ``trackers``, each run is one tracker run,
     ended after its directory is saved and logged."""
-    from .runs import check_output, save_run
+    from .runs import check_output
 
     seeds = replicate_seeds(config.seed, num_replicates)
     dataset = None if isinstance(dataset, str) else dataset  # a name is the configuration's dataset
     target = None if output is None else check_output(output)
     runs = []
-    for s in seeds:
-        runs.append(_run(config.replace(seed=s), dataset, trackers=trackers, **kwargs))
-        if on_run is not None:
-            on_run(s, runs[-1])
-        if target is None:
-            _end_tracker_run(trackers)
-            continue
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-            saved = save_run(runs[-1], target / f"seed{s}")
-        except (OSError, KGEvalError) as exc:
-            _end_tracker_run(trackers)
-            raise ReplicateSaveError(lost_replicate(exc, target, seeds, len(runs)), runs, seeds[:len(runs)]) from exc
-        _end_tracker_run(trackers, saved)
+    with _replicate_counter(len(seeds), kwargs.get("progress", False)) as counter:
+        for s in seeds:
+            runs.append(_run(config.replace(seed=s), dataset, trackers=trackers, **kwargs))
+            if on_run is not None:
+                on_run(s, runs[-1])
+            if counter is not None:  # the bar's postfix: the best MRR so far and its seed
+                counter.done(None, _replicate_value(runs[-1]), of=f"seed {s}")
+            _save_replicate(runs, seeds, target, trackers)
     result = ReplicatesResult(runs, seeds)
     if target is not None:
         write_summary(result, target, target)
     return result
+
+
+def _save_replicate(runs: list, seeds: list[int], target, trackers) -> None:
+    """Save the last of ``runs`` in ``target/seed<s>`` (if there is a target) and end its tracker run."""
+    from .runs import save_run
+
+    if target is None:
+        _end_tracker_run(trackers)
+        return
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        saved = save_run(runs[-1], target / f"seed{seeds[len(runs) - 1]}")
+    except (OSError, KGEvalError) as exc:
+        _end_tracker_run(trackers)
+        raise ReplicateSaveError(lost_replicate(exc, target, seeds, len(runs)), runs, seeds[:len(runs)]) from exc
+    _end_tracker_run(trackers, saved)
+
+
+#: the value the replicate counter shows, and its best so far (both sides, realistic ranks)
+REPLICATE_METRIC = "both.realistic.inverse_harmonic_mean_rank"
+
+
+def _replicate_value(run) -> float | None:
+    try:
+        return run.results.get_metric(REPLICATE_METRIC)
+    except KGEvalError:  # an evaluation of one side only: no best so far to show
+        return None
+
+
+def _replicate_counter(total: int, progress: bool):
+    """A :class:`~.progress.Counter` of replicates with the best MRR so far, or a null context without progress."""
+    return Counter(total, desc="replicates", unit="run", label="MRR") if progress else contextlib.nullcontext()
 
 
 def _end_tracker_run(trackers, saved=None) -> None:
