@@ -204,3 +204,18 @@ def test_runs_on_two_datasets_are_refused_in_words(tmp_path):
     assert res.exit_code == 2
     assert res.output.startswith("error: different datasets (Nations vs Kinships)"), res.output
     assert "FilterSet(" not in res.output
+
+
+def test_runs_on_two_splits_are_refused_in_words(tmp_path):
+    """A test run and a validation run of one dataset: 'different splits' first, not their filter sets."""
+    import kgeval
+    from kgeval.workflow import PipelineConfig
+
+    config = PipelineConfig().with_paths({"dataset": "nations", "model.name": "distmult", "training.epochs": 1})
+    for split in ("test", "valid"):
+        kgeval.pipeline(config.with_paths({"evaluation.split": split}), progress=False).save(tmp_path / split)
+    res = run("compare", tmp_path / "test", tmp_path / "valid", "--metric", "mrr")
+    assert res.exit_code == 2
+    assert res.output.startswith("error: different splits (test vs validation): 'test' and 'valid'"), res.output
+    same = run("compare", tmp_path / "valid", tmp_path / "valid", "--metric", "mrr", "--resamples", "40")
+    assert same.exit_code == 0, same.output

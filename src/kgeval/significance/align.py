@@ -120,6 +120,10 @@ def check_protocols(a: Model, b: Model) -> None:
             what = f"{names[0]} vs {names[1]}" if names[0] != names[1] else f"both named {names[0]}, other files"
             raise ProtocolMismatchError(f"different datasets ({what}): {a.name!r} and {b.name!r} cannot be "
                                         f"compared task by task ({key} differs)")
+    if da.get("split") is not None and db.get("split") is not None and da["split"] != db["split"]:
+        splits = " vs ".join("validation" if s == "valid" else s for s in (da["split"], db["split"]))
+        raise ProtocolMismatchError(f"different splits ({splits}): {a.name!r} and {b.name!r} were evaluated on "
+                                    "other triples")
     pa, pb = EvaluationProtocol.from_dict(a.protocol), EvaluationProtocol.from_dict(b.protocol)
     for name in PROTOCOL_FIELDS:
         va, vb = getattr(pa, name), getattr(pb, name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..data.splits import canonical_split
 from ..significance.align import Model, replicates
 from ..significance.compare import DEFAULT_METRICS
 from ..significance.compare import compare as compare_models
@@ -20,7 +21,9 @@ __all__ = ["compare", "run_model"]
 
 def _load_run(directory: Path, name: str) -> Model:
     run, results = load_run_results(directory)  # refused where results.json and the rank table disagree
-    return Model(name, [results.rank_table], results.protocol, run.metadata.get("dataset"), path=directory)
+    # the evaluated split beside the dataset's identity: a test run and a validation run are refused by it
+    dataset = {**(run.metadata.get("dataset") or {}), "split": canonical_split(run.config.evaluation.split)}
+    return Model(name, [results.rank_table], results.protocol, dataset, path=directory)
 
 
 def run_model(path: str | os.PathLike) -> Model:
