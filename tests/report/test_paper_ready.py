@@ -292,7 +292,8 @@ def test_a_model_keeps_its_colour():
     assert model_colour("complex") == model_colour("complex") and model_colour("complex") in PALETTE
     code = "from kgeval.report.figures import model_colour; print(model_colour('complex'))"
     # another process (another hash seed) gives the same colour
-    out = subprocess.run(["python", "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "7"})
+    out = subprocess.run(["python", "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": "7"})
     assert out.stdout.strip() == model_colour("complex")
     assert len({model_colour(m) for m in ("transe", "distmult", "complex", "rotate", "tucker", "pairre")}) >= 4
 
@@ -323,13 +324,14 @@ def test_log_axes_have_plain_tick_labels():
 
     from kgeval.report.figures import plain_log_ticks
 
-    for low, high, want in ((1, 1000, "1,000"), (85, 103, "90"), (2, 7, "5")):
+    for low, high, want in ((1, 1000, "1,000"), (1, 15, "5"), (85, 103, "90"), (2, 7, "5")):
         fig, ax = plt.subplots()
         ax.plot([low, high], [1, 2])
         ax.set_xscale("log")
         plain_log_ticks(ax.xaxis)
         fig.canvas.draw()
-        labels = [t.get_text() for t in ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True) if t.get_text()]
+        ticks = ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True)
+        labels = [t.get_text() for t in ticks if t.get_text()]
         plt.close(fig)
         # within a decade matplotlib labelled the minor ticks 9 x 10^1: now plain numbers
         assert want in labels and not any("10^" in t or "$" in t or "times" in t for t in labels), (low, high, labels)
@@ -363,26 +365,30 @@ def test_latex_is_booktabs_with_one_row_per_model(report, tmp_path):
         assert r"\hline" not in table and "|" not in table.splitlines()[0]
     # the metrics: one row per model (grouped by dataset, the dataset named on its first row), metrics as columns
     header = tables[0].splitlines()[2]
-    assert header == r"Dataset & Model & MRR & Hits@1 & Hits@3 & Hits@10 & MR & adjusted MRR & z (MRR) & p (MRR) \\"
+    assert header == r"Model & MRR & Hits@1 & Hits@3 & Hits@10 & MR & Adj. MRR & z & p \\"
     rows = _body_rows(tables[0])
+    groups = [r[0] for r in rows if len(r) == 1]  # a dataset's row: \multicolumn{9}{@{}l}{\textit{Nations}}
+    assert groups == [r"\multicolumn{9}{@{}l}{\textit{Nations}}", r"\multicolumn{9}{@{}l}{\textit{Kinships}}"]
+    rows = [r for r in rows if len(r) > 1]
     models, intervals = rows[0::2], rows[1::2]  # each model's row, and beneath it its intervals
-    assert [(r[0], r[1]) for r in models] == [("Nations", "distmult"), ("", "complex"), ("Kinships", "distmult"),
-                                             ("", "complex")]
-    assert len(rows) == 8 and all(len(r) == 10 for r in rows) and all(r[:2] == ["", ""] for r in intervals)
+    assert [r[0] for r in models] == ["distmult", "complex", "distmult", "complex"]
+    assert len(rows) == 8 and all(len(r) == 9 for r in rows) and all(r[0] == "" for r in intervals)
     number = r"(-?\d+\.\d+|\$-?\d\.\d+ \\times 10\^\{-?\d+\}\$)"
     for r, below in zip(models, intervals):
-        for cell, interval in zip(r[2:7], below[2:7]):  # each value with its interval
+        for cell, interval in zip(r[1:6], below[1:6]):  # each value with its interval
             assert re.fullmatch(number, cell) and re.fullmatch(r"\{\\scriptsize \[" + number + ", " + number + r"\]\}",
                                                                interval), (cell, interval)
-        assert re.fullmatch(number, r[7]) and re.fullmatch(number, r[8]) and below[7:] == ["", "", ""]
+        assert re.fullmatch(number, r[6]) and re.fullmatch(number, r[7]) and below[6:] == ["", "", ""]
     # p-values one way: four decimals down to 0.001, m.m x 10^{k} below; the same in both tables
     p_form = r"0\.\d{4,}|1\.0000|\$\d\.\d \\times 10\^\{-\d+\}\$"
     comparison = _body_rows(tables[1])
-    assert len(comparison) == 8 and [r[0] for r in comparison if r[0]] == ["Nations", "Kinships"]
-    assert {(r[1], r[2]) for r in comparison} == {("distmult", "complex")}
-    assert [r[3] for r in comparison[:4]] == ["MRR (higher better)", "Hits@10 (higher better)", "MR (lower better)",
+    assert [r[0] for r in comparison if len(r) == 1] == [r"\multicolumn{6}{@{}l}{\textit{Nations}}",
+                                                         r"\multicolumn{6}{@{}l}{\textit{Kinships}}"]
+    comparison = [r for r in comparison if len(r) > 1]
+    assert len(comparison) == 8 and {(r[0], r[1]) for r in comparison} == {("distmult", "complex")}
+    assert [r[2] for r in comparison[:4]] == ["MRR (higher better)", "Hits@10 (higher better)", "MR (lower better)",
                                               "GMR (lower better)"]
-    for cell in [r[9] for r in models] + [r[5] for r in comparison]:
+    for cell in [r[8] for r in models] + [r[4] for r in comparison]:
         assert re.fullmatch(p_form, cell), cell
     assert r"\times 10^{" in tex
     # no raw underscore (nor other special character) outside math and comments
@@ -416,7 +422,8 @@ def test_latex_numbers(value, text):
     assert latex_number(value) == text
 
 
-@pytest.mark.parametrize("row,text", [({"p": 0.0199}, "0.0199"), ({"p": 2.4e-58, "log10_p": None}, "$2.4 \\times 10^{-58}$"),
+@pytest.mark.parametrize("row,text", [({"p": 0.0199}, "0.0199"),
+                                      ({"p": 2.4e-58, "log10_p": None}, "$2.4 \\times 10^{-58}$"),
                                       ({"p": 0.0, "log10_p": -4241.3}, "$5.0 \\times 10^{-4242}$"),
                                       ({"p": 0.0}, "0"), ({"p": None}, "--"), ({"p": 0.99998}, "0.99998")])
 def test_latex_p_values_print_as_every_table_prints_them(row, text):

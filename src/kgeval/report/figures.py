@@ -58,8 +58,9 @@ def plain_number(v: float) -> str:
 
 def plain_log_ticks(axis) -> None:
     """Tick labels of a log axis as plain numbers (1, 10, 100, 1,000) instead of 10^k in mathtext; an axis
-    that spans less than a decade (90 to 104 candidates) labels its minor ticks 2, 5 x 10^k too, plainly
-    (matplotlib labelled them ``9 x 10^1``)."""
+    that spans less than two decades (ranks 1 to 15) labels its minor ticks 2 and 5 x 10^k too, one that
+    spans less than a factor 3 (90 to 104 candidates) each minor tick, plainly (matplotlib labelled them
+    ``9 x 10^1``)."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     axis.set_major_locator(LogLocator(base=10))
@@ -68,9 +69,11 @@ def plain_log_ticks(axis) -> None:
 
     def minor(v, _):
         low, high = sorted(axis.get_view_interval())
-        if low <= 0 or high / low >= 10:
-            return ""  # the decades are labelled: minor ticks stay unlabelled
-        return plain_number(v) if round(v / 10 ** np.floor(np.log10(v))) in (1, 2, 5) or high / low < 3 else ""
+        if low <= 0 or high / low >= 100:
+            return ""  # two decades or more: their labels suffice
+        if high / low < 3:
+            return plain_number(v)  # a narrow range: every minor tick
+        return plain_number(v) if round(v / 10 ** np.floor(np.log10(v))) in (2, 5) else ""
 
     axis.set_minor_formatter(FuncFormatter(minor))
 
@@ -275,6 +278,7 @@ def candidates_figure(results, metric: str, label: str | None = None, num_bins: 
         ax.set_xscale("log")
         plain_log_ticks(ax.xaxis)
     ax.set_xlabel("number of candidates C (median of the bin)")
-    ax.set_ylabel(f"{mathtext_literal(short_name(base))} (both sides, {RANK_TYPE} ranks;\n{direction(base)})", fontsize=8)
+    ax.set_ylabel(f"{mathtext_literal(short_name(base))} (both sides, {RANK_TYPE} ranks;\n{direction(base)})",
+                  fontsize=8)
     ax.legend(fontsize=8)
     return to_svg(fig)

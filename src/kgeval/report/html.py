@@ -29,15 +29,14 @@ html{-webkit-text-size-adjust:100%}
 body{font-family:sans-serif;margin:2em auto;padding:0 1em;max-width:1300px;color:#222;line-height:1.4}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:0.5em 0 1.5em}
-th,td{border:1px solid #ccc;padding:2px 8px;text-align:right;font-size:13px;vertical-align:top}
+th,td{border:1px solid #ccc;padding:2px 8px;text-align:right;font-size:13px;vertical-align:top;white-space:nowrap}
 th.text,td.text,th:first-child,td:first-child{text-align:left}
 tr.group th{background:#f3f3f3;text-align:left;font-weight:bold}
 td small{color:#555;white-space:nowrap}
 table.setup th{font-weight:normal;color:#555;white-space:nowrap}
-table.setup td{text-align:left}
+table.setup td{text-align:left;white-space:normal}
 pre{background:#f6f6f6;padding:0.6em;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
 p,li,figcaption,code,table.setup td{overflow-wrap:anywhere}
-td.text{white-space:nowrap}
 figure{margin:0.5em 0 1.5em;max-width:100%}
 figure svg{max-width:100%;height:auto;display:block}
 figcaption{font-size:13px;color:#444}
@@ -133,7 +132,8 @@ def _group_text(dataset, runs) -> str:
 
 
 def _relations(run, metric: str, confidence: float) -> str:
-    out = [f"<table class='relations'><tr><th>relation</th><th>tasks</th><th>{escape(short_name(base_metric(metric)))}</th>"
+    name = short_name(base_metric(metric))
+    out = [f"<table class='relations'><tr><th>relation</th><th>tasks</th><th>{escape(name)}</th>"
            f"<th>{100 * confidence:g}% CI</th>"
            "<th>hits@10</th><th>adjusted index</th></tr>"]
     for r in sorted(run.relations, key=lambda r: _natural(r["relation"])):  # term2 before term10
@@ -145,7 +145,8 @@ def _relations(run, metric: str, confidence: float) -> str:
 
 def _natural(text: str) -> list:
     """A sort key that orders the numbers in a label by value: ``term2`` before ``term10``."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part.lower()) for part in re.split(r"(\d+)", str(text)) if part]
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+            for part in re.split(r"(\d+)", str(text)) if part]
 
 
 def _examples(run) -> str:
@@ -157,7 +158,8 @@ def _examples(run) -> str:
            "ranked in bold.</p><div class='scroll'><table class='examples'><tr><th class='text'>head</th>"
            "<th class='text'>relation</th><th class='text'>tail</th><th>rank</th><th>candidates</th></tr>"]
     for ex in run.examples:
-        head, tail = (f"<strong>{escape(ex[k])}</strong>" if ex["side"] == k else escape(ex[k]) for k in ("head", "tail"))
+        head, tail = (f"<strong>{escape(ex[k])}</strong>" if ex["side"] == k else escape(ex[k])
+                      for k in ("head", "tail"))
         out.append(f"<tr><td class='text'>{head}</td><td class='text'>{escape(ex['relation'])}</td>"
                    f"<td class='text'>{tail}</td>{_num(ex['rank'], text=format(ex['rank'], 'g'))}"
                    f"<td>{ex['num_candidates']:,}</td></tr>")
@@ -232,9 +234,9 @@ def render_html(report) -> str:
     metric = base_metric(m)
     datasets = report.datasets()
     body = [f"<h1>kgeval report</h1><p class='lede'>{len(report.runs)} run(s) on {len(datasets)} dataset(s) "
-            f"({escape(', '.join(map(str, datasets)))}); kgeval {escape(__version__)}. Figures and per-relation tables: "
-            f"{escape(short_name(metric))} ({escape(m)}); intervals: {100 * report.confidence:g}%. Metrics as in Hoyt et "
-            "al. (2022), see the reference below.</p>",
+            f"({escape(', '.join(map(str, datasets)))}); kgeval {escape(__version__)}. Figures and per-relation "
+            f"tables: {escape(short_name(metric))} ({escape(m)}); intervals: {100 * report.confidence:g}%. Metrics as "
+            "in Hoyt et al. (2022), see the reference below.</p>",
             "<h2>Summary</h2><p class='legend'>Both sides (head and tail prediction), realistic ranks (ties count "
             f"half); beneath each value its {100 * report.confidence:g}% BCa bootstrap interval over evaluation "
             "triples; adjusted MRR: (M - E[M]) / (optimum - E[M]), 0 = chance, 1 = perfect; z: (M - E[M]) / sd[M]; "
@@ -248,7 +250,8 @@ def render_html(report) -> str:
         body.append(f"<h2>{escape(notes_heading(report))}</h2>"
                     + "".join(f"<p class='note'>{escape(n)}</p>" for n in report.notes))
     for i, run in enumerate(report.runs):
-        body.append(f"<section class='run' data-run=\"{escape(run.name)}\"><h2>{_swatch(run.label)}{escape(run.name)}</h2>"
+        body.append(f"<section class='run' data-run=\"{escape(run.name)}\">"
+                    f"<h2>{_swatch(run.label)}{escape(run.name)}</h2>"
                     f"{_setup(run)}<details><summary>evaluation protocol in full</summary>"
                     f"<pre class='protocol'>{escape(run.protocol)}</pre></details>")
         body.append(f"<p class='legend'>{escape(legend(report))}</p>")

@@ -263,7 +263,8 @@ def setup_rows(run, results) -> list[tuple[str, str]]:
                else []))))
     unseen = protocol.get("unseen") or {}
     if unseen.get("entities") or unseen.get("relations"):
-        rows.append(("unseen in training", f"{_plural(unseen.get('entities', 0), 'entity').replace('entitys', 'entities')}, "
+        entities = unseen.get("entities", 0)
+        rows.append(("unseen in training", f"{entities:,} {'entity' if entities == 1 else 'entities'}, "
                      f"{_plural(unseen.get('relations', 0), 'relation')} ({unseen.get('policy', 'kept')})"))
     rows.append(("ranks", f"{RANK_TYPE}: the mean of the optimistic and the pessimistic rank (ties count half)"))
     source = run.metadata.get("source") if isinstance(getattr(run, "metadata", None), dict) else None
@@ -343,11 +344,13 @@ def example_rows(results, labels: Labels, split: str, k: int = NUM_EXAMPLES) -> 
 
     table = results.rank_table
     triples = labels.triples.get(split)
-    if table is None or table.triple_index is None or table.relation is None or triples is None:
-        return []
+    dropped = ((getattr(results, "protocol", None) or {}).get("restriction") or {}).get("num_triples_dropped")
+    if table is None or table.triple_index is None or table.relation is None or triples is None or dropped:
+        return []  # a restricted evaluation's triple_index counts the kept triples, not the split's
     index = np.asarray(table.triple_index)
     triples = np.asarray(triples)
-    if len(index) == 0 or index.max() >= len(triples) or not np.array_equal(triples[index, 1], np.asarray(table.relation)):
+    if len(index) == 0 or index.max() >= len(triples) or not np.array_equal(triples[index, 1],
+                                                                            np.asarray(table.relation)):
         return []
     ranks, cs = np.asarray(table.ranks(RANK_TYPE), dtype=float), np.asarray(table.num_candidates, dtype=float)
     order = np.lexsort((np.arange(len(ranks)), -ranks, -ranks / cs))[:k]

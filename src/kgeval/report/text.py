@@ -154,7 +154,8 @@ def remake_line(report) -> str:
 def _with_direction(row: dict, short: bool = False) -> str:
     """``mr (lower better)``: which sign of A - B favours A, as ``kgeval compare`` prints it (``short``: the
     metric's short name, ``MR (lower better)``, as a paper's table names it)."""
-    return f"{_short(row['metric']) if short else row['metric']} ({'higher' if row['higher_is_better'] else 'lower'} better)"
+    name = _short(row["metric"]) if short else row["metric"]
+    return f"{name} ({'higher' if row['higher_is_better'] else 'lower'} better)"
 
 
 def _short(name: str) -> str:
@@ -179,12 +180,15 @@ EFFECT_SYMBOLS = {"cohen d_z (units)": "d_z", "rank-biserial r": "r", "cohen d (
 def effect_header(report) -> str:
     """``effect (d_z)`` where every row has the same kind of effect size, else ``effect``."""
     kinds = {r.get("effect_kind") for r in report.comparison or []}
-    return f"effect ({EFFECT_SYMBOLS.get(next(iter(kinds)), next(iter(kinds)))})" if len(kinds) == 1 and None not in kinds \
-        else "effect"
+    if len(kinds) != 1 or None in kinds:
+        return "effect"
+    kind = next(iter(kinds))
+    return f"effect ({EFFECT_SYMBOLS.get(kind, kind)})"
 
 
 def notes_heading(report) -> str:
-    return "Notes" if report.interface == "python" else "Notes (kgeval report)"
+    """The notes' heading (their terms are those of ``report.interface``)."""
+    return "Notes"
 
 
 def render_markdown(report) -> str:
@@ -212,7 +216,8 @@ def render_markdown(report) -> str:
                 cells_ = ([markdown_text(dataset)] if several else []) + [
                     *map(markdown_text, (pair_label(report, r["model_a"]), pair_label(report, r["model_b"]),
                                          _with_direction(r))),
-                    *map(fmt, (r["value_a"], r["value_b"], r["difference"])), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+                    *map(fmt, (r["value_a"], r["value_b"], r["difference"])),
+                    f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
                     p_value_text(r["p_value"]), p_value_text(r["p_corrected"]), fmt(r.get("effect_size"))] + [
                     markdown_text(setting_text(f, r.get(f))) for _, f in extra]
                 lines.append("| " + " | ".join(cells_) + " |")
@@ -238,7 +243,9 @@ BIBTEX = """@article{hoyt2022unified,
   url     = {https://arxiv.org/abs/2203.07544}
 }"""
 
-_LATEX_COLUMNS = SUMMARY_COLUMNS
+#: the LaTeX table's columns: the summary's, with shorter headers (the caption says z and p are of MRR)
+_LATEX_COLUMNS = tuple(({"adjusted MRR": "Adj. MRR", "z (MRR)": "z", "p (MRR)": "p"}.get(h, h), m, w)
+                       for h, m, w in SUMMARY_COLUMNS)
 
 
 def _mantissa(v: float, digits: int) -> tuple[float, int]:
@@ -301,27 +308,29 @@ def _latex_interval(row) -> str:
 
 
 def _latex_groups(groups, width: int) -> list[str]:
-    """Rows of a booktabs body: each group's rows, the group's name in its first row, a rule between groups
-    (a row whose first cell is empty continues the row above it: the intervals beneath the values)."""
+    """Rows of a booktabs body: each group (a dataset) named in a row of its own, then its rows; a rule
+    between groups. A dataset column beside the models made the table wider than a page."""
     lines: list[str] = []
     for i, (name, rows) in enumerate(groups):
         if i:
             lines.append(r"\midrule")
-        for j, cells_ in enumerate(rows):
-            lines.append(" & ".join([latex_text(name) if j == 0 else "", *cells_]) + r" \\")
+        lines.append(rf"\multicolumn{{{width}}}{{@{{}}l}}{{\textit{{{latex_text(name)}}}}} \\")
+        lines += [" & ".join(cells_) + r" \\" for cells_ in rows]
     return lines
 
 
 def render_latex(report) -> str:
     """Booktabs tables for a paper: the runs' headline metrics (models as rows, grouped by dataset, metrics as
-    columns, each value with its bootstrap interval; both sides, realistic ranks) and the pairwise
-    comparison (model pairs and metrics as rows). Numbers as :func:`latex_number`, p-values as :func:`latex_p`."""
+    columns, each value with its bootstrap interval beneath it; both sides, realistic ranks) and the pairwise
+    comparison (model pairs and metrics as rows). Numbers as :func:`latex_number`, p-values as :func:`latex_p`.
+    About 500 pt wide (a two-column paper's ``table*``, a landscape page); a narrower page takes
+    ``\\resizebox{\\textwidth}{!}{...}`` (graphicx) around each tabular."""
     groups = []
     for dataset, runs in report.grouped():
         rows = []
         for run in runs:
             shown = summary_rows(run)
-            cells_, intervals = [latex_text(run_label(run))], [""]
+            cells_, intervals = [latex_text(run_label(run))], [""]  # "": the row beneath, of intervals
             for _, metric, what in _LATEX_COLUMNS:
                 row = shown.get(metric)
                 if row is None:
@@ -336,20 +345,22 @@ def render_latex(report) -> str:
             # landscape page
             rows += [cells_] + ([intervals] if any(intervals) else [])
         groups.append((dataset, rows))
-    width = 2 + len(_LATEX_COLUMNS)
-    lines = [r"% kgeval report: needs \usepackage{booktabs}; the tables are wide: use table* (two columns) or a",
-             r"% landscape page if they overflow. The metrics follow Hoyt et al. (2022), arXiv:2203.07544:"]
+    width = 1 + len(_LATEX_COLUMNS)
+    lines = [r"% kgeval report: needs \usepackage{booktabs}. About 500 pt wide: table* in two columns, or wrap each",
+             r"% tabular in \resizebox{\textwidth}{!}{...} (graphicx) on a narrower page.",
+             r"% The metrics follow Hoyt et al. (2022), arXiv:2203.07544:"]
     lines += ["% " + line for line in BIBTEX.splitlines()]
     lines += [r"\begin{table}", r"\centering", r"\small", r"\setlength{\tabcolsep}{4pt}",
-              r"\begin{tabular}{ll" + "r" * len(_LATEX_COLUMNS) + "}", r"\toprule",
-              " & ".join(["Dataset", "Model", *[h for h, _, _ in _LATEX_COLUMNS]]) + r" \\", r"\midrule"]
+              r"\begin{tabular}{l" + "r" * len(_LATEX_COLUMNS) + "}", r"\toprule",
+              " & ".join(["Model", *[h for h, _, _ in _LATEX_COLUMNS]]) + r" \\", r"\midrule"]
     lines += _latex_groups(groups, width)
     splits = sorted({r.split for r in report.runs})
     caption = (f"Link prediction on the {' and '.join(splits)} split{'s' if len(splits) > 1 else ''}, "
                f"{_filter_words(report)}, both sides (head and tail prediction), {RANK_TYPE} ranks (ties count half); "
                f"beneath each value its {100 * report.confidence:g}% BCa bootstrap interval over evaluation triples. "
-               "Adjusted MRR: (M - E[M]) / (optimum - E[M]), 0 = chance, 1 = perfect; z: (M - E[M]) / sd[M]; p: "
-               "one-sided, the probability that random ranks do at least as well. Metrics and their expectations under "
+               "Adj. MRR: the adjusted index of MRR, (M - E[M]) / (optimum - E[M]), 0 = chance, 1 = perfect; z: the "
+               "z-score of MRR, (M - E[M]) / sd[M]; p: of MRR, one-sided, the probability that random ranks do at "
+               "least as well. Metrics and their expectations under "
                "random ranking as in Hoyt et al.")
     lines += [r"\bottomrule", r"\end{tabular}", r"\caption{" + latex_text(caption) + r"\ (2022, arXiv:2203.07544).}",
               r"\label{tab:kgeval-results}", r"\end{table}"]
@@ -360,8 +371,8 @@ def render_latex(report) -> str:
 
 def _filter_words(report) -> str:
     filtered = {bool(r.results.protocol.get("filtered")) for r in report.runs if hasattr(r.results, "protocol")}
-    return {frozenset({True}): "filtered", frozenset({False}): "unfiltered (raw)"}.get(frozenset(filtered),
-                                                                                      "filtered or raw as each run states")
+    words = {frozenset({True}): "filtered", frozenset({False}): "unfiltered (raw)"}
+    return words.get(frozenset(filtered), "filtered or raw as each run states")
 
 
 def _latex_comparison(report) -> list[str]:
@@ -377,16 +388,16 @@ def _latex_comparison(report) -> list[str]:
                         *[latex_text(setting_text(f, r.get(f))) for _, f in extra]])
         groups.append((dataset, out))
     effect = effect_header(report)
-    head = ["Dataset", "A", "B", "Metric", "A $-$ B", "p (Holm)",
+    head = ["A", "B", "Metric", "A $-$ B", "p (Holm)",
             r"Effect ($d_z$)" if effect == "effect (d_z)" else latex_text(effect.capitalize()),
             *[latex_text(h) for h, _ in extra]]
     shared = ("; ".join(settled) + ". " if settled else "") + " ".join(
         f"{d}: " + "; ".join(v) + "." for d, v in per_group.items() if v)
     caption = (latex_text(f"Pairwise comparison on the same evaluation triples, both sides, {RANK_TYPE} ranks: A")
-               + " $-$ " + latex_text(f"B with its {100 * report.confidence:g}% paired bootstrap interval; p two-sided, "
-                                      "Holm-corrected over the rows of each dataset. "))
+               + " $-$ " + latex_text(f"B with its {100 * report.confidence:g}% paired bootstrap interval; p "
+                                      "two-sided, Holm-corrected over the rows of each dataset. "))
     return [r"\begin{table}", r"\centering", r"\small", r"\setlength{\tabcolsep}{4pt}",
-            r"\begin{tabular}{llll" + "r" * (len(head) - 4) + "}", r"\toprule", " & ".join(head) + r" \\",
+            r"\begin{tabular}{lll" + "r" * (len(head) - 3) + "}", r"\toprule", " & ".join(head) + r" \\",
             r"\midrule", *_latex_groups(groups, len(head)), r"\bottomrule", r"\end{tabular}",
             r"\caption{" + caption + latex_text(shared.strip()) + "}",
             r"\label{tab:kgeval-comparison}", r"\end{table}"]
