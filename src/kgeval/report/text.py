@@ -146,7 +146,9 @@ def remake_line(report) -> str:
     if report.seed is not None:
         settings.append(("seed", report.seed))
     if report.interface == "cli":
-        return "kgeval report " + " ".join(str(r.directory) for r in report.runs) + " -o FILE " + " ".join(
+        import shlex
+
+        return "kgeval report " + " ".join(shlex.quote(str(r.directory)) for r in report.runs) + " -o FILE " + " ".join(
             argument(k, v, "cli") for k, v in settings)
     return f"kgeval.report.build_report([{names}], " + ", ".join(argument(k, v, "python") for k, v in settings) + ")"
 
@@ -227,6 +229,7 @@ def render_markdown(report) -> str:
         lines += ["", f"## {markdown_text(run.name)}", ""]
         lines += [f"- {markdown_text(what)}: {markdown_text(text)}" for what, text in run.setup]
         lines += [f"- directory: {markdown_text(run.directory)}", "", markdown_code(run.protocol)]
+    # escaped text, not a code block: a name's "<" stays inert in every Markdown reader (the escapes are not shown)
     lines += ["", "## Reference", "", markdown_text(CITATION), "", markdown_text("Made with: " + remake_line(report))]
     return "\n".join(lines) + "\n"
 
@@ -258,12 +261,12 @@ def _mantissa(v: float, digits: int) -> tuple[float, int]:
 
 
 def latex_number(value) -> str:
-    """A number for a paper's table: four decimals below 1 (``0.6370``, never rounded onto a whole number),
-    four significant digits up to 10^4 (``3.865``, ``217.5``), ``$m \\times 10^{k}$`` outside [0.001, 10^4).
+    r"""A number for a paper's table: four decimals below 1 (``0.6370``, never rounded onto a whole number),
+    four significant digits up to 10^4 (``3.865``, ``217.5``), ``$m \times 10^{k}$`` outside [0.001, 10^4).
 
     Examples
     --------
-    >>> latex_number(0.50415), latex_number(0.637), latex_number(12345.6), latex_number(3.2e-7)
+    >>> latex_number(0.50416), latex_number(0.637), latex_number(12345.6), latex_number(3.2e-7)
     ('0.5042', '0.6370', '$1.235 \\times 10^{4}$', '$3.2 \\times 10^{-7}$')
     """
     if value is None or not math.isfinite(float(value)):
@@ -280,8 +283,8 @@ def latex_number(value) -> str:
 
 
 def latex_p(row: dict) -> str:
-    """A p-value as every kgeval table writes it (:func:`kgeval._format.format_p`: four decimals down to 0.001,
-    two significant digits below), in LaTeX: ``0.0199``, ``$3.2 \\times 10^{-7}$``; from its logarithm, so
+    r"""A p-value as every kgeval table writes it (:func:`kgeval._format.format_p`: four decimals down to 0.001,
+    two significant digits below), in LaTeX: ``0.0199``, ``$3.2 \times 10^{-7}$``; from its logarithm, so
     that one that underflows to 0 keeps its size.
 
     Examples
