@@ -277,6 +277,26 @@ def test_no_horizontal_overflow(page, width, tmp_path):
 
 @pytest.mark.service
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_long_names_do_not_widen_the_phone_page(report, tmp_path):
+    """A run, dataset and directory name of 150 characters without a space: headings and paragraphs break
+    it, tables scroll."""
+    import copy
+    import dataclasses
+    from pathlib import Path
+
+    long = copy.copy(report)
+    names = ["m" * 150 + str(i) for i in range(len(report.runs))]
+    long.runs = [dataclasses.replace(r, name=n, directory=Path("/" + "d" * 150), dataset="D" * 150)
+                 for r, n in zip(report.runs, names)]
+    long.comparison = []
+    path = tmp_path / "long.html"
+    path.write_text(render_html(long), encoding="utf-8")
+    m = _measure(path, 400, tmp_path)
+    assert m["scroll"] <= m["client"] and m["outside"] == [], m
+
+
+@pytest.mark.service
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_phone_screenshot_is_a_drawn_page(page, tmp_path):
     shot = tmp_path / "phone.png"
     res = subprocess.run([CHROMIUM, *FLAGS, "--hide-scrollbars", f"--screenshot={shot}", "--window-size=400,2400",

@@ -36,7 +36,7 @@ td small{color:#555;white-space:nowrap}
 table.setup th{font-weight:normal;color:#555;white-space:nowrap}
 table.setup td{text-align:left;white-space:normal}
 pre{background:#f6f6f6;padding:0.6em;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
-p,li,figcaption,code,table.setup td{overflow-wrap:anywhere}
+h1,h2,h3,p,li,figcaption,code,table.setup td{overflow-wrap:anywhere}
 figure{margin:0.5em 0 1.5em;max-width:100%}
 figure svg{max-width:100%;height:auto;display:block}
 figcaption{font-size:13px;color:#444}
