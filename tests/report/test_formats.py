@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -37,7 +38,7 @@ def test_csv_and_json_carry_the_exact_values(runs, tmp_path):
 def test_markdown_and_latex_tables(runs, tmp_path):
     md = _report(runs, tmp_path, "md")
     assert "| distmult on Nations | both | mrr |" in md and "evaluation: " in md
-    assert "| distmult on Nations | complex on Nations | mrr (higher better) |" in md  # the pairwise comparison
+    assert "| distmult | complex | mrr (higher better) |" in md  # the pairwise comparison (one dataset: labels)
     tex = _report(runs, tmp_path, "latex")
     assert "\\begin{tabular}" in tex and "Hits@10" in tex and "\\toprule" in tex
 
@@ -98,7 +99,7 @@ def test_unseeded_report_has_its_intervals_and_comparison(runs):
     row = report.runs[0].headline[0]
     assert row["ci_low"] <= row["value"] <= row["ci_high"] and row["ci_low"] < row["ci_high"]
     # the only notes: per-relation intervals the BCa refuses (a tail beyond its resamples), not the seed
-    assert report.comparison and all("per-relation interval(s)" in n for n in report.notes), report.notes
+    assert report.comparison and all("per-relation intervals left empty" in n for n in report.notes), report.notes
 
 
 def test_format_follows_the_output_suffix_and_replacing_is_said(runs, tmp_path):
@@ -186,6 +187,10 @@ def test_every_interval_has_at_least_the_minimum_resamples_and_refusals_are_note
     table = run.results.rank_table
     empty = [r for r in run.relations
              if r["ci_low"] is None and _units(table.subset(table.relation == r["relation_id"])) > 1]
-    notes = [n for n in report.notes if "per-relation interval(s) (200 resamples each) left empty" in n]
-    assert empty and notes == [n for n in notes if n.startswith(f"{run.name}: {len(empty)} per-relation")], notes
+    notes = [n for n in report.notes if "per-relation intervals left empty: 200 resamples each are too few" in n]
+    assert empty and notes == [n for n in notes if n.startswith(f"{run.name}: {len(empty)} of {len(run.relations)} "
+                                                                "per-relation")], notes
     assert len(notes) == 1 and "BCa" in notes[0]
+    # the note says what fills them, in Python's terms: a fifth of num_resamples goes to each relation
+    need = int(re.search(r"the widest needs ([\d,]+)", notes[0]).group(1).replace(",", ""))
+    assert f"rebuild with num_resamples={5 * need} or more" in notes[0] and "method=" not in notes[0]

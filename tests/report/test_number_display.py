@@ -135,10 +135,11 @@ def test_report_tables_say_what_their_numbers_are(runs):
     md, tex, page = render_markdown(report), render_latex(report), render_html(report)
     assert "| value | 90% CI | adjusted index | z | p vs chance |" in md
     assert "| A - B | 90% CI | p (two-sided) | p corrected (Holm) |" in md
-    assert "90\\% BCa bootstrap interval" in tex and "model & MRR & Hits@1" in tex
+    assert "90\\% BCa bootstrap interval over" in tex and "Model & MRR & Hits@1" in tex
     assert page.count("<th>90% CI</th>") == 5 and "<th>CI</th>" not in page and "<th>p vs chance</th>" in page
     for text in (md, tex, page):
         assert "realistic ranks (ties count half)" in text and "one-sided" in text
+    assert "90\\% paired bootstrap interval" in tex and "p two-sided, Holm-corrected" in tex  # the comparison
 
 
 @pytest.mark.parametrize(("p", "shown"), [(1e-5, "1.0e-05"), (0.99996, "0.99996"), (0.0, "0"), (None, "—"),

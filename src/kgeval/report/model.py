@@ -12,6 +12,7 @@ p-value of a value at least as good under the null model (ranks uniform on 1..C_
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from ..metrics.derived import DerivedMetric, wrapper_key
 from . import stats
 
 FORMATS = ("html", "md", "latex", "csv", "json")
+#: who asked for the report: its notes name that interface's options (``num_resamples=`` or ``--resamples``)
+INTERFACES = ("python", "cli")
 #: the base metrics of the headline table (their adjusted index and z-score sit beside them)
 HEADLINE_BASES = ("mrr", "hits@1", "hits@3", "hits@10", "mr", "igmr")
 RANK_TYPE = "realistic"
@@ -43,6 +46,16 @@ class RunReport:
     #: the split the numbers were measured on, and the training configuration in one line
     split: str = "test"
     configuration: str = ""
+    #: what a methods section states of the run, as (what, text) rows: the evaluated split, the
+    #: candidates and filter sets, the rank type, the model, its training, optimiser and seed
+    setup: list = field(default_factory=list)
+    #: the worst-ranked evaluation tasks, with entity and relation labels (ids where the dataset has none)
+    examples: list[dict] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The run's name without `` on <dataset>``: the model (and directory where a model has several runs)."""
+        return run_label(self)
 
 
 @dataclass
@@ -54,18 +67,45 @@ class Report:
     confidence: float
     comparison: list[dict] | None
     notes: list[str]
+    #: the resampling the numbers came from (stated in the report's reproduction line)
+    num_resamples: int | None = None
+    seed: int | None = None
+    #: ``python`` or ``cli``: whose terms the notes and the reproduction line are written in
+    interface: str = "python"
+
+    def datasets(self) -> list[str]:
+        """The runs' datasets, each once, smallest first (by number of entities, as Figure 1 orders them),
+        else in the order of their first run."""
+        order = list(dict.fromkeys(r.dataset for r in self.runs))
+        size = {d: min((r.num_entities or 0) for r in self.runs if r.dataset == d) for d in order}
+        return sorted(order, key=lambda d: (size[d], order.index(d)))
+
+    def grouped(self) -> list[tuple[str, list[RunReport]]]:
+        """``[(dataset, its runs)]``: the runs by dataset, datasets and runs in the order given."""
+        return [(d, [r for r in self.runs if r.dataset == d]) for d in self.datasets()]
 
     def to_dict(self) -> dict:
         """The JSON form (``--format json``): runs with their tables, comparison, notes."""
         return {
             "metric": self.metric,
             "confidence": self.confidence,
+            "num_resamples": self.num_resamples,
+            "seed": self.seed,
+            "interface": self.interface,
             "runs": [{"name": r.name, "directory": str(r.directory), "model": r.model, "dataset": r.dataset,
-                      "split": r.split, "configuration": r.configuration, "protocol": r.protocol,
-                      "headline": r.headline, "relations": r.relations} for r in self.runs],
+                      "split": r.split, "configuration": r.configuration, "setup": dict(r.setup),
+                      "protocol": r.protocol, "headline": r.headline, "relations": r.relations,
+                      "examples": r.examples} for r in self.runs],
             "comparison": self.comparison,
             "notes": self.notes,
         }
+
+
+def run_label(run) -> str:
+    """A run's name without `` on <dataset>`` (``distmult``, ``distmult (seed42)``): how a table grouped by
+    dataset, and Figure 1's legend, name it."""
+    label = str(run.name).replace(f" on {run.dataset}", "", 1)
+    return label if label.strip() else str(run.name)
 
 
 def base_metric(name: str):
@@ -148,25 +188,184 @@ def relation_resamples(num_resamples: int, confidence: float) -> int:
     return max(num_resamples // 5, min_resamples(confidence, "bca"))
 
 
-def configuration_line(config) -> str:
-    """The training configuration of a run in one line, as a methods section states it."""
-    opts = {**config.model.options, **config.training.options}
-    shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in opts.items() if v is not None)
-    return (f"{config.model.name}: {shown}; {config.training.loop} training, {config.training.epochs} epochs, "
-            f"{config.optimizer.name} lr {config.optimizer.lr}; seed {config.seed}")
+def short_name(metric) -> str:
+    """The name a paper's table gives a metric: ``MRR``, ``Hits@10``, ``MR``; its key where it has no short one.
+
+    Examples
+    --------
+    >>> from kgeval import metrics
+    >>> short_name(metrics.get("mrr")), short_name(metrics.get("hits@10")), short_name(metrics.get("count"))
+    ('MRR', 'Hits@10', 'count')
+    """
+    if getattr(metric, "k", None) is not None and metric.key.startswith("hits_at_"):
+        return f"Hits@{metric.k}"
+    found = re.search(r"\(([A-Za-z0-9@]+)\)$", getattr(metric, "name", "") or "")
+    return found.group(1) if found else metric.key
+
+
+def _option_text(name: str, value) -> str:
+    """One option of a configuration as a methods section writes it (``dim 200``, ``inverse relations``)."""
+    words = name.replace("_", " ")
+    if value is True:
+        return words
+    if value is False:
+        return f"no {words}"
+    return f"{words} {value}"
+
+
+def _options(options) -> str:
+    return ", ".join(_option_text(k, v) for k, v in options.items() if v is not None)
+
+
+def _plural(n, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def configuration_line(config, source: dict | None = None) -> str:
+    """The training configuration of a run in one line, as a methods section states it; a model trained
+    elsewhere (``config.json``'s ``source``: a LibKGE checkpoint, embedding files, a PyKEEN directory)
+    says so instead of listing kgeval's training defaults it was never trained with."""
+    model = config.model.name + (f" ({_options(config.model.options)})" if _options(config.model.options) else "")
+    if source:
+        return f"{model}; trained elsewhere ({_source_text(source)})"
+    training = _options(config.training.options)
+    stop = config.early_stopping
+    return (f"{model}; {config.training.loop} training, {_plural(config.training.epochs, 'epoch')}"
+            + (f", {training}" if training else "")
+            + (f", early stopping ({_options(stop.options) or 'defaults'})" if stop is not None else "")
+            + f"; {config.optimizer.name}, learning rate {config.optimizer.lr}; seed {config.seed}")
+
+
+def _source_text(source: dict) -> str:
+    library = source.get("library", "another library")
+    where = source.get("checkpoint") or source.get("directory") or source.get("entity")
+    return f"{library}: {where}" if where else str(library)
+
+
+def setup_rows(run, results) -> list[tuple[str, str]]:
+    """What a methods section states of a run, as ``(what, text)`` rows: the evaluated split and its size,
+    the candidates and filter sets, the rank type, then the model, its training, optimiser and seed."""
+    config, protocol = run.config, results.protocol
+    split = config.evaluation.split
+    sides = list(protocol.get("sides") or [])
+    what = {("head", "tail"): "head and tail prediction", ("tail",): "tail prediction only",
+            ("head",): "head prediction only"}.get(tuple(sides), " and ".join(sides) + " prediction")
+    triples, tasks = protocol.get("num_evaluated_triples") or protocol.get("num_triples"), protocol.get("num_tasks")
+    rows = [("evaluated", f"the {split} split of {run.config.dataset}"
+             + (f": {_plural(triples, 'triple')}, {what}" if triples else "")
+             + (f" ({_plural(tasks, 'ranking task')})" if tasks else ""))]
+    rows.append(("candidates", _candidates_text(protocol, split)))
+    restriction = protocol.get("restriction") or {}
+    if restriction.get("entities") or restriction.get("relations") or restriction.get("num_triples_dropped"):
+        rows.append(("restricted to", "; ".join(
+            [f"{k} {', '.join(map(str, v))}" for k, v in restriction.items() if k in ("entities", "relations") and v]
+            + ([f"{restriction['num_triples_dropped']:,} triples dropped"] if restriction.get("num_triples_dropped")
+               else []))))
+    unseen = protocol.get("unseen") or {}
+    if unseen.get("entities") or unseen.get("relations"):
+        entities = unseen.get("entities", 0)
+        rows.append(("unseen in training", f"{entities:,} {'entity' if entities == 1 else 'entities'}, "
+                     f"{_plural(unseen.get('relations', 0), 'relation')} ({unseen.get('policy', 'kept')})"))
+    rows.append(("ranks", f"{RANK_TYPE}: the mean of the optimistic and the pessimistic rank (ties count half)"))
+    source = run.metadata.get("source") if isinstance(getattr(run, "metadata", None), dict) else None
+    model = config.model.name + (f", {_options(config.model.options)}" if _options(config.model.options) else "")
+    rows.append(("model", model))
+    if source:
+        rows.append(("trained", f"elsewhere ({_source_text(source)})"))
+        return rows
+    training = _options(config.training.options)
+    rows.append(("training", f"{config.training.loop}, {_plural(config.training.epochs, 'epoch')}"
+                 + (f", {training}" if training else "")))
+    if config.early_stopping is not None:
+        rows.append(("early stopping", _options(config.early_stopping.options) or "kgeval's defaults"))
+    rows.append(("optimizer", f"{config.optimizer.name}, learning rate {config.optimizer.lr}"))
+    rows.append(("seed", str(config.seed)))
+    return rows
+
+
+def _candidates_text(protocol: dict, split: str) -> str:
+    """``filtered: every entity but the other known answers (training, validation and test triples; 1,992 in all)``."""
+    if not protocol.get("filtered"):
+        return "raw (unfiltered): every entity, known true triples included"
+    record = protocol.get("filter") or {}
+    names = [split if s.get("name") == "evaluation" else str(s.get("name")) for s in record.get("sets", [])]
+    names = list(dict.fromkeys(names))
+    sets = (", ".join(names[:-1]) + " and " + names[-1]) if len(names) > 1 else "".join(names)
+    known = record.get("num_known_triples")
+    return ("filtered: every entity but the other known true answers of the query"
+            + (f" (known: the {sets} triples" + (f", {known:,} in all)" if known else ")") if sets else ""))
+
+
+@dataclass
+class Labels:
+    """A dataset's labels (``{id: label}``; empty where it has none of its own) and its triples by split."""
+
+    relations: dict = field(default_factory=dict)
+    entities: dict = field(default_factory=dict)
+    triples: dict = field(default_factory=dict)
+    why: str | None = None
 
 
 def relation_labels(dataset) -> dict[int, str]:
     """``{relation id: label}`` of a run's dataset; empty (ids are shown) where it cannot be loaded
     or its relations have no labels of their own."""
+    return dataset_labels(dataset).relations
+
+
+def dataset_labels(dataset, hashes: dict | None = None, *, drop_unseen: bool = False) -> Labels:
+    """The labels of a run's dataset, loaded by name; none (ids are shown) where it cannot be loaded, or
+    where ``hashes`` (the run's ``config.json`` split hashes) say it is not the dataset the run used:
+    a label is only shown where it is the label of that id in the run's own data."""
     from ..data import get_dataset
 
     try:
-        ds = get_dataset(dataset)
+        ds = get_dataset(dataset, drop_unseen=drop_unseen)
+        current = ds.hashes() if hashes else {}
     except Exception:  # noqa: BLE001 - a report never fails for want of labels
-        return {}
-    labels = {int(i): str(label) for label, i in (getattr(ds, "relation_to_id", None) or {}).items()}
-    return {} if all(label == str(i) for i, label in labels.items()) else labels
+        return Labels(why=f"dataset {dataset} could not be loaded here")
+    if hashes and any(k in current and hashes[k] != current[k] for k in hashes):
+        return Labels(why=f"the dataset {dataset} found here is not the one the run used (its split hashes differ)")
+    out = Labels(triples={"test": ds.testing, "validation": ds.validation, "training": ds.training})
+    for kind, labels in (("relations", ds.relation_labels), ("entities", ds.entity_labels)):
+        named = {i: str(label) for i, label in enumerate(labels or [])}
+        setattr(out, kind, {} if all(label == str(i) for i, label in named.items()) else named)
+    return out
+
+
+#: the worst-ranked tasks shown per run
+NUM_EXAMPLES = 5
+
+
+def example_rows(results, labels: Labels, split: str, k: int = NUM_EXAMPLES) -> list[dict]:
+    """The ``k`` worst-ranked evaluation tasks (largest realistic rank relative to the candidates, then
+    largest rank), as labelled triples with the side predicted; empty where the rank table does not
+    record its triples or they do not match the dataset's ``split`` (then ids would be guessed)."""
+    import numpy as np
+
+    table = results.rank_table
+    triples = labels.triples.get(split)
+    dropped = ((getattr(results, "protocol", None) or {}).get("restriction") or {}).get("num_triples_dropped")
+    if table is None or table.triple_index is None or table.relation is None or triples is None or dropped:
+        return []  # a restricted evaluation's triple_index counts the kept triples, not the split's
+    index = np.asarray(table.triple_index)
+    triples = np.asarray(triples)
+    if len(index) == 0 or index.max() >= len(triples) or not np.array_equal(triples[index, 1],
+                                                                            np.asarray(table.relation)):
+        return []
+    ranks, cs = np.asarray(table.ranks(RANK_TYPE), dtype=float), np.asarray(table.num_candidates, dtype=float)
+    order = np.lexsort((np.arange(len(ranks)), -ranks, -ranks / cs))[:k]
+    sides = table.side if table.side is not None else np.full(len(ranks), -1)
+
+    def name(kind, i):
+        return getattr(labels, kind).get(int(i), str(int(i)))
+
+    rows = []
+    for j in order:
+        h, r, t = triples[index[j]]
+        side = {0: "head", 1: "tail"}.get(int(sides[j]), "—")  # the entity that was ranked
+        rows.append({"head": name("entities", h), "relation": name("relations", r), "tail": name("entities", t),
+                     "side": side, "rank": float(ranks[j]), "num_candidates": int(cs[j])})
+    return rows
 
 
 def _relation_rows(results, metric, *, confidence, num_resamples, seed, why=None, labels=None) -> list[dict]:
@@ -213,22 +412,27 @@ def _names(runs) -> list[str]:
 
 
 def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, num_resamples: int = 1000,
-                 seed: int | None = 0) -> Report:
+                 seed: int | None = 0, interface: str = "python") -> Report:
     """Gather every run of ``directories`` (at least one) into a :class:`Report`.
 
     ``metric`` drives the figures and the per-relation table; ``num_resamples`` the bootstrap
     BCa intervals (kept modest: a report builds in seconds), at least ``10 / (1 − confidence)`` (200 at
     0.95); each per-relation interval takes a fifth of it, but no fewer than that minimum. An interval
     the bootstrap still refuses (a BCa tail beyond the resamples) is an empty cell and a note.
-    ``directories``: run directories, or one.
+    ``directories``: run directories, or one. ``interface``: ``"python"`` (this function) or ``"cli"``
+    (``kgeval report``): the notes and the line that says how to remake the report name that interface's
+    arguments (``num_resamples=5000`` or ``--resamples 5000``).
 
     Every argument is checked here, before any work: the statistics below leave a cell empty where
     the significance API refuses it, so a bad ``seed`` (-1) gave a report with every interval cell
     empty and no comparison, said only in a note.
     """
     from .._validation import check_probability, check_seed
+    from ..errors import unknown_name
     from ..significance.bootstrap import check_num_resamples
 
+    if interface not in INTERFACES:
+        raise unknown_name("interface", interface, INTERFACES)
     directories = _directories(directories)
     confidence = check_probability("confidence", confidence)
     # the intervals below leave a cell empty where the bootstrap refuses it: too few resamples must be
@@ -242,33 +446,90 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
     reports, refused = [], []
     labels: dict = {}  # one dataset load per dataset, not per run (FB15k-237 is read from disk)
 
-    def labels_of(dataset) -> dict[int, str]:
-        if str(dataset) not in labels:
-            labels[str(dataset)] = relation_labels(dataset)
-        return labels[str(dataset)]
+    def labels_of(run) -> Labels:
+        hashes = (run.metadata.get("dataset") or {}).get("hashes") if isinstance(run.metadata, dict) else None
+        key = (str(run.config.dataset), bool(run.config.drop_unseen), repr(sorted((hashes or {}).items())))
+        if key not in labels:
+            labels[key] = dataset_labels(run.config.dataset, hashes, drop_unseen=run.config.drop_unseen)
+        return labels[key]
 
     for name, (run, results) in zip(names, loaded):
         rep = RunReport(name, run.directory, run.config.model.name, run.config.dataset,
                         results.protocol.get("num_entities"), results.evaluation_protocol.describe(), results,
-                        split=run.config.evaluation.split, configuration=configuration_line(run.config))
+                        split=run.config.evaluation.split,
+                        configuration=configuration_line(run.config, run.metadata.get("source")),
+                        setup=setup_rows(run, results))
         sides = sorted(results.sides, key=lambda s: s != "both")  # both sides first
         why: list[str] = []
         rep.headline = _headline_rows(results, sides, confidence=confidence,
                                       num_resamples=num_resamples, seed=seed, why=why)
         if why:
-            refused.append(f"{name}: {len(why)} headline interval(s) left empty ({why[0]})")
+            refused.append(_refusal_note(name, "headline", why, sum(r["side"] == "both" for r in rep.headline),
+                                         num_resamples, 1, confidence, interface))
         why, per_relation = [], relation_resamples(num_resamples, confidence)
+        dataset = labels_of(run)
         rep.relations = _relation_rows(results, base, confidence=confidence, num_resamples=per_relation, seed=seed,
-                                       why=why, labels=labels_of(run.config.dataset))
+                                       why=why, labels=dataset.relations)
+        rep.examples = example_rows(results, dataset, run.config.evaluation.split)
         if why:
-            refused.append(f"{name}: {len(why)} per-relation interval(s) ({per_relation} resamples each) left empty "
-                           f"({why[0]})")
+            refused.append(_refusal_note(name, "per-relation", why, len(rep.relations), per_relation, 5, confidence,
+                                         interface))
         reports.append(rep)
     comparison, notes = stats.compare(reports, ("mrr", "hits@10", "mr", "gmr"), num_resamples=num_resamples,
                                       seed=seed, confidence=confidence)
+    notes = [in_terms(n, interface) for n in notes]
     notes += refused  # an empty interval cell says why (it was silent)
+    notes += [f"relations and entities of {d} are shown by id: {why}" for d, why in
+              dict.fromkeys((str(k[0]), v.why) for k, v in labels.items() if v.why)]
     notes += [text for what, text in stats.MISSING.items() if not _available(what, loaded)]
-    return Report(reports, base.key, confidence, comparison, notes)
+    return Report(reports, base.key, confidence, comparison, notes, num_resamples=num_resamples, seed=seed,
+                  interface=interface)
+
+
+#: the options of this report as each interface spells them: (Python argument, CLI option)
+_TERMS = (("num_resamples", "--resamples"), ("confidence", "--confidence"), ("seed", "--seed"),
+          ("metric", "--metric"))
+
+
+def argument(name: str, value, interface: str) -> str:
+    """``num_resamples=5000`` (Python) or ``--resamples 5000`` (CLI).
+
+    Examples
+    --------
+    >>> argument("num_resamples", 5000, "python"), argument("num_resamples", 5000, "cli")
+    ('num_resamples=5000', '--resamples 5000')
+    """
+    if interface == "cli":
+        return f"{dict(_TERMS)[name]} {value}"
+    return f"{name}={value!r}"
+
+
+def in_terms(text: str, interface: str) -> str:
+    """A message of the statistics below (written for Python) in ``interface``'s terms: for the CLI,
+    ``num_resamples=200`` is ``--resamples 200``; the advice to use ``method='percentile'``, which
+    neither the report function nor ``kgeval report`` takes, is left out."""
+    text = re.sub(r"[;,]? (?:or )?use method='percentile'", "", text)
+    if interface != "cli":
+        return text
+    for name, option in _TERMS:
+        text = re.sub(rf"\b{name}=(\S+?)(?=[\s,;)]|$)", rf"{option} \1", text)
+        if "_" in name:  # num_resamples is never an English word; seed and confidence are
+            text = re.sub(rf"(?<![-\w]){name}\b(?!=)", option, text)
+    return text
+
+
+def _refusal_note(name: str, what: str, why: list[str], total: int, resamples: int, share: int, confidence: float,
+                  interface: str) -> str:
+    """A note on intervals the bootstrap refused: how many, why in words, and the setting that fills them
+    (``share``: a per-relation interval takes a fifth of the report's resamples)."""
+    needs = [int(m.group(1)) for w in why for m in [re.search(r"needs at least (\d+) resamples", w)] if m]
+    head = f"{name}: {len(why)} of {total} {what} intervals left empty"
+    if len(needs) == len(why):
+        level = f"{100 * confidence:g}%"
+        return (f"{head}: {resamples} resamples each are too few for these BCa intervals at {level} (their bias "
+                f"correction moves a tail beyond the resamples; the widest needs {max(needs):,}); rebuild with "
+                f"{argument('num_resamples', share * max(needs), interface)} or more to fill them")
+    return f"{head} ({in_terms(why[0], interface)})"
 
 
 def _directories(directories) -> list:
