@@ -48,8 +48,10 @@ def command(runs, output, fmt, metric, confidence, resamples, seed):
         from ..report.model import base_metric, derived_keys
 
         derived_keys(base_metric(metric))
-    report = build_report(runs, metric=metric, confidence=confidence, num_resamples=resamples, seed=seed)
-    # the notes are build_report's, in Python's terms; a CLI user reads them in the options' terms
+    report = build_report(runs, metric=metric, confidence=confidence, num_resamples=resamples, seed=seed,
+                          interface="cli")
+    # build_report wrote the notes in the report options' CLI terms; cli_terms rewrites what other modules said
+    # in Python's terms (an argument of evaluate named in a run's refusal)
     report.notes = [cli_terms(note) for note in report.notes]
     path = write_report(report, output, format=fmt)
     click.echo(f"wrote {path} ({fmt}, {len(report.runs)} run(s))" + ("; it replaced the existing file" if replaced else ""))

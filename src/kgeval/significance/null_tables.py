@@ -1,4 +1,4 @@
-"""Shipped null-model tables: seed 004's §4.2 database of expectations and variances.
+"""Shipped null-model tables: the §4.2 database of Hoyt, Berrendorf et al. (2022) of expectations and variances.
 
 One gzip JSON per registered dataset, ``kgeval/data/null_models/<name>.json.gz``, written by
 ``scripts/build_null_models.py`` from the dataset files::

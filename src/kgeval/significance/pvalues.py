@@ -1,6 +1,6 @@
 """One-sided p-values of a metric value against the null model (better than chance?).
 
-Null model (seed 004, §4): the ranks are independent, rᵢ ~ U{1..Cᵢ}. The p-value of an
+Null model (Hoyt, Berrendorf et al. 2022, §4): the ranks are independent, rᵢ ~ U{1..Cᵢ}. The p-value of an
 observed value m is the probability, under the null, of a value *at least as good*:
 P(M ≥ m) for metrics where larger is better (MRR, hits@k, IGMR, …), P(M ≤ m) for the others
 (MR, GMR, HMR, …).
