@@ -15,7 +15,7 @@ from .protocol_diff import Difference
 
 __all__ = ["Explanation"]
 
-_FACET_WORDS = {"rank_type": "rank type", "ties": "ties", "filter": "filter sets", "sides": "sides",
+_FACET_WORDS = {"rank_type": "rank type", "ties": "ties", "nan": "NaN scores", "filter": "filter sets", "sides": "sides",
                 "unseen": "unseen entities", "candidates": "candidates", "weights": "weights",
                 "restriction": "restriction"}
 

@@ -38,14 +38,15 @@ _FACET_KEYS = {
     "filter": ("filtered", "filter"),
     "sides": ("sides",),
     "unseen": ("unseen",),
-    "ties": ("tie_tolerance", "tie_rtol", "nan_policy"),
+    "ties": ("tie_tolerance", "tie_rtol"),
+    "nan": ("nan_policy",),
     "candidates": ("sampling", "candidates", "num_entities"),
     "weights": ("macro", "weighted"),
     "restriction": ("restriction",),
 }
 
 #: how each facet's effect can be measured: from a rank table, by evaluating the model again, or not at all
-MEASURABLE = {"rank_type": "table", "sides": "table", "unseen": "table", "filter": "model", "ties": "no",
+MEASURABLE = {"rank_type": "table", "sides": "table", "unseen": "table", "filter": "model", "ties": "no", "nan": "no",
               "candidates": "no", "weights": "no", "restriction": "no"}
 
 
@@ -120,14 +121,18 @@ def _unseen_words(protocol: Mapping) -> str | None:
 
 
 def _ties_words(protocol: Mapping) -> str | None:
-    parts = []
-    if protocol.get("tie_tolerance") is not None:
-        parts.append(f"atol {protocol['tie_tolerance']:g}" if protocol["tie_tolerance"] else "exact")
-    if protocol.get("tie_rtol"):
-        parts.append(f"rtol {protocol['tie_rtol']:g}")
-    if protocol.get("nan_policy"):
-        parts.append(f"NaN: {protocol['nan_policy']}")
-    return ", ".join(parts) or None
+    atol, rtol = protocol.get("tie_tolerance"), protocol.get("tie_rtol")
+    if atol is None and rtol is None:
+        return None
+    atol, rtol = float(atol or 0.0), float(rtol or 0.0)  # a stated tolerance without the other: that one is 0
+    if not atol and not rtol:
+        return "exact float comparison"
+    return f"|s - s_true| <= {atol:g} + {rtol:g} * |s_true|"
+
+
+def _nan_words(protocol: Mapping) -> str | None:
+    value = protocol.get("nan_policy")
+    return None if value is None else str(value)
 
 
 def _candidates_words(protocol: Mapping) -> str | None:
@@ -157,7 +162,7 @@ def _restriction_words(protocol: Mapping) -> str | None:
 
 
 _WORDS = {"rank_type": headline_rank_type, "filter": _filter_words, "sides": _sides_words,
-          "unseen": _unseen_words, "ties": _ties_words, "candidates": _candidates_words,
+          "unseen": _unseen_words, "ties": _ties_words, "nan": _nan_words, "candidates": _candidates_words,
           "weights": _weights_words, "restriction": _restriction_words}
 
 

@@ -168,8 +168,10 @@ def comparability(a: Subject, b: Subject) -> tuple[bool | None, str]:
                           else ")"))
     if ta.num_triples is not None and tb.num_triples is not None and ta.num_triples != tb.num_triples:
         return False, f"not comparable: different test triples ({ta.num_triples} vs {tb.num_triples})"
-    missing = a.name if not (ta.sha256 or ta.num_triples) else b.name
-    return None, f"comparability unknown: {missing} states no evaluated triples"
+    missing = a if not (ta.sha256 or ta.num_triples) else b
+    if missing.protocol.get("preset"):
+        return None, f"{missing.name} names a protocol, not test triples: the same triples assumed"
+    return None, f"comparability unknown: {missing.name} states no evaluated triples"
 
 
 def _unseen_explains(ta, tb) -> str | None:
@@ -318,9 +320,10 @@ def explain(a, b, *, model=None, dataset=None, metrics: Sequence[str] = HEADLINE
         dict ``{"name": ..., "mrr": ..., "protocol": {...}}`` of a published number and its stated protocol
         (``rank_type``, ``sides``, ``filtered``, ``unseen``, ... inline work too).
     model, dataset
-        The model that produced ``a``'s ranks and its dataset (a run directory supplies both): needed to
-        measure a filter-set difference (the model is evaluated again) and, ``dataset`` alone, the drop of
-        triples with unseen entities.
+        The model that produced the ranks (of both sides: two evaluations of one model) and its dataset (a
+        run directory supplies both): needed to measure a filter-set difference (the model ranks the same
+        tasks again, checked by ``tasks_sha256``) and, ``dataset`` alone, the drop of triples with unseen
+        entities (the training triples tell which they are).
     metrics
         Headline metrics to measure (``mrr``, ``mr``, ``hits@k``).
 
@@ -345,8 +348,9 @@ def explain(a, b, *, model=None, dataset=None, metrics: Sequence[str] = HEADLINE
     """
     metrics = tuple(metrics)
     sa, sb = _subject(a, "A", metrics), _subject(b, "B", metrics)
-    if model is not None or dataset is not None:
-        sa.model, sa.dataset = model if model is not None else sa.model, dataset if dataset is not None else sa.dataset
+    for side in (sa, sb):  # the ranks of both sides are the one model's (checked by tasks_sha256 when used)
+        side.model = side.model if model is None else model
+        side.dataset = side.dataset if dataset is None else dataset
     comparable, verdict = comparability(sa, sb)
     diffs, unknown = protocol_diff(sa.protocol, sb.protocol, rank_types=(sa.rank_type, sb.rank_type))
     out = Explanation(sa.name, sb.name, comparable, verdict, diffs, unknown, sa.values, sb.values, metrics)
