@@ -21,7 +21,8 @@ _LAZY = {
     "PipelineConfig": ("kgeval.workflow.config", "PipelineConfig"),
     "hpo_pipeline": ("kgeval.workflow.hpo", "hpo_pipeline"),
     "metrics": ("kgeval.metrics", None),
-    "compare": ("kgeval.workflow.comparison", "compare"),  # reads run directories too
+    "compare": ("kgeval.workflow.comparison", "compare"),
+    "explain": ("kgeval.workflow.explain", "explain"),  # reads run directories too  # reads run directories too
     "null_model": ("kgeval.significance.null_model", "null_model"),
     "adjust": ("kgeval.significance.adjust", "adjust"),
 }

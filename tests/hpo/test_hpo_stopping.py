@@ -56,7 +56,9 @@ def test_a_trial_is_scored_on_its_best_checkpoint_by_the_optimised_metric():
     trial = res.study.trials[0]
     assert trial.value == per_epoch[best_epoch]
     assert trial.user_attrs["early_stopping"] == {"metric": "both.realistic.hits_at_3", "best_epoch": best_epoch,
-                                                  "best_value": per_epoch[best_epoch], "stopped_early": False}
+                                                  "best_value": per_epoch[best_epoch], "stopped_early": False,
+                                                  "selected_by": "validation hits@3 filtered with "
+                                                                 "the validation filter sets (training + validation)"}
     assert res.best_config.to_dict()["early_stopping"]["metric"] == "hits@3"  # the test run stops on it too
 
 

@@ -39,7 +39,7 @@ OPTION_PATHS = {"dim": "model.dim", "epochs": "training.epochs", "lr": "optimize
                 "batch_size": "training.batch_size", "num_negatives": "training.num_negatives",
                 "loop": "training.loop", "seed": "seed", "threads": "threads",
                 "patience": "early_stopping.patience", "frequency": "early_stopping.frequency",
-                "stopping_metric": "early_stopping.metric"}
+                "stopping_metric": "early_stopping.metric", "filtered_with_test": "early_stopping.filtered_with_test"}
 
 #: Python argument names in kgeval's messages -> the option a CLI user types (translated once, at the
 #: CLI boundary: the Python API keeps naming its arguments)

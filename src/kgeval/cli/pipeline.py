@@ -49,6 +49,9 @@ TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboar
                    "[default: mrr].")
 @click.option("--patience", type=click.IntRange(min=1), help="Early stopping: evaluations without improvement.")
 @click.option("--frequency", type=click.IntRange(min=1), help="Early stopping: evaluate every N epochs.")
+@click.option("--filtered-with-test", type=click.Choice(["record", "select"]),
+              help="Early stopping: also compute the validation metric filtered with the test triples too (one more "
+                   "evaluation pass each time) and record it, or select the model by it (as LibKGE).")
 @click.option("--relation-whitelist", help="Comma-separated relation labels or ids to evaluate on.")
 @click.option("--entity-whitelist", help="Comma-separated entity labels or ids (triples and candidates).")
 @click.option("--no-filter-validation", is_flag=True, help="Do not filter validation triples when testing.")
@@ -79,7 +82,8 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     from ..workflow.pipeline import pipeline
     from ..workflow.runs import check_output, default_run_name
 
-    given = [f"--{name.replace('_', '-')}" for name in ("patience", "frequency", "stopping_metric") if options[name]]
+    given = [f"--{name.replace('_', '-')}" for name in ("patience", "frequency", "stopping_metric", "filtered_with_test")
+             if options[name]]
     if given and not early_stopping:
         raise InvalidInputError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --early-stopping")
     paths = {"dataset": str(dataset), "model.name": model, "early_stopping": {} if early_stopping else None,
@@ -111,6 +115,16 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
         click.echo(f"wrote {saved} (config.json, results.json, rank_table.npz, model.pt, losses.json, manifest.json)")
     if failure:
         raise failure
+
+
+def _selection_line(tr) -> str:
+    """Which validation value selected the model, and the other filter's value at that epoch where recorded."""
+    line = f"model selected by {tr.selected_by}"
+    best = next((r for r in tr.records if r["epoch"] == tr.best_epoch), None)
+    if best is not None and best["filtered_with_test"] is not None:
+        line += (f": at epoch {tr.best_epoch} {best['filtered']:.4f} filtered, "
+                 f"{best['filtered_with_test']:.4f} filtered with test")
+    return line
 
 
 def _header(config, ds, out_dir: Path, replicates: int | None) -> None:
@@ -216,7 +230,8 @@ def _report(result, ds, fmt: str, saved: Path | None = None) -> None:
         click.echo(json.dumps({
             "dataset": ds.name, "model": cfg.model.name, "metrics": metrics_payload(result.results),
             "timings": result.timings, "epochs_run": result.training.epochs_run,
-            "best_epoch": result.training.best_epoch,
+            "best_epoch": result.training.best_epoch, "selected_by": result.training.selected_by,
+            "validation_records": result.training.records or None,
             "configuration": cfg.to_dict(), "protocol": result.results.protocol,
             "output": None if saved is None else str(saved),
         }, indent=2, default=str))
@@ -233,6 +248,8 @@ def _report(result, ds, fmt: str, saved: Path | None = None) -> None:
         + f", {result.timings['training']:.1f} s"
         + (f"; final loss {tr.losses[-1]:.4f}" if tr.losses else "")
     )
+    if tr.selected_by is not None:
+        click.echo(_selection_line(tr))
     for line in protocol_lines(result.results, "test"):
         click.echo(line)
     click.echo("")

@@ -352,6 +352,26 @@ class Results:
             raise InvalidInputError("these results carry no rank table (loaded from JSON without one)")
         return self.rank_table
 
+    def protocol_diff(self, other) -> list:
+        """Every difference between this evaluation's protocol and ``other``'s (Results, a protocol dict):
+        :class:`~kgeval.results.protocol_diff.Difference` records (facet, each side's value in words, how its
+        effect can be measured); :func:`kgeval.explain` measures the effects.
+
+        Examples
+        --------
+        >>> from kgeval import Results
+        >>> a = Results.from_ranks([1, 2], protocol={"sides": ["head", "tail"], "tie_tolerance": 0.0})
+        >>> b = Results.from_ranks([1, 2], protocol={"sides": ["tail"], "tie_tolerance": 0.0})
+        >>> [d.describe() for d in a.protocol_diff(b)]
+        ['sides: head + tail vs tail']
+        """
+        from .protocol_diff import headline_rank_type, protocol_diff
+
+        theirs = dict(getattr(other, "protocol", other) or {})
+        rank_types = (headline_rank_type(self.protocol),
+                      headline_rank_type(theirs, "realistic" if isinstance(other, Results) else None))
+        return protocol_diff(self.protocol, theirs, rank_types=rank_types)[0]
+
     def summary_table(self, metrics: Sequence[str] = HEADLINE, *, rank_type: str = "realistic") -> str:
         """A readable text table: one row per metric, one column per side, and the protocol
         (see :func:`kgeval.results.render.metric_table`)."""

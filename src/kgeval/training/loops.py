@@ -40,12 +40,20 @@ class TrainingResult:
     seconds_per_epoch: float = 0.0
     #: ``(epoch, value)`` of each early-stopping evaluation
     metric_history: list[tuple[int, float]] = field(default_factory=list)
+    #: which validation value selected the model, in words (None without early stopping)
+    selected_by: str | None = None
+    #: the validation metric filtered with test at the best epoch, and per evaluation (when recorded)
+    best_metric_with_test: float | None = None
+    records: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
             "losses": list(self.losses), "epochs_run": self.epochs_run, "stopped_early": self.stopped_early,
             "best_epoch": self.best_epoch, "best_metric": self.best_metric, "seconds": self.seconds,
             "seconds_per_epoch": self.seconds_per_epoch, "metric_history": [list(x) for x in self.metric_history],
+            **({} if self.selected_by is None else {"selected_by": self.selected_by}),
+            **({} if not self.records or self.records[0]["filtered_with_test"] is None else {
+                "best_metric_with_test": self.best_metric_with_test, "validation_records": list(self.records)}),
         }
 
 
@@ -193,6 +201,8 @@ def _fit(model, epoch_strategy, optimizer, generator, *, epochs: int, stopper, c
         stopper.restore_best(model)
         result.best_epoch, result.best_metric = stopper.best_epoch, stopper.best_metric
         result.metric_history = list(stopper.history)
+        result.selected_by, result.records = stopper.selected_by, list(stopper.records)
+        result.best_metric_with_test = stopper.best_metric_with_test
     model.eval()
     result.seconds_per_epoch = train_seconds / max(1, result.epochs_run)
     return result

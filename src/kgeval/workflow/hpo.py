@@ -38,7 +38,7 @@ from ..tracking import Trackers
 from .config import PipelineConfig
 from .hpo_checks import (StoppingMetricWarning, _base_config, _check_metric_has_value,  # noqa: F401 (re-exported)
                          _check_space_values, _direction, _given_paths, _refuse_constant_metric, _stop_on_the_metric,
-                         _validation_results, refuse_fixed_and_searched)
+                         _validation_results, refuse_fixed_and_searched, validation_record)
 from .pipeline import pipeline
 from .progress import TrialCounter, start_trials
 from .search_space import default_search_space, grid_points, normalize_space, suggest
@@ -166,7 +166,7 @@ class HPOResult:
         trials = [
             {"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
              "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()},
-             **({"early_stopping": t.user_attrs["early_stopping"]} if "early_stopping" in t.user_attrs else {})}
+             **{k: t.user_attrs[k] for k in ("validation", "early_stopping") if k in t.user_attrs}}
             for t in self.study.trials
         ]
         write_json(directory / "trials.json", finite_or_none(trials))
@@ -186,7 +186,8 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
                  storage: str | None = None, study_name: str | None = None, load_if_exists: bool = True,
                  metric: str = DEFAULT_METRIC, direction: str | None = None, evaluation_frequency: int | None = None,
                  output_dir: str | os.PathLike | None = None, overwrite: bool = False, timeout: float | None = None, data_dir=None,
-                 progress: bool = False, trackers=None, **pipeline_kwargs) -> HPOResult:
+                 progress: bool = False, trackers=None, filtered_with_test: bool = False,
+                 **pipeline_kwargs) -> HPOResult:
     """Search hyper-parameters on ``dataset``, optimising a validation metric.
 
     ``config`` (a :class:`PipelineConfig` or its dict) and ``pipeline_kwargs`` (any keyword of
@@ -219,6 +220,8 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
       study name or storage, the study of another run with an in-memory storage such as ``sqlite://``, a
       study made anew in a deleted database) is refused before the first trial (:func:`check_output_study`),
       unless ``overwrite=True``; the same study, resumed, rewrites them.
+    - ``filtered_with_test``: record each trial's validation value filtered with test too (one more evaluation;
+      the test triples read as known answers only) in its ``validation`` attribute, beside the value that scores it;
     - ``trackers``: experiment trackers (as :func:`kgeval.pipeline`'s), made before the first trial; each
       trial is one tracker run ``<study>-trial<n>`` in the group ``<study>``, which adds the trial's value
       (``hpo/value``); a pruned trial's run ends as KILLED.
@@ -255,7 +258,8 @@ def hpo_pipeline(config: PipelineConfig | Mapping | None = None, *, dataset=None
     result = HPOResult(study=study, metric=metric, direction=direction, storage=out.storage,
                        study_name=out.study_name, notes=tuple(n for n in [silent_trials_note(study)] if n))
     counter = start_trials(result, ds, base, space, n_trials, sampler, pruner) if progress else None  # header, counter
-    _optimize(result, _Objective(ds, base, space, metric, frequency, tracking), n_trials=n_trials, timeout=timeout,
+    objective = _Objective(ds, base, space, metric, frequency, tracking, bool(filtered_with_test))
+    _optimize(result, objective, n_trials=n_trials, timeout=timeout,
               output_dir=out.directory, overwrite=overwrite, counter=counter)
     if out.directory is not None:
         result.save(out.directory, overwrite=overwrite)
@@ -359,11 +363,13 @@ def _make_output_dir(output_dir) -> Path:
 class _Objective:
     """One trial: the base configuration with the trial's values, trained and scored on validation."""
 
-    def __init__(self, ds, base: PipelineConfig, space, metric: str, frequency: int | None, trackers=None):
+    def __init__(self, ds, base: PipelineConfig, space, metric: str, frequency: int | None, trackers=None,
+                 with_test: bool = False):
         self.ds, self.base, self.space, self.metric, self.frequency = ds, base, space, metric, frequency
         self.trackers = trackers  # a Trackers group: one run per trial, ended here
         self.current: tuple[int, dict] | None = None  # (trial number, values) of the trial running now
         self.known = None  # the validation filter sets as one KnownTriples, shared by every trial's reports
+        self.with_test, self.known_with_test = with_test, None  # record the value filtered with test too
 
     def __call__(self, trial) -> float:
         optuna = _optuna()
@@ -404,6 +410,7 @@ class _Objective:
             if self.trackers is not None:
                 self.trackers.log_metrics({"hpo/value": value})
                 self.trackers.set_tags({"hpo.trial": str(trial.number), "hpo.metric": self.metric})
+        trial.set_user_attr("validation", validation_record(self, result.model, config, value))
         trial.set_user_attr("configuration", result.configuration)
         trial.set_user_attr("config", result.config.to_dict())
         trial.set_user_attr("epochs_run", result.training.epochs_run)
@@ -412,7 +419,9 @@ class _Objective:
             trial.set_user_attr("early_stopping", {
                 "metric": _canonical_metric(stopping.options["metric"]), "best_epoch": result.training.best_epoch,
                 "best_value": finite_or_none(result.training.best_metric),
-                "stopped_early": result.training.stopped_early})
+                "stopped_early": result.training.stopped_early, "selected_by": result.training.selected_by,
+                **({} if result.training.best_metric_with_test is None else
+                   {"best_value_filtered_with_test": finite_or_none(result.training.best_metric_with_test)})})
         trial.set_user_attr("seconds", result.timings["total"])
         self.current = None
         return value

@@ -190,6 +190,22 @@ def _validation_results(model, ds, config: PipelineConfig, known=None):
                           options=config.evaluation.options, known=known)
 
 
+def validation_record(objective, model, config: PipelineConfig, value: float) -> dict:
+    """A trial's validation record: the value that scores it (filtered with training + validation) and, when the
+    search records it (``objective.with_test``), the same model's value filtered with test too (one more
+    evaluation, the test triples known answers only)."""
+    record = {"selected_by": f"validation {objective.metric} filtered with training + validation", "filtered": value}
+    if objective.with_test:
+        from ..evaluation import KnownTriples
+
+        if objective.known_with_test is None:  # built once, reused by every trial
+            objective.known_with_test = KnownTriples({"training": objective.ds.training,
+                                                      "testing": objective.ds.testing})
+        res = _validation_results(model, objective.ds, config.resolve(), objective.known_with_test)
+        record["filtered_with_test"] = float(res.get_metric(objective.metric))
+    return record
+
+
 def _refuse_constant_metric(metric: str) -> None:
     """``count`` is the number of evaluated tasks, the same for every trial: nothing to optimise."""
     from ..keys import parse_key

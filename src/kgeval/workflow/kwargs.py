@@ -30,7 +30,7 @@ def training_options() -> tuple[str, ...]:
 
 #: The options of :class:`kgeval.training.EarlyStopper` a configuration may set.
 EARLY_STOPPING_OPTIONS = ("metric", "frequency", "patience", "relative_delta", "larger_is_better",
-                          "evaluate_kwargs")
+                          "evaluate_kwargs", "filtered_with_test")
 
 
 class UnknownConfigKeyError(InvalidInputError):

@@ -121,7 +121,12 @@ def _handle_stopper(config: PipelineConfig, ds):
     options.setdefault("metric", DEFAULT_METRIC)
     evaluation = config.evaluation.options.replace(restrict_relations=rel, restrict_entities=ent)
     # the stopper resolves larger_is_better from the metric (and refuses a contradiction); recorded as used
-    stopper = EarlyStopper(ds.validation, validation_filter_sets(ds), options=evaluation, **options)
+    # "filtered with test" (record or select, as LibKGE): the test split as one more filter set of validation
+    test = ds.testing if options.get("filtered_with_test") else None
+    if test is not None and len(test) == 0:
+        raise InvalidInputError(f"early_stopping.filtered_with_test needs test triples; dataset {ds.name!r} has none")
+    stopper = EarlyStopper(ds.validation, validation_filter_sets(ds), options=evaluation, test_triples=test,
+                           **options)
     options["larger_is_better"] = stopper.larger_is_better
     check_stopping_schedule(stopper.frequency, config.training.epochs)
     config = config.replace(early_stopping=type(config.early_stopping)(options))
