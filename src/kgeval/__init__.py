@@ -22,7 +22,8 @@ _LAZY = {
     "hpo_pipeline": ("kgeval.workflow.hpo", "hpo_pipeline"),
     "metrics": ("kgeval.metrics", None),
     "compare": ("kgeval.workflow.comparison", "compare"),
-    "explain": ("kgeval.workflow.explain", "explain"),  # reads run directories too  # reads run directories too
+    "explain": ("kgeval.workflow.explain", "explain"),  # reads run directories too
+    "diagnose": ("kgeval.data.diagnostics", "diagnose"),
     "null_model": ("kgeval.significance.null_model", "null_model"),
     "adjust": ("kgeval.significance.adjust", "adjust"),
 }

@@ -8,7 +8,8 @@
 - ``kgeval report``: a report on saved runs (:mod:`.report`);
 - ``kgeval compare``: paired comparison of saved runs (:mod:`.compare`);
 - ``kgeval adjust``: published numbers against a dataset's null model (:mod:`.adjust`);
-- ``kgeval explain``: why two evaluations' numbers differ (:mod:`.explain`).
+- ``kgeval explain``: why two evaluations' numbers differ (:mod:`.explain`);
+- ``kgeval diagnose``: unseen entities, leakage and suspicious relations of a dataset (:mod:`.diagnose`).
 
 Errors are handled once, in :class:`_Group`: kgeval's own errors and file-system errors
 print ``error: <message>`` on stderr and exit with status 2, never a traceback; output
@@ -65,9 +66,9 @@ def main():
 
 
 def _register() -> None:
-    from . import adjust, compare, datasets, evaluate, explain, hpo, metrics, pipeline, report
+    from . import adjust, compare, datasets, diagnose, evaluate, explain, hpo, metrics, pipeline, report
 
-    for module in (metrics, pipeline, evaluate, datasets, hpo, report, compare, adjust, explain):
+    for module in (metrics, pipeline, evaluate, datasets, diagnose, hpo, report, compare, adjust, explain):
         main.add_command(module.command)
 
 
