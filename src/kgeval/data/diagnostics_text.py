@@ -51,12 +51,12 @@ def verdicts(d) -> list[str]:
              "symmetric": "symmetric relations"}
     for kind, words in kinds.items():
         found = d.pairs(kind)
-        out.append(f"{where}: {len(found):,} {words} at Jaccard >= {d.threshold:g}"
+        out.append(f"{where}: {_count(len(found), words[:-1], words)} at Jaccard >= {d.threshold:g}"
                    + (": a model can copy one from the other" if found and kind != "symmetric" else "")
                    + (": each triple's reverse predicts it" if found and kind == "symmetric" else ""))
     c = d.cartesian
     share = sum(x.num_triples for x in c)
-    out.append(f"{where}: {len(c):,} Cartesian-product relations (triples fill >= {100 * d.cartesian_threshold:g}% "
+    out.append(f"{where}: {_count(len(c), 'Cartesian-product relation', 'Cartesian-product relations')} (triples fill >= {100 * d.cartesian_threshold:g}% "
                f"of heads x tails)" + (f", {share:,} triples" if c else ""))
     return out
 

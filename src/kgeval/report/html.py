@@ -228,6 +228,17 @@ def _figure(svg: str, name: str, caption: str) -> str:
             f"<figcaption>{escape(caption)}</figcaption></figure>")
 
 
+def _diagnostics(report) -> str:
+    """Each dataset's diagnostics (unseen entities, leakage), one verdict per finding, above every number."""
+    if not report.diagnostics:
+        return ""
+    parts = ["<h2>Datasets</h2>"]
+    for dataset, findings in report.diagnostics.items():
+        parts.append(f"<p class='legend'>{escape(dataset)} (kgeval diagnose):</p><ul class='diagnostics'>"
+                     + "".join(f"<li>{escape(f)}</li>" for f in findings) + "</ul>")
+    return "".join(parts)
+
+
 def render_html(report) -> str:
     """The whole page (see the module docstring)."""
     m = report.metric
@@ -237,6 +248,7 @@ def render_html(report) -> str:
             f"({escape(', '.join(map(str, datasets)))}); kgeval {escape(__version__)}. Figures and per-relation "
             f"tables: {escape(short_name(metric))} ({escape(m)}); intervals: {100 * report.confidence:g}%. Metrics as "
             "in Hoyt et al. (2022), see the reference below.</p>",
+            _diagnostics(report),
             "<h2>Summary</h2><p class='legend'>Both sides (head and tail prediction), realistic ranks (ties count "
             f"half); beneath each value its {100 * report.confidence:g}% BCa bootstrap interval over evaluation "
             "triples; adjusted MRR: (M - E[M]) / (optimum - E[M]), 0 = chance, 1 = perfect; z: (M - E[M]) / sd[M]; "

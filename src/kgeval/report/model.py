@@ -72,6 +72,8 @@ class Report:
     seed: int | None = None
     #: ``python`` or ``cli``: whose terms the notes and the reproduction line are written in
     interface: str = "python"
+    #: ``{dataset: verdict lines}``: each dataset's diagnostics (unseen entities, leakage), shown at the top
+    diagnostics: dict = field(default_factory=dict)
 
     def datasets(self) -> list[str]:
         """The runs' datasets, each once, smallest first (by number of entities, as Figure 1 orders them),
@@ -98,6 +100,7 @@ class Report:
                       "examples": r.examples} for r in self.runs],
             "comparison": self.comparison,
             "notes": self.notes,
+            "diagnostics": self.diagnostics,
         }
 
 
@@ -317,8 +320,9 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
     notes += [f"relations and entities of {d} are shown by id: {why}" for d, why in
               dict.fromkeys((str(k[0]), v.why) for k, v in labels.items() if v.why)]
     notes += [text for what, text in stats.MISSING.items() if not _available(what, loaded)]
+    diagnostics = {str(k[0]): v.findings for k, v in labels.items() if v.findings}
     return Report(reports, base.key, confidence, comparison, notes, num_resamples=num_resamples, seed=seed,
-                  interface=interface)
+                  interface=interface, diagnostics=diagnostics)
 
 
 #: the options of this report as each interface spells them: (Python argument, CLI option)

@@ -113,6 +113,8 @@ class Labels:
     entities: dict = field(default_factory=dict)
     triples: dict = field(default_factory=dict)
     why: str | None = None
+    #: the dataset's diagnostics, one verdict per finding (:func:`kgeval.data.diagnostics.diagnose`)
+    findings: list = field(default_factory=list)
 
 
 def relation_labels(dataset) -> dict[int, str]:
@@ -126,6 +128,7 @@ def dataset_labels(dataset, hashes: dict | None = None, *, drop_unseen: bool = F
     where ``hashes`` (the run's ``config.json`` split hashes) say it is not the dataset the run used:
     a label is only shown where it is the label of that id in the run's own data."""
     from ..data import get_dataset
+    from ..data.diagnostics import diagnose
 
     try:
         ds = get_dataset(dataset, drop_unseen=drop_unseen)
@@ -135,6 +138,10 @@ def dataset_labels(dataset, hashes: dict | None = None, *, drop_unseen: bool = F
     if hashes and any(k in current and hashes[k] != current[k] for k in hashes):
         return Labels(why=f"the dataset {dataset} found here is not the one the run used (its split hashes differ)")
     out = Labels(triples={"test": ds.testing, "validation": ds.validation, "training": ds.training})
+    try:
+        out.findings = diagnose(ds).verdicts()
+    except Exception:  # noqa: BLE001 - a report never fails for want of diagnostics (a custom split without test)
+        out.findings = []
     for kind, labels in (("relations", ds.relation_labels), ("entities", ds.entity_labels)):
         named = {i: str(label) for i, label in enumerate(labels or [])}
         setattr(out, kind, {} if all(label == str(i) for i, label in named.items()) else named)

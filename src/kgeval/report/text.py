@@ -195,8 +195,11 @@ def notes_heading(report) -> str:
 
 def render_markdown(report) -> str:
     head = ["run", "side", "metric", *headers(report)]
-    lines = ["# kgeval report", "", markdown_text(legend(report)), "", "| " + " | ".join(head) + " |",
-             "|" + "---|" * len(head)]
+    lines = ["# kgeval report", ""]
+    for dataset, findings in report.diagnostics.items():  # what the dataset lets a model do, before any number
+        lines += [f"Dataset {markdown_text(dataset)} (kgeval diagnose):", "",
+                  *(f"- {markdown_text(f)}" for f in findings), ""]
+    lines += [markdown_text(legend(report)), "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join([*map(markdown_text, (run.name, row["side"], row["metric"])), *cells(row)]) + " |"
               for run, row in _rows(report)]
     if report.comparison:
