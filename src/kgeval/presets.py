@@ -126,7 +126,8 @@ _ALL = (
         "pykeen", "PyKEEN 1.11.1", "realistic",
         "realistic rank (optimistic + pessimistic) / 2 from > and >=, exact",
         nan_rule="NaN candidates count neither better nor tied (filtered answers are set to NaN)",
-        drop_unseen=True, unseen_rule="dropped (test triples are mapped with the training vocabulary)",
+        drop_unseen=True, unseen_rule="dropped, with their entities as candidates (the test split is mapped with "
+                                      "the training vocabulary: the model has no other entities)",
         sources=(
             _src(*_PYKEEN, "src/pykeen/evaluation/ranks.py", "53-95", "Ranks.from_scores: > / >= ranks, realistic mean"),
             _src(*_PYKEEN, "src/pykeen/evaluation/evaluator.py", "558-574", "filter_scores_: known answers set to NaN"),

@@ -138,6 +138,8 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         raise InvalidInputError("drop_unseen=True cannot be used with candidates= (each row of negatives belongs "
                                 "to one evaluation triple): drop the triples and their negatives beforehand")
     triples, unseen = for_evaluation(triples, filter_triples, train_triples, drop_unseen)
+    if drop_unseen and preset.drop_unseen and opts.restrict_entities is None:
+        opts = _seen_candidates(opts, scorer, train_triples, filter_triples)
     if candidates is not None:
         table, protocol = evaluate_candidates(scorer, triples, candidates, filter_triples, opts, tuning)
         out = EvaluationOutput(table, protocol)
@@ -147,6 +149,20 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
 
     protocol = out.protocol if unseen is None else out.protocol.replace(unseen=unseen)
     return Results(out.rank_table, protocol=protocol, extra=out.extra)
+
+
+def _seen_candidates(opts: EvaluationOptions, scorer, train_triples, filter_triples) -> EvaluationOptions:
+    """PyKEEN's rule for unseen entities: its model has none (the test split is mapped with the training
+    vocabulary), so they are no candidates either; ``opts`` restricted to the training entities where some
+    entity of the scorer is missing from them."""
+    from ..data.unseen import training_triples_of
+
+    train = train_triples if train_triples is not None else training_triples_of(filter_triples)[1]
+    seen = np.unique(np.asarray(train)[:, [0, 2]])
+    n = getattr(scorer, "num_entities", None)
+    if n is None or seen.size >= int(n):
+        return opts
+    return opts.replace(restrict_entities=seen)
 
 
 @dataclass
