@@ -267,3 +267,26 @@ def test_near_ties_are_ties_for_libkge_only(nations):
     tl, to = lib.rank_table, own.rank_table
     assert ((tl.pessimistic - tl.optimistic).sum()) > ((to.pessimistic - to.optimistic).sum())
     assert lib["both.realistic.mrr"] != own["both.realistic.mrr"]
+
+
+def test_a_nan_true_score_is_where_the_tools_disagree(nations):
+    """The divergence the presets document: a NaN true score gets PyKEEN's optimistic 1 / pessimistic 0,
+    TorchKGE's rank 0, OGB's rank 1; kgeval's presets rank it last (nan_policy='worst')."""
+    pytest.importorskip("pykeen")
+    pytest.importorskip("torchkge")
+    pytest.importorskip("ogb")
+    from ogb.linkproppred import Evaluator
+
+    table = _table(nations, "distmult").clone()
+    h, r, t = (int(x) for x in nations.testing[0])
+    table[h, r, t] = float("nan")
+    ev, _ = _pykeen_evaluate(_pykeen_model(table), nations.testing, [nations.training, nations.validation])
+    assert ev.kept[("tail", "optimistic")][0] == 1 and ev.kept[("tail", "pessimistic")][0] == 0
+    assert int(_torchkge_evaluator(table, nations).filt_rank_true_tails[0]) == 0
+    got = Evaluator(name="ogbl-wikikg2").eval({"y_pred_pos": table[h, r, t].view(1),
+                                               "y_pred_neg": table[h, r, :].view(1, -1)})
+    assert float(got["mrr_list"][0]) == 1.0
+    for preset in ("pykeen", "torchkge"):
+        ours = _kgeval(nations, table, preset).rank_table
+        row = np.flatnonzero((ours.side == 1) & (ours.triple_index == 0))[0]
+        assert ours.optimistic[row] == ours.pessimistic[row] == ours.num_candidates[row]  # last
