@@ -123,7 +123,7 @@ class Results:
             if rt not in ALL_RANK_TYPES:
                 raise unknown_name("rank type", rt, ALL_RANK_TYPES)
         preset_type = _preset_rank_type(protocol)
-        if preset_type not in rank_types:  # the preset's headline numbers are computed with the rest
+        if rank_types is RANK_TYPES and preset_type not in rank_types:  # the preset's headline numbers, by default
             rank_types = (*rank_types, preset_type)
         _check_extra(extra)
         ms = _metrics.default_metrics(ks) if metrics is None else [_metrics.get(m) for m in metrics]
