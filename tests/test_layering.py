@@ -31,10 +31,11 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "kgeval"
 
 #: (module prefix, unit, layer); the longest matching prefix wins.
 UNITS = [
-    # L0 core: errors, checks, JSON, text, threads, CSR arrays, duck typing, partitions, tensors, formatting
+    # L0 core: errors, checks, JSON, text, threads, CSR arrays, duck typing, partitions, tensors, formatting,
+    # the protocol presets' table (data only)
     *((f"kgeval.{m}", m, 0) for m in (
         "errors", "_validation", "_json", "_textio", "_threads", "_csr", "_compat", "_partition", "_tensor",
-        "_format", "_escape", "_version", "keys", "triples")),
+        "_format", "_escape", "_version", "keys", "triples", "presets")),
     # L1: rank tables and their files, the protocol record, metrics, statistics on ranks and values, the
     # index of known answers (used by the evaluator and the null model)
     ("kgeval.ranks", "ranks", 1),

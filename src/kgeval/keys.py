@@ -4,7 +4,8 @@ Any part may be omitted (defaults: side ``both``, rank type ``realistic``) and s
 type may come in either order: ``mrr``, ``tail.mrr``, ``pessimistic.hits@10``,
 ``both.realistic.inverse_harmonic_mean_rank``, ``left.best.mr``, and PyKEEN's
 ``head.best.hits_at_k.3`` (k after the name) all parse. Rank-type synonyms follow PyKEEN:
-best = optimistic, worst = pessimistic, avg/average = realistic.
+best = optimistic, worst = pessimistic, avg/average = realistic; LibKGE's ``rounded_mean_rank``,
+``best_rank`` and ``worst_rank`` name rounded_mean, optimistic and pessimistic.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from typing import NamedTuple
 from .errors import unknown_name
 
 SIDES = ("head", "tail", "both")
+#: the rank types every :class:`~kgeval.Results` computes
 RANK_TYPES = ("optimistic", "pessimistic", "realistic", "expected")
+#: integer rank types a tool reports (:mod:`kgeval.presets`): computed when a protocol preset asks for them,
+#: or on request (``results["both.rounded_mean.mrr"]``); ``rounded_mean`` is LibKGE's rounded mean rank
+EXTRA_RANK_TYPES = ("rounded_mean",)
+#: every rank type a key may name
+ALL_RANK_TYPES = RANK_TYPES + EXTRA_RANK_TYPES
 DEFAULT_SIDE = "both"
 DEFAULT_RANK_TYPE = "realistic"
 #: the metric early stopping and hyper-parameter search optimise by default (MRR of both sides)
@@ -33,6 +40,10 @@ RANK_TYPE_SYNONYMS = {
     "expected": "expected",
     "exp": "expected",
     "random_tie_breaking": "expected",
+    "rounded_mean": "rounded_mean",
+    "rounded_mean_rank": "rounded_mean",  # LibKGE's tie_handling names
+    "best_rank": "optimistic",
+    "worst_rank": "pessimistic",
 }
 
 

@@ -30,10 +30,11 @@ RANK_TYPE_MEANINGS = {
     "pessimistic": "optimistic + #other candidates tied with the true answer",
     "realistic": "the metric of the rank (optimistic + pessimistic) / 2, as in PyKEEN",
     "expected": "the exact expectation of the metric under uniformly random tie-breaking",
+    "rounded_mean": "optimistic + floor((#other tied candidates + 1) / 2), LibKGE's rounded_mean_rank (an integer)",
 }
 
 # keys of the old dict layout that are derived from fields (never kept in ``extra``)
-_DERIVED = {"realistic", "realistic_rank", "expected", "averaging", "macro_weights", "ties", "filter", "restriction",
+_DERIVED = {"realistic", "realistic_rank", "expected", "rounded_mean", "averaging", "macro_weights", "ties", "filter", "restriction",
             "sampling", "query_metrics", "consistency_check"}
 
 
@@ -121,7 +122,11 @@ class EvaluationProtocol(Mapping):
     sampling: Sampling | None = None
     macro: bool = False
     tie_tolerance: float = 0.0
+    #: relative tie tolerance: ties are ``|score - s| <= tie_tolerance + tie_rtol * |s|`` (torch.isclose's rule)
+    tie_rtol: float = 0.0
     nan_policy: str | None = None
+    #: the protocol preset the evaluation followed (:mod:`kgeval.presets`; None: not recorded, i.e. kgeval's)
+    preset: str | None = None
     #: the rule giving each task's number of candidates
     candidates: str | None = None
     #: ``k`` of the query-level precision/recall (empty = not computed)
@@ -164,7 +169,7 @@ class EvaluationProtocol(Mapping):
         d = {
             "sides": list(self.sides),
             "rank_types": list(self.rank_types),
-            **{rt: RANK_TYPE_MEANINGS[rt] for rt in ("realistic", "expected") if rt in self.rank_types},
+            **{rt: RANK_TYPE_MEANINGS[rt] for rt in ("realistic", "expected", "rounded_mean") if rt in self.rank_types},
             "filtered": self.filtered,
             "filter": {"sets": [dataclasses.asdict(s) for s in self.filter_sets],
                        "num_known_triples": self.num_known_triples} if self.filtered else None,
@@ -179,6 +184,7 @@ class EvaluationProtocol(Mapping):
             "averaging": "macro" if self.macro else "micro",
             "macro_weights": "1 / #evaluation tasks sharing the query" if self.macro else None,
             "tie_tolerance": self.tie_tolerance,
+            "tie_rtol": self.tie_rtol,
             "ties": self._ties(),
             "nan_policy": self.nan_policy,
             "candidates": self.candidates,
@@ -189,7 +195,7 @@ class EvaluationProtocol(Mapping):
             **({} if self.chunk_redone_queries is None else {"chunk_redone_queries": self.chunk_redone_queries}),
             "device": self.device,
         }
-        for name in ("tasks_sha256", "weighted", "approximate_null_moments"):
+        for name in ("preset", "tasks_sha256", "weighted", "approximate_null_moments"):
             if getattr(self, name) is not None:
                 d[name] = getattr(self, name)
         if self.unseen is not None:
@@ -236,7 +242,7 @@ class EvaluationProtocol(Mapping):
             extra={k: v for k, v in d.items() if k not in names and k not in _DERIVED and k != "macro"
                    and not (k == "unseen" and unseen is not None)},
         )
-        for k in ("tie_tolerance",):
+        for k in ("tie_tolerance", "tie_rtol"):
             if kw.get(k) is None:
                 kw.pop(k, None)
         return cls(**kw)
@@ -253,9 +259,11 @@ class EvaluationProtocol(Mapping):
 
     # ------------------------------------------------------------------ text
     def _ties(self) -> str:
-        if not self.tie_tolerance:
+        if not self.tie_tolerance and not self.tie_rtol:
             return "exact float comparison"
-        return f"|score - true score| <= {self.tie_tolerance} counts as a tie"
+        tol = " + ".join(([f"{self.tie_tolerance}"] if self.tie_tolerance else [])
+                         + ([f"{self.tie_rtol} |true score|"] if self.tie_rtol else []))
+        return f"|score - true score| <= {tol} counts as a tie"
 
     def _query_metrics(self) -> dict | None:
         if not self.query_metrics_k:
@@ -276,6 +284,13 @@ class EvaluationProtocol(Mapping):
         if self.num_evaluated_triples is not None and self.num_evaluated_triples != self.num_triples:
             what += f" ({n(self.num_evaluated_triples)} evaluated)"
         lines = [what + f", sides {sides} ({n(self.num_tasks)} ranking tasks)"]
+        if self.preset is not None and self.preset != "kgeval":
+            from .presets import PRESETS
+
+            p = PRESETS.get(self.preset)
+            tool = f" ({p.tool})" if p is not None else ""
+            rank = f"; short keys (mrr, hits@k, mr) use {p.rank_type} ranks" if p is not None else ""
+            lines.append(f"protocol preset: {self.preset}{tool}{rank}")
         ents = (f"the {n(self.restrict_entities)} allowed entities" if self.restrict_entities is not None
                 else f"all {n(self.num_entities)} entities" if self.num_entities is not None else "all entities")
         if self.sampling is not None:
@@ -303,7 +318,8 @@ class EvaluationProtocol(Mapping):
             lines.append(f"sampled: {s.num_negatives} negatives per task from {ents} without replacement "
                          f"(seed {s.seed}), excluding {s.excludes}; {n(s.capped_tasks)} tasks have fewer")
         brief = {"realistic": "realistic ((optimistic + pessimistic) / 2, PyKEEN)",
-                 "expected": "expected (expectation over random tie-breaking)"}
+                 "expected": "expected (expectation over random tie-breaking)",
+                 "rounded_mean": "rounded_mean (LibKGE's rounded mean rank)"}
         lines.append("rank types: " + ", ".join(brief.get(rt, rt) for rt in self.rank_types))
         tail = f"ties: {self._ties()}"
         if self.nan_policy:

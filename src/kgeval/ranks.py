@@ -316,7 +316,23 @@ class RankTable:
         return self.subset(self.side == Side.parse(side))
 
     def ranks(self, rank_type: str) -> np.ndarray:
-        """Rank array for ``optimistic``, ``pessimistic`` or ``realistic`` (their mean, as PyKEEN)."""
+        """Rank array for ``optimistic``, ``pessimistic``, ``realistic`` (their mean, as PyKEEN) or
+        ``rounded_mean`` (LibKGE's ``rounded_mean_rank``, an integer).
+
+        ``rounded_mean = optimistic + floor((pessimistic - optimistic + 1) / 2)``: LibKGE's 0-based
+        ``#better + #ties // 2`` with ``#ties`` counting the true answer itself, plus one. It is the
+        realistic rank rounded up where that is a half (optimistic 2, pessimistic 3: 3) and equal to it
+        otherwise, so it is never better than the realistic rank.
+
+        Examples
+        --------
+        >>> from kgeval import RankTable
+        >>> t = RankTable.from_ranks(optimistic=[1, 2, 2], pessimistic=[1, 3, 4])
+        >>> t.ranks("realistic").tolist(), t.ranks("rounded_mean").tolist()
+        ([1.0, 2.5, 3.0], [1.0, 3.0, 3.0])
+        """
+        if rank_type == "rounded_mean":
+            return (self.optimistic + (self.pessimistic - self.optimistic + 1) // 2).astype(np.float64)
         if rank_type == "optimistic":
             return self.optimistic.astype(np.float64)
         if rank_type == "pessimistic":

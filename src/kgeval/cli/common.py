@@ -89,7 +89,11 @@ def protocol_lines(results, split: str) -> list[str]:
         lines[0] = f"evaluation: {split_word} split, " + lines[0][len("evaluation: "):]
     else:
         lines.insert(0, f"evaluation: {split_word} split")
-    return lines + ["table: realistic ranks (ties count half)"]
+    rank_type = getattr(results, "rank_type", "realistic")
+    if rank_type == "realistic":
+        return lines + ["table: realistic ranks (ties count half)"]
+    return lines + [f"table: {rank_type} ranks, as {results.preset} reports them (kgeval's realistic values: "
+                    f"--format json, or keys both.realistic.*)"]
 
 
 #: The headline metrics of the workflow commands: (label, metric key).
@@ -106,22 +110,25 @@ HEADLINE_METRICS = (
 )
 
 
-def headline_table(results, rank_type: str = "realistic") -> str:
-    """Headline metrics, one row each, one column per side (the results' one table renderer)."""
+def headline_table(results, rank_type: str | None = None) -> str:
+    """Headline metrics, one row each, one column per side (the results' one table renderer); ``rank_type``
+    defaults to the results' own (the protocol preset's, else realistic)."""
     from ..results.render import metric_table
 
     return metric_table(results, [(f"{label} ({key})", key) for label, key in HEADLINE_METRICS],
-                        rank_type=rank_type, footer=False)
+                        rank_type=rank_type or getattr(results, "rank_type", "realistic"), footer=False)
 
 
 def metrics_payload(results) -> dict:
-    """The headline metrics (realistic ranks, every side) as a flat dict for ``--format json``: every value
-    the text table prints, the p-value against chance with its log10 (exact where the value underflows)."""
+    """The headline metrics (realistic ranks, and a protocol preset's rank type, every side) as a flat dict for
+    ``--format json``: every value the text table prints, the p-value against chance with its log10 (exact
+    where the value underflows)."""
     headline = {}
+    types = dict.fromkeys(("realistic", getattr(results, "rank_type", "realistic")))
     for side in results.sides:
-        for _, name in HEADLINE_METRICS:
+        for (_, name), rt in ((h, rt) for rt in types for h in HEADLINE_METRICS):
             names = [name, "log10_" + name] if name.startswith("p_") else [name]
-            for key in (f"{side}.realistic.{n}" for n in names):
+            for key in (f"{side}.{rt}.{n}" for n in names):
                 try:
                     headline[key] = results.get_metric(key)
                 except KGEvalError:

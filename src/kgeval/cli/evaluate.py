@@ -20,7 +20,7 @@ import click
 from ..errors import InvalidInputError
 from .common import check_no_filter_validation, data_dir_option, echo_wrote, format_option, headline_table, \
     metrics_payload, nonempty_path, protocol_lines, split_list
-from .grammar import SPLIT
+from .grammar import SPLIT, protocol_option
 
 
 @click.command("evaluate")
@@ -84,13 +84,14 @@ from .grammar import SPLIT
                    "--libkge-checkpoint, whose pickles hold the whole table).")
 @click.option("--dist-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
               help="Seconds a rank waits for its peers before the collective fails (with --distributed).")
+@protocol_option
 @data_dir_option
 @format_option()
 def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, entity_ids, relation_ids,
             interaction,
             libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,
             no_filter_validation, drop_unseen, allow_dataset_mismatch, output, data_dir, fmt, distributed,
-            dist_timeout):
+            dist_timeout, protocol):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
 
@@ -118,7 +119,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             source, dataset, split=split, data_dir=data_dir, output=output if leader else None, shard=shard,
             filter_validation_when_testing=not no_filter_validation,
             evaluation_relation_whitelist=split_list(relation_whitelist),
-            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)
+            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed,
+            **({} if protocol is None else {"protocol": protocol}))
         if leader:  # every rank holds the same results: one of them reports
             _report(results, ds, split, what, fmt, output)
             if output:
@@ -131,7 +133,8 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             pykeen_dir, dataset, trust_pickle=trust_pickle, split=split, data_dir=data_dir,
             output=output if leader else None, filter_validation_when_testing=not no_filter_validation,
             progress=False, evaluation_relation_whitelist=split_list(relation_whitelist),
-            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed)
+            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed,
+            **({} if protocol is None else {"protocol": protocol}))
         if leader:
             _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt, output)
             if output:
@@ -147,13 +150,17 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     filter_valid = defaults["filter_validation_when_testing"] if no_filter_validation is None else not no_filter_validation
     rel = split_list(relation_whitelist) if relation_whitelist else defaults["relations"]
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
+    if protocol is not None:  # the preset's options replace the run's (its other options stay)
+        from ..evaluation.options import as_options
+
+        defaults["options"] = as_options(defaults["options"]).replace(protocol=protocol)
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False,
                              distributed=distributed, drop_unseen=drop_unseen,
                              **({} if defaults["options"] is None else {"options": defaults["options"]}))
     if not leader:  # every rank holds the same results: one of them reports
         return
-    if defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
+    if protocol is None and defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
             defaults["split"], defaults["filter_validation_when_testing"], defaults["relations"], defaults["entities"]) \
             and _unseen_policy(results) == _unseen_policy(defaults["saved"]):
         _warn_if_differs(model_file, defaults["saved"], results)  # evaluated as the run was: the same ranks

@@ -133,3 +133,26 @@ class SplitType(click.ParamType):
 
 
 SPLIT = SplitType()
+
+
+def _protocol_callback(ctx, param, value):
+    """``--protocol``: a preset name of :mod:`kgeval.presets` (any case), a close match named for a typo."""
+    if value is None:
+        return None
+    from .. import presets
+    from ..errors import UnknownNameError
+
+    try:
+        return presets.get(value).name
+    except UnknownNameError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+#: ``--protocol NAME``, declared once (``kgeval evaluate``, ``kgeval pipeline``)
+protocol_option = click.option(
+    "--protocol", metavar="NAME", callback=_protocol_callback,
+    help="A tool's evaluation protocol: kgeval (default), pykeen, libkge, torchkge, ogb, ampligraph, dglke, pbg or "
+         "graphvite. Sets its tie rule and tolerance, NaN rule, filter sets per split and unseen-triple handling; the "
+         "table shows its rank type (LibKGE: rounded mean rank, TorchKGE: pessimistic), kgeval's realistic "
+         "values stay in --format json.")
+

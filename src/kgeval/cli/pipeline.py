@@ -21,7 +21,7 @@ from ..errors import InvalidInputError, KGEvalError
 from ..tracking import Trackers
 from .common import count, data_dir_option, echo_above_progress, format_option, headline_table, metrics_payload, \
     nonempty_path, protocol_lines, split_list
-from .grammar import OPTION_PATHS, progress_enabled, progress_option
+from .grammar import OPTION_PATHS, progress_enabled, progress_option, protocol_option
 
 #: the help of --tracker (kgeval hpo has the same option)
 TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboard or csv; repeatable. LOCATION: "
@@ -55,10 +55,12 @@ TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboar
 @click.option("--relation-whitelist", help="Comma-separated relation labels or ids to evaluate on.")
 @click.option("--entity-whitelist", help="Comma-separated entity labels or ids (triples and candidates).")
 @click.option("--no-filter-validation", is_flag=True, help="Do not filter validation triples when testing.")
-@click.option("--drop-unseen/--keep-unseen", default=False, show_default=True,
+@click.option("--drop-unseen/--keep-unseen", default=None,
               help="Drop evaluation triples whose entity or relation never occurs in training (PyKEEN drops "
                    "them; the vocabulary is then the training split's), or keep them, ranked with embeddings "
-                   "training never updated. Either way the header says how many there are.")
+                   "training never updated. Either way the header says how many there are. [default: keep; "
+                   "drop under --protocol pykeen]")
+@protocol_option
 @data_dir_option
 @format_option()
 @click.option("--threads", type=click.IntRange(min=1, max=1024),
@@ -69,7 +71,7 @@ TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboar
 @progress_option
 @click.option("--tracker", "trackers", multiple=True, metavar="NAME[=LOCATION]", help=TRACKER_HELP)
 def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist, no_filter_validation, drop_unseen,
-            output, data_dir, fmt, progress, replicates, trackers, **options):
+            output, data_dir, fmt, progress, replicates, trackers, protocol, **options):
     """Train MODEL on DATASET, evaluate on test and save everything to an output directory.
 
     Example: kgeval pipeline --dataset nations --model complex
@@ -89,7 +91,14 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
     paths = {"dataset": str(dataset), "model.name": model, "early_stopping": {} if early_stopping else None,
              "restriction.relations": split_list(relation_whitelist),
              "restriction.entities": split_list(entity_whitelist),
-             "evaluation.filter_validation_when_testing": not no_filter_validation, "drop_unseen": drop_unseen}
+             "evaluation.filter_validation_when_testing": not no_filter_validation}
+    if drop_unseen is None:
+        from ..presets import get as get_preset
+
+        drop_unseen = protocol is not None and get_preset(protocol).drop_unseen
+    paths["drop_unseen"] = drop_unseen
+    if protocol is not None:
+        paths["evaluation.options.protocol"] = protocol
     paths.update({OPTION_PATHS[name]: value for name, value in options.items() if value is not None})
     config = PipelineConfig().with_paths(paths)  # validates model name, seed, ... before any loading
     ds = get_dataset(dataset, data_dir=data_dir, drop_unseen=drop_unseen)
@@ -131,6 +140,9 @@ def _header(config, ds, out_dir: Path, replicates: int | None) -> None:
     """The lines printed before training starts (stderr: stdout stays the results)."""
     ev = config.evaluation
     filters = "training + validation + test" if ev.filter_validation_when_testing else "training + test"
+    preset = ev.options.protocol
+    if preset != "kgeval":
+        filters += f" (protocol preset {preset})"
     runs = f"{replicates} replicates (seeds {config.seed}..{config.seed + replicates - 1})" if replicates else \
         f"seed {config.seed}"
     click.echo(f"kgeval pipeline: {config.model.name} on {ds.name} ({count(ds.num_entities)} entities, "

@@ -24,7 +24,6 @@ Modules, in the order a rank is computed:
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .. import presets
 from .._threads import torch_threads
 from ..errors import InvalidInputError
 from ..filtering import FilterIndex, answer_column, query_keys
@@ -42,6 +42,7 @@ from . import distributed
 from .batches import RunContext
 from .collectives import ShardReduce
 from .counting import ConsistencyCheck, Counter, use_kernel, warm_kernel
+from .ties import tie_rule
 from .full import ONE_PROCESS, rank_full
 from .inputs import Inputs, KnownTriples, default_memory_budget, prepare_inputs
 from .listed import evaluate_candidates, rank_listed, sample_negatives
@@ -55,14 +56,18 @@ __all__ = ["evaluate", "evaluate_ranks", "EvaluationOptions", "Tuning", "warm_ke
 
 
 def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None, candidates=None,
-             train_triples=None, drop_unseen: bool = False, tuning: Tuning | None = None, **overrides):
+             train_triples=None, drop_unseen: bool | None = None, tuning: Tuning | None = None, **overrides):
     """Rank-based link-prediction evaluation of ``scorer`` on ``triples``; returns :class:`kgeval.Results`.
 
     For each evaluation triple ``(h, r, t)`` and side, the true answer's score ``s`` is compared
     with every candidate's: ``optimistic = 1 + #{score > s}``,
     ``pessimistic = optimistic + #{score == s} - 1`` (exact float comparison; with
-    ``tie_tolerance = tol``: ``#{score > s + tol}`` and ``#{|score - s| <= tol}``).
+    ``tol = tie_tolerance + tie_rtol * |s|``: ``#{score > s + tol}`` and ``#{|score - s| <= tol}``).
 
+    ``protocol="pykeen" | "libkge" | "torchkge" | "ogb" | ...`` (an option, :mod:`kgeval.presets`) sets
+    that tool's defaults (tie rule and tolerances, NaN rule, sides, filtering, dropping unseen triples;
+    options named in the same call win) and the rank type of the results' short keys: under
+    ``protocol="libkge"`` ``results["mrr"]`` is LibKGE's MRR of its rounded mean rank.
     Parameters
     ----------
     scorer:
@@ -87,8 +92,9 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         When known, the evaluation triples with an entity or relation that no training triple has are
         counted in ``results.protocol.unseen`` (:mod:`kgeval.data.unseen`).
     drop_unseen:
-        drop those triples before the evaluation (PyKEEN's default); False (default): rank them, with
-        the embeddings training never updated, and report how many there are.
+        drop those triples before the evaluation (PyKEEN's default); False: rank them, with
+        the embeddings training never updated, and report how many there are. None (default): the
+        protocol preset's choice (True for ``protocol="pykeen"``, else False).
     overrides:
         any field of :class:`EvaluationOptions` (``sides``, ``filtered``, ``num_negatives``,
         ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
@@ -117,13 +123,23 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     """
     opts = as_options(options)
     if overrides:
-        opts = dataclasses.replace(opts, **canonical_names(overrides))
-    from ..data.unseen import for_evaluation
+        opts = opts.replace(**canonical_names(overrides))
+    from ..data.unseen import for_evaluation, training_triples_of
+
+    preset = presets.get(opts.protocol)
+    if drop_unseen is None:  # the preset's rule, where the training triples are known (else nothing to drop)
+        drop_unseen = bool(preset.drop_unseen and candidates is None
+                           and (train_triples is not None or training_triples_of(filter_triples) is not None))
+    if preset.candidates == "given" and candidates is None:
+        raise InvalidInputError(f"protocol={preset.name!r} ranks each triple against the dataset's given negatives: "
+                                "pass candidates={'head_neg': ..., 'tail_neg': ...} (OGB's arrays)")
 
     if drop_unseen and candidates is not None:
         raise InvalidInputError("drop_unseen=True cannot be used with candidates= (each row of negatives belongs "
                                 "to one evaluation triple): drop the triples and their negatives beforehand")
     triples, unseen = for_evaluation(triples, filter_triples, train_triples, drop_unseen)
+    if drop_unseen and preset.drop_unseen and opts.restrict_entities is None:
+        opts = _seen_candidates(opts, scorer, train_triples, filter_triples)
     if candidates is not None:
         table, protocol = evaluate_candidates(scorer, triples, candidates, filter_triples, opts, tuning)
         out = EvaluationOutput(table, protocol)
@@ -133,6 +149,20 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
 
     protocol = out.protocol if unseen is None else out.protocol.replace(unseen=unseen)
     return Results(out.rank_table, protocol=protocol, extra=out.extra)
+
+
+def _seen_candidates(opts: EvaluationOptions, scorer, train_triples, filter_triples) -> EvaluationOptions:
+    """PyKEEN's rule for unseen entities: its model has none (the test split is mapped with the training
+    vocabulary), so they are no candidates either; ``opts`` restricted to the training entities where some
+    entity of the scorer is missing from them."""
+    from ..data.unseen import training_triples_of
+
+    train = train_triples if train_triples is not None else training_triples_of(filter_triples)[1]
+    seen = np.unique(np.asarray(train)[:, [0, 2]])
+    n = getattr(scorer, "num_entities", None)
+    if n is None or seen.size >= int(n):
+        return opts
+    return opts.replace(restrict_entities=seen)
 
 
 @dataclass
@@ -268,7 +298,7 @@ def _context(inp: Inputs, opts: EvaluationOptions, tuning: Tuning) -> RunContext
         allowed = torch.as_tensor(inp.entities, device=dev)
         pos_map = torch.full((inp.num_entities,), -1, dtype=torch.long, device=dev)
         pos_map[allowed] = torch.arange(allowed.shape[0], device=dev)
-    counter = Counter(opts.tie_tolerance, fused=use_kernel(
+    counter = Counter(tie_rule(opts), fused=use_kernel(
         dev, int(np.count_nonzero(inp.keep)) * len(inp.side_codes) * int(inp.universe.shape[0]), tuning))
     return RunContext(
         options=opts,
@@ -391,7 +421,9 @@ def _protocol(inp: Inputs, opts: EvaluationOptions, ctx: RunContext, table: Rank
         sampling=sampling,
         macro=opts.macro,
         tie_tolerance=opts.tie_tolerance,
+        tie_rtol=opts.tie_rtol,
         nan_policy=opts.nan_policy,
+        preset=opts.protocol,
         candidates=(
             "1 + sampled negatives" if sampling is not None
             else "allowed entities" + (" minus the other known true answers of the query" if filtered else "")

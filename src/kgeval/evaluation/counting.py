@@ -1,7 +1,8 @@
 """Counting candidates better than / tied with the true answer, the NaN rule, the consistency check
 and the compiled counting kernel: one implementation shared by full, chunked and sampled ranking.
 
-With ``s`` the true score of a task and ``tol`` the tie tolerance:
+With ``s`` the true score of a task and ``tol = atol + rtol |s|`` its tie tolerance (:class:`TieRule`;
+``torch.isclose``'s rule, applied exactly; 0 for an infinite ``s``, which ties with equal scores only):
 
     better = #{c : score(c) > s + tol},   tied = #{c : s - tol <= score(c) <= s + tol}
 
@@ -12,7 +13,9 @@ known answers and sums each row to detect NaN), decided once per evaluation (:fu
 
 The NaN rule (the same for every ranking path): ``nan_policy="raise"`` raises
 :class:`~kgeval.errors.NaNScoresError` when the true score or a candidate's is NaN; ``"worst"`` ranks
-a NaN true score last and lets a NaN candidate lose to every non-NaN true score. A filtered known
+a NaN true score last and lets a NaN candidate lose to every non-NaN true score; ``"minus_inf"``
+(LibKGE's) reads every NaN as -inf: the thresholds of a NaN true score are those of -inf, and a task whose
+true score is -inf ties with every candidate not counted better (the -inf and NaN ones). A filtered known
 answer is no candidate: a NaN there is ignored, as a sampled ranking never scores it.
 """
 
@@ -27,55 +30,20 @@ import torch
 from .. import filtering
 from ..errors import InvalidInputError, NaNScoresError
 from ..ranks import SIDE_NAMES
+from .ties import TieRule, _rule, count, tie_rule, tolerance_bounds  # noqa: F401 (their former module)
 
-__all__ = ["Counter", "count", "apply_nan_policy", "check_nan", "ConsistencyCheck", "fused_counts", "FusedCounts",
+__all__ = ["TieRule", "Counter", "count", "apply_nan_policy", "check_nan", "ConsistencyCheck", "fused_counts", "FusedCounts",
            "use_kernel", "kernel_ready", "warm_kernel"]
 
 _BLOCK_ELEMS = 1 << 18  # scores per counting block on CPU (1 MiB of float32: the buffer stays in cache)
 
 
-def count(scores: torch.Tensor, true: torch.Tensor, tol: float, buf: torch.Tensor | None = None):
-    """``(#scores > true, #scores tied with true)`` per row; ``true`` broadcasts against ``scores``.
-
-    The comparisons write into a float buffer and are summed as floats: summing a bool tensor is
-    ~10x slower in torch on CPU. Float sums of 0/1 are exact below 2**24 columns (float64 beyond).
-    """
-    dtype = torch.float32 if scores.shape[-1] < (1 << 24) else torch.float64
-    if buf is None or buf.dtype != dtype or buf.numel() < scores.numel():
-        buf = torch.empty(scores.shape, dtype=dtype, device=scores.device)
-    else:
-        buf = buf.view(-1)[: scores.numel()].view(scores.shape)
-    if tol == 0:
-        better = torch.gt(scores, true, out=buf).sum(-1)
-        tied = torch.eq(scores, true, out=buf).sum(-1)
-    else:
-        hi, lo = tolerance_bounds(true, tol)
-        better = torch.gt(scores, hi, out=buf).sum(-1)
-        tied = torch.ge(scores, lo, out=buf).sum(-1) - better  # t - tol <= s <= t + tol
-    return better.long(), tied.long()
-
-
-def tolerance_bounds(true: torch.Tensor, tol: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(true + tol, true - tol)`` in float64, whatever the scores' dtype (``(true, true)`` for tol 0:
-    exact comparison in the scores' own dtype).
-
-    In float32 the sum is rounded to the float32 grid: with ``ulp / 2 < tol < ulp`` (e.g. tol 1e-6
-    and scores in [16, 32), whose spacing is 1.9e-6) ``s + tol`` rounded up to ``s + ulp``, and a
-    candidate one ulp above the true score counted as tied instead of better. float32 scores are
-    exact in float64, and the float64 sum is off by at most 2^-53 relative: comparisons then follow
-    the definition ``score > s + tol``. (On devices without float64 the scores' dtype is used.)
-    """
-    if tol == 0:
-        return true, true
-    t = true if true.dtype == torch.float64 or true.device.type == "mps" else true.double()
-    return t + tol, t - tol
-
-
 class Counter:
     """Counts tasks against score rows in cache-sized blocks, reusing one comparison buffer."""
 
-    def __init__(self, tol: float, fused: bool = False):
-        self.tol = tol
+    def __init__(self, tol, fused: bool = False):
+        #: the :class:`TieRule` (a number: an absolute tolerance)
+        self.tol = _rule(tol)
         #: count CPU blocks with the compiled kernel (:class:`FusedCounts`, see :func:`use_kernel`)
         self.fused = fused
         self._local = threading.local()  # one comparison buffer per thread (chunk walkers, see full.py)
@@ -133,7 +101,12 @@ class Counter:
 
 
 def apply_nan_policy(better, tied, true, ncand, policy: str):
-    """Policy ``"worst"``: a NaN true score ranks last (``better = ncand - 1``, ``tied = 0``)."""
+    """Policy ``"worst"``: a NaN true score ranks last (``better = ncand - 1``, ``tied = 0``); ``"minus_inf"``:
+    a true score of -inf or NaN (counted as -inf) ties with every candidate not better than it."""
+    if policy == "minus_inf":
+        low = torch.isnan(true) | (true == float("-inf"))
+        if bool(low.any()):
+            tied = torch.where(low, ncand - 1 - better, tied)
     if policy == "worst":
         bad = torch.isnan(true)
         if bool(bad.any()):
@@ -369,7 +342,7 @@ def _count_rows(S, task_q, lo, hi, krow, kcol, better, tied):  # compiled by num
     return nan_rows
 
 
-def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor, tol: float,
+def fused_counts(scores: torch.Tensor, true: torch.Tensor, task_q: torch.Tensor, tol,
                  known: tuple[torch.Tensor, torch.Tensor] | None):
     """``(better, tied, rows that may hold NaN: check them)`` of every task against its row ``scores[task_q[t]]``,
     the ``known`` ``(row, column)`` pairs (unique) excluded; None when the kernel does not apply (not
@@ -387,7 +360,7 @@ class FusedCounts:
     chunks): the per-batch work -- thresholds, task rows, the two count arrays -- is done once, so a
     block costs one kernel call (no per-block conversions and small torch ops)."""
 
-    def __init__(self, true: torch.Tensor, task_q: torch.Tensor, tol: float):
+    def __init__(self, true: torch.Tensor, task_q: torch.Tensor, tol):
         # the same thresholds as the torch path (:func:`.counting.tolerance_bounds`)
         hi, lo = tolerance_bounds(true.detach().reshape(-1), tol)
         self.hi, self.lo = hi.contiguous().numpy(), lo.contiguous().numpy()
@@ -396,7 +369,7 @@ class FusedCounts:
         self.tied = np.zeros(self.task_q.shape[0], dtype=np.int64)
 
     @classmethod
-    def start(cls, true: torch.Tensor, task_q: torch.Tensor, tol: float) -> "FusedCounts | None":
+    def start(cls, true: torch.Tensor, task_q: torch.Tensor, tol) -> "FusedCounts | None":
         if not _READY.is_set() or not _KERNEL or true.device.type != "cpu" or task_q.device.type != "cpu":
             return None
         if true.dtype not in (torch.float32, torch.float64):

@@ -374,7 +374,7 @@ def add_query_metrics(qacc, side: int, scores, task_q, col, masked, nan_policy: 
         is_rel = torch.isin(rows * ncols + fcol, code)
         scores[rows, fcol] = torch.where(is_rel, saved, torch.full_like(saved, float("-inf")))
         n_excl.index_add_(0, rows, (~is_rel).long())
-    if nan_policy == "worst" and bool(torch.isnan(scores).any()):
+    if nan_policy in ("worst", "minus_inf") and bool(torch.isnan(scores).any()):
         scores = torch.nan_to_num(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
     hits = expected_hits(scores, rel_rows, rel_cols, num_rel, n_excl, qacc.ks)
     qacc.add(SIDE_NAMES[side], hits, num_rel, ncols - n_excl)

@@ -25,7 +25,7 @@ from ..protocol import EvaluationProtocol, tasks_digest
 from ..ranks import SIDE_NAMES, SIDE_TAIL, RankTable, Side
 from ..filtering import FilterIndex
 from .batches import Batch, RunContext, SideResult
-from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan
+from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan, tie_rule
 from .full import ONE_PROCESS, OneProcess
 from .inputs import default_memory_budget, prepare_inputs
 from .options import EvaluationOptions, Tuning, as_tuning
@@ -163,7 +163,7 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
             options=opts, tuning=tuning, device=inp.device, num_entities=inp.num_entities, num_relations=inp.num_relations,
             num_columns=inp.num_entities, allowed=None, pos_map=None,
             budget=opts.memory_budget if opts.memory_budget is not None else default_memory_budget(inp.device),
-            counter=Counter(opts.tie_tolerance), want_query_metrics=False,
+            counter=Counter(tie_rule(opts)), want_query_metrics=False,
             consistency=ConsistencyCheck(inp.side_codes) if opts.check_consistency else None,
             score_threads=torch.get_num_threads())
         tables, n = [], inp.triples.shape[0]
@@ -182,7 +182,8 @@ def evaluate_candidates(scorer, triples, candidates, filter_triples, opts: Evalu
     protocol = EvaluationProtocol(
         sides=tuple(SIDE_NAMES[s] for s in per_side), filtered=False, num_triples=n, num_evaluated_triples=n,
         num_tasks=len(table), num_entities=inp.num_entities, num_relations=inp.num_relations,
-        tie_tolerance=opts.tie_tolerance, nan_policy=opts.nan_policy,
+        tie_tolerance=opts.tie_tolerance, tie_rtol=opts.tie_rtol, nan_policy=opts.nan_policy,
+        preset=opts.protocol,
         candidates="1 + the given negatives of each task (OGB protocol); unfiltered",
         consistency_checked=None if cc is None else cc.checked,
         consistency_mismatches=None if cc is None else cc.mismatches,

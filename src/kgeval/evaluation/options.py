@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import presets
 from .._validation import (
     Side,
     check_positive_int,
@@ -34,7 +35,7 @@ DISTRIBUTED_MODES = ("tasks", "entities")
 
 __all__ = ["EvaluationOptions", "Tuning", "as_tuning", "ALIASES", "NAN_POLICIES", "as_options", "canonical_names"]
 
-NAN_POLICIES = ("raise", "worst")
+NAN_POLICIES = ("raise", "worst", "minus_inf")
 
 #: Other spellings accepted by :func:`~kgeval.evaluation.evaluate` (PyKEEN's names), never stored.
 ALIASES = {
@@ -115,13 +116,19 @@ class EvaluationOptions:
     num_negatives: int | None = None
     #: Seed of the negative sampler (``numpy.random.default_rng([seed, side])``).
     seed: int = 42
-    #: Scores within ``tie_tolerance`` of the true score count as ties: ``better = #{score > s + tol}``,
-    #: ``tied = #{abs(score - s) <= tol}``. 0 = exact float comparison.
+    #: Scores within ``tol = tie_tolerance + tie_rtol * |s|`` of the true score ``s`` count as ties (the rule of
+    #: ``torch.isclose(score, s, rtol, atol)``, computed exactly): ``better = #{score > s + tol}``,
+    #: ``tied = #{abs(score - s) <= tol}``; an infinite true score ties only with equal scores.
+    #: 0 = exact float comparison.
     tie_tolerance: float = 0.0
-    #: ``"raise"`` (:class:`~kgeval.errors.NaNScoresError` naming the triple and side) or ``"worst"``: NaN
+    #: The relative part of the tie tolerance (LibKGE: ``atol=1e-5``, ``rtol=1e-4``); 0 = absolute only.
+    tie_rtol: float = 0.0
+    #: ``"raise"`` (:class:`~kgeval.errors.NaNScoresError` naming the triple and side), ``"worst"``: NaN
     #: candidates lose to every non-NaN true score and a NaN true score gets the worst rank
-    #: (``num_candidates``). Only the true score and the candidates count, in every protocol: a NaN at a
-    #: filtered known answer (no candidate; never scored by sampled ranking) is ignored.
+    #: (``num_candidates``), or ``"minus_inf"`` (LibKGE's rule): every NaN score reads as -inf, so NaN
+    #: candidates tie with a true score of -inf or NaN and lose to any other. Only the true score and the
+    #: candidates count, in every protocol: a NaN at a filtered known answer (no candidate; never scored by
+    #: sampled ranking) is ignored.
     nan_policy: str = "raise"
     #: Re-score the first and last task of every batch alone and warn when the in-batch score differs
     #: (relative tolerance 1e-5, absolute max(1e-6, 1e-5 x the mean absolute score of the checked rows)).
@@ -155,6 +162,11 @@ class EvaluationOptions:
     #: e.g. ``model.shard(rank, world)``). See :mod:`.distributed`; None = one process. Rank tables
     #: are identical either way.
     distributed: str | None = None
+    #: A tool's protocol preset (:mod:`kgeval.presets`): ``"kgeval"`` (the defaults), ``"pykeen"``,
+    #: ``"libkge"``, ``"torchkge"``, ``"ogb"``, ``"ampligraph"``, ``"dglke"``, ``"pbg"`` or ``"graphvite"``.
+    #: It sets :data:`kgeval.presets.OPTION_FIELDS` (filtered, sides, tie tolerances, NaN rule) unless the
+    #: same call names them, and the rank type the results' short keys resolve to.
+    protocol: str = presets.DEFAULT
 
     def __post_init__(self):
         def set_(name, value):  # frozen: normalise the stored values once, here
@@ -168,14 +180,16 @@ class EvaluationOptions:
         for name in ("num_negatives", "batch_size", "entity_chunk_size", "num_relations"):
             set_(name, check_positive_int(name, getattr(self, name), allow_none=True))
         set_("seed", check_seed("seed", self.seed))
-        tol = self.tie_tolerance
-        if not isinstance(tol, (numbers.Real, np.floating)) or isinstance(tol, (bool, np.bool_)) or not (
-            math.isfinite(float(tol)) and float(tol) >= 0
-        ):
-            raise InvalidInputError(f"tie_tolerance must be a finite number >= 0, got {tol!r}")
-        set_("tie_tolerance", float(tol))
+        for name in ("tie_tolerance", "tie_rtol"):
+            tol = getattr(self, name)
+            if not isinstance(tol, (numbers.Real, np.floating)) or isinstance(tol, (bool, np.bool_)) or not (
+                math.isfinite(float(tol)) and float(tol) >= 0
+            ):
+                raise InvalidInputError(f"{name} must be a finite number >= 0, got {tol!r}")
+            set_(name, float(tol))
+        set_("protocol", presets.get(self.protocol).name)
         if self.nan_policy not in NAN_POLICIES:
-            raise InvalidInputError(f"nan_policy must be 'raise' or 'worst', got {self.nan_policy!r}")
+            raise InvalidInputError(f"nan_policy must be 'raise', 'worst' or 'minus_inf', got {self.nan_policy!r}")
         budget = check_positive_number("memory_budget", self.memory_budget, allow_none=True)
         if budget is not None and budget < 1:
             raise InvalidInputError(f"memory_budget must be at least 1 byte, got {self.memory_budget!r}")
@@ -196,9 +210,10 @@ class EvaluationOptions:
                                     f"got {self.distributed!r}")
         if self.distributed is not None and ks and self.num_negatives is None:
             raise InvalidInputError("query_metrics_k is not supported with distributed=; drop one of them")
-        if ks and self.num_negatives is None and self.tie_tolerance > 0:
+        if ks and self.num_negatives is None and (self.tie_tolerance > 0 or self.tie_rtol > 0):
             raise InvalidInputError(
-                f"query_metrics_k cannot be combined with tie_tolerance={self.tie_tolerance!r}: with a tolerance "
+                f"query_metrics_k cannot be combined with tie_tolerance={self.tie_tolerance!r} / tie_rtol="
+                f"{self.tie_rtol!r}: with a tolerance "
                 "'tied' is not transitive, so no ordering of a query's candidates gives every answer its tolerant "
                 "rank and the top k is undefined (summing each answer's P(rank <= k) can exceed k, a precision "
                 "above 1). Evaluate query metrics with tie_tolerance=0 in a separate run"
@@ -226,8 +241,19 @@ class EvaluationOptions:
         return cls(**canonical_names(d, aliases=False))
 
     def replace(self, **changes) -> EvaluationOptions:
-        """A copy with ``changes`` applied (and validated)."""
-        return dataclasses.replace(self, **canonical_names(changes, aliases=False))
+        """A copy with ``changes`` applied (and validated); a new ``protocol`` sets its preset's options
+        (those ``changes`` do not name), replacing the current ones.
+
+        Examples
+        --------
+        >>> from kgeval.evaluation import EvaluationOptions
+        >>> opts = EvaluationOptions(sides="tail").replace(protocol="libkge")
+        >>> opts.protocol, opts.nan_policy, opts.sides
+        ('libkge', 'minus_inf', ('head', 'tail'))
+        >>> EvaluationOptions(protocol="libkge", tie_tolerance=0).tie_tolerance  # named in the call: kept
+        0.0
+        """
+        return dataclasses.replace(self, **presets.with_preset(canonical_names(changes, aliases=False)))
 
 
 def as_options(options) -> EvaluationOptions:
@@ -252,7 +278,7 @@ def _refuse_unknown_keywords(cls):
         for key in kwargs:
             if key not in names:
                 raise unknown_name("evaluation option", key, names)
-        generated(self, *args, **kwargs)
+        generated(self, *args, **presets.with_preset(kwargs))
 
     cls.__init__ = __init__
     return cls

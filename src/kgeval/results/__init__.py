@@ -11,6 +11,13 @@ Rank types:
   is H₁₀₀/100 = 0.0519. Available for the arithmetic-mean family (hits@k, MR, MRR) and the
   geometric means (GMR, IGMR), with their adjusted and z variants.
 
+- ``rounded_mean``: LibKGE's integer rank ``optimistic + floor((pessimistic - optimistic + 1) / 2)``,
+  computed when the protocol preset is ``libkge`` (or on request, ``results["both.rounded_mean.mrr"]``).
+
+Under a protocol preset (``protocol["preset"]``, :mod:`kgeval.presets`) a key without a rank type
+(``mrr``, ``hits@10``, ``tail.mr``) resolves to that tool's rank type (:attr:`Results.rank_type`):
+pessimistic for TorchKGE, rounded_mean for LibKGE; kgeval's own values keep their full keys.
+
 Sides: ``head``, ``tail`` and ``both`` (the pooled tasks of the two sides). A table
 without sides reports only ``both``.
 
@@ -27,7 +34,8 @@ from pathlib import Path
 from .._compat import install_hint
 from .. import metrics as _metrics
 from ..errors import InvalidInputError, UnknownNameError, unknown_name
-from ..keys import RANK_TYPE_SYNONYMS, RANK_TYPES, SIDES, MetricKey, flat_key, parse_key
+from .. import presets as _presets
+from ..keys import ALL_RANK_TYPES, RANK_TYPE_SYNONYMS, RANK_TYPES, SIDES, MetricKey, flat_key, parse_key
 from ..metrics.base import Metric, NullMoments
 from ..protocol import RANK_TYPE_MEANINGS, EvaluationProtocol
 from ..ranks import RankTable
@@ -55,6 +63,12 @@ def _rank_type(rank_type) -> str:
     if name is None:
         raise unknown_name("rank type", rank_type, list(RANK_TYPE_SYNONYMS))
     return name
+
+
+def _preset_rank_type(protocol) -> str:
+    """The rank type the protocol's preset reports (realistic without one, or for a name this version lacks)."""
+    name = (protocol or {}).get("preset") if hasattr(protocol, "get") else None
+    return _presets.PRESETS[name].rank_type if name in _presets.PRESETS else "realistic"
 
 
 def _check_extra(extra) -> None:
@@ -106,8 +120,11 @@ class Results:
         if rank_table is None:
             raise InvalidInputError("Results needs a rank table (use Results.load_json to read saved results)")
         for rt in rank_types:
-            if rt not in RANK_TYPES:
-                raise unknown_name("rank type", rt, RANK_TYPES)
+            if rt not in ALL_RANK_TYPES:
+                raise unknown_name("rank type", rt, ALL_RANK_TYPES)
+        preset_type = _preset_rank_type(protocol)
+        if rank_types is RANK_TYPES and preset_type not in rank_types:  # the preset's headline numbers, by default
+            rank_types = (*rank_types, preset_type)
         _check_extra(extra)
         ms = _metrics.default_metrics(ks) if metrics is None else [_metrics.get(m) for m in metrics]
         values, null = compute_values(rank_table, ms, rank_types=rank_types)
@@ -169,12 +186,24 @@ class Results:
         """The stored value for canonical names, or None (nothing is computed)."""
         return self._values.get((side, rank_type, key))
 
+    @property
+    def rank_type(self) -> str:
+        """The rank type of keys that name none (``mrr``, ``tail.hits@10``): the protocol preset's
+        (:mod:`kgeval.presets`; ``rounded_mean`` for LibKGE, ``pessimistic`` for TorchKGE), else ``realistic``."""
+        return _preset_rank_type(self.protocol)
+
+    @property
+    def preset(self) -> str:
+        """The protocol preset of the evaluation (``"kgeval"`` when none was recorded)."""
+        return (self.protocol or {}).get("preset") or _presets.DEFAULT
+
     def get_metric(self, key: str) -> float:
         """Value for a key like ``mrr``, ``tail.pessimistic.hits@10``, ``head.best.hits_at_k.3``
-        or ``both.realistic.inverse_harmonic_mean_rank`` (case-insensitive; defaults both/realistic)."""
+        or ``both.realistic.inverse_harmonic_mean_rank`` (case-insensitive; defaults: side both, rank type
+        :attr:`rank_type`, i.e. realistic unless a protocol preset says otherwise)."""
         if isinstance(key, str) and key in self.extra:
             return float(self.extra[key])
-        side, rank_type, name = parse_key(key)
+        side, rank_type, name = parse_key(key, default_rank_type=self.rank_type)
         lowered = flat_key(side, rank_type, name.lower())
         if lowered in self.extra:
             return float(self.extra[lowered])
@@ -314,7 +343,7 @@ class Results:
         values, extra, saved_p = {}, {}, {}
         for k, v in flat.items():
             parts = k.split(".")
-            if len(parts) == 3 and parts[0] in SIDES and parts[1] in RANK_TYPES:
+            if len(parts) == 3 and parts[0] in SIDES and parts[1] in ALL_RANK_TYPES:
                 try:
                     _metrics.get(parts[2])
                     values[MetricKey(*parts)] = float(v)
@@ -372,10 +401,10 @@ class Results:
                       headline_rank_type(theirs, "realistic" if isinstance(other, Results) else None))
         return protocol_diff(self.protocol, theirs, rank_types=rank_types)[0]
 
-    def summary_table(self, metrics: Sequence[str] = HEADLINE, *, rank_type: str = "realistic") -> str:
+    def summary_table(self, metrics: Sequence[str] = HEADLINE, *, rank_type: str | None = None) -> str:
         """A readable text table: one row per metric, one column per side, and the protocol
-        (see :func:`kgeval.results.render.metric_table`)."""
-        return metric_table(self, metrics, rank_type=_rank_type(rank_type))
+        (see :func:`kgeval.results.render.metric_table`); ``rank_type`` defaults to :attr:`rank_type`."""
+        return metric_table(self, metrics, rank_type=_rank_type(rank_type or self.rank_type))
 
     def __repr__(self) -> str:
         mrr = self.value("both", "realistic", "inverse_harmonic_mean_rank")

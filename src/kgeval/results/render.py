@@ -79,6 +79,8 @@ def describe_protocol(protocol: dict) -> str:
     if hasattr(protocol, "describe"):
         return protocol.describe()
     parts = []
+    if protocol.get("preset") not in (None, "kgeval"):
+        parts.append(f"protocol preset: {plain_text(str(protocol['preset']))}")
     if "filtered" in protocol:
         parts.append("filtered" if protocol["filtered"] else "unfiltered")
     sets = (protocol.get("filter") or {}).get("sets") if isinstance(protocol.get("filter"), dict) else None

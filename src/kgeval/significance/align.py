@@ -39,7 +39,8 @@ class ProtocolMismatchError(InvalidInputError):
 #: protocol fields (``EvaluationProtocol`` attributes) that must agree for a paired comparison
 PROTOCOL_FIELDS = ("filtered", "filter_sets", "num_known_triples", "num_triples", "num_evaluated_triples",
                    "num_entities", "num_relations", "restrict_entities", "restrict_relations",
-                   "num_triples_dropped", "sampling", "macro", "tie_tolerance", "candidates", "tasks_sha256")
+                   "num_triples_dropped", "sampling", "macro", "tie_tolerance", "tie_rtol", "candidates",
+                   "tasks_sha256")
 
 
 @dataclass
@@ -104,7 +105,8 @@ FIELD_WORDS = {"filtered": "filtering (filtered vs unfiltered)", "filter_sets": 
                "num_relations": "number of relations", "restrict_entities": "entity restriction",
                "restrict_relations": "relation restriction", "num_triples_dropped": "triples dropped (unseen)",
                "sampling": "sampled negatives", "macro": "averaging (micro vs macro)",
-               "tie_tolerance": "tie tolerance", "candidates": "given candidates"}
+               "tie_tolerance": "tie tolerance", "tie_rtol": "relative tie tolerance",
+               "candidates": "given candidates"}
 
 
 def check_protocols(a: Model, b: Model) -> None:

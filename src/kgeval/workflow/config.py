@@ -285,6 +285,12 @@ class PipelineConfig:
                     raise UnknownConfigKeyError(f"configuration path {path!r}: {key!r} has no sub-settings")
                 node, key = node[key], part
             node[key] = copy.deepcopy(value)
+        if "evaluation.options.protocol" in values:  # a new preset sets its options unless a path sets them too
+            from ..presets import OPTION_FIELDS
+
+            for name in OPTION_FIELDS:
+                if f"evaluation.options.{name}" not in values:
+                    tree["evaluation"]["options"].pop(name, None)
         return PipelineConfig.from_dict(tree)
 
     def replace(self, **changes) -> PipelineConfig:

@@ -6,6 +6,10 @@
 - the final evaluation runs on the test split, filtering with training + validation + test
   (``filter_validation_when_testing=False``: training + test);
 - test triples never influence training or model selection.
+
+A protocol preset (:mod:`kgeval.presets`, the ``protocol`` evaluation option) replaces these filter sets by
+its tool's (:meth:`kgeval.presets.Preset.filter_sets`): LibKGE, TorchKGE, DGL-KE, AmpliGraph and GraphVite
+filter validation with the test triples too ("filtered with test", LibKGE's model selection).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .. import presets
 from ..errors import InvalidInputError, unknown_name
 from ..triples import restrict_mask
 
@@ -78,17 +83,33 @@ def check_split_to_evaluate(dataset, split: str, relations, entities, *, purpose
         raise InvalidInputError(f"the evaluation whitelist matches none of the {len(triples)} {split} triples{purpose}")
 
 
-def testing_filter_sets(dataset, *, filter_validation_when_testing: bool = True) -> dict[str, np.ndarray]:
-    """Known triples filtered when evaluating on test (the test triples themselves always are)."""
-    sets = {"training": dataset.training}
-    if filter_validation_when_testing:
-        sets["validation"] = dataset.validation
-    return sets
+def testing_filter_sets(dataset, *, filter_validation_when_testing: bool = True, preset=None) -> dict[str, np.ndarray]:
+    """Known triples filtered when evaluating on test (the test triples themselves always are); ``preset``: a
+    protocol preset's name (:mod:`kgeval.presets`), None = kgeval's (training + validation)."""
+    return _preset_sets(dataset, "test", preset, filter_validation_when_testing)
 
 
-def validation_filter_sets(dataset) -> dict[str, np.ndarray]:
-    """Known triples filtered when evaluating on validation: training (+ validation itself, implicit)."""
-    return {"training": dataset.training}
+def validation_filter_sets(dataset, *, preset=None) -> dict[str, np.ndarray]:
+    """Known triples filtered when evaluating on validation: training (+ validation itself, implicit); under
+    a ``preset`` that filters with test (LibKGE's "filtered with test"), training + test."""
+    return _preset_sets(dataset, "valid", preset, True)
+
+
+def _preset_sets(dataset, split: str, preset, filter_validation_when_testing: bool) -> dict[str, np.ndarray]:
+    from ..data.splits import split_attribute
+
+    names = presets.get(preset or presets.DEFAULT).filter_sets(
+        split, filter_validation_when_testing=filter_validation_when_testing)
+    return {split_attribute(n): dataset.split(split_attribute(n)) for n in names}
+
+
+def _protocol_of(evaluate_kwargs) -> str:
+    """The protocol preset ``evaluate`` will follow with these keyword arguments."""
+    if evaluate_kwargs.get("protocol") is not None:
+        return presets.get(evaluate_kwargs["protocol"]).name
+    from ..evaluation.options import as_options
+
+    return as_options(evaluate_kwargs.get("options")).protocol
 
 
 def evaluate_model(model, dataset, *, split: str = "test", filter_validation_when_testing: bool = True,
@@ -99,8 +120,10 @@ def evaluate_model(model, dataset, *, split: str = "test", filter_validation_whe
     ``split="test"``: filter training + validation + test (or training + test);
     ``split="valid"``: filter training + validation, never reading the test split.
     ``drop_unseen``: drop the split's triples with an entity or relation unseen in training (None:
-    as the dataset was loaded, i.e. dropped already by ``get_dataset(..., drop_unseen=True)``, else
-    kept). Either way ``results.protocol["unseen"]`` says how many there are.
+    as the dataset was loaded, i.e. dropped already by ``get_dataset(..., drop_unseen=True)``, else as the
+    protocol preset says: dropped under ``protocol="pykeen"``, kept otherwise). Either way
+    ``results.protocol["unseen"]`` says how many there are. The filter sets follow the preset too
+    (:func:`testing_filter_sets`, :func:`validation_filter_sets`).
     ``known``: a :class:`~kgeval.evaluation.KnownTriples` of those filter sets, built once by a caller
     that evaluates the same split repeatedly (its filter indexes are then reused).
     Returns :class:`~kgeval.Results`.
@@ -119,11 +142,15 @@ def evaluate_model(model, dataset, *, split: str = "test", filter_validation_whe
     rel = resolve_whitelist(evaluation_relation_whitelist, dataset.relation_to_id, dataset.num_relations, "relation")
     ent = resolve_whitelist(evaluation_entity_whitelist, dataset.entity_to_id, dataset.num_entities, "entity")
     check_split_to_evaluate(dataset, split_name, rel, ent)
+    preset = _protocol_of(evaluate_kwargs)
     if split_name == "testing":
-        filters = testing_filter_sets(dataset, filter_validation_when_testing=filter_validation_when_testing)
+        filters = testing_filter_sets(dataset, filter_validation_when_testing=filter_validation_when_testing,
+                                      preset=preset)
     else:
-        filters = validation_filter_sets(dataset)
+        filters = validation_filter_sets(dataset, preset=preset)
     already = split_name in dataset.dropped
+    if drop_unseen is None and presets.get(preset).drop_unseen:
+        drop_unseen = True
     if drop_unseen is False and already:
         raise InvalidInputError(f"dataset {dataset.name!r} was loaded with drop_unseen=True: its {split} split has no "
                                 "unseen triples left to keep (the model has no entities for them)")

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError, unknown_name
+from ..presets import DEFAULT, PRESETS
 from ..results.effects import HEADLINE_METRICS, RANK_TYPES, State, Step, drop_rows, headline_values, \
     measure_effects, replace_ranks, select_sides, set_rank_type
 from ..results.explanation import Explanation
@@ -34,22 +35,20 @@ from ..results.protocol_diff import headline_rank_type, protocol_diff, tasks_of
 
 __all__ = ["explain", "PRESET_PROTOCOLS", "Subject"]
 
-_EXACT = {"tie_tolerance": 0.0}
-_FILTERED = {"filtered": True}
-_BOTH = {"sides": ["head", "tail"]}
-#: What each tool's default protocol states, for ``explain(results, "libkge")`` (from the tools' code as
-#: described in issue 28; a facet a tool's record leaves out is "not stated", never a difference).
-PRESET_PROTOCOLS: dict[str, dict[str, Any]] = {
-    "pykeen": {"rank_type": "realistic", **_EXACT, **_FILTERED, **_BOTH, "unseen": {"policy": "dropped"}},
-    "libkge": {"rank_type": "rounded_mean", "tie_tolerance": 1e-5, "tie_rtol": 1e-4, "nan_policy": "-inf",
-               **_FILTERED, **_BOTH, "unseen": {"policy": "kept"}},
-    "torchkge": {"rank_type": "pessimistic", **_EXACT, **_FILTERED},
-    "dglke": {"rank_type": "pessimistic", **_EXACT, **_FILTERED},
-    "pbg": {"rank_type": "pessimistic", **_EXACT},
-    "graphvite": {"rank_type": "pessimistic", **_EXACT, **_FILTERED},
-    "ampligraph": {"rank_type": "pessimistic", **_FILTERED},
-    "ogb": {"rank_type": "realistic", "filtered": False, **_BOTH, "sampling": {"num_negatives": 500}},
-}
+def _stated(preset) -> dict[str, Any]:
+    """What a preset's protocol states, in the keys of a results' protocol record (:mod:`kgeval.presets` holds each
+    tool's defaults with the file and commit they follow)."""
+    out: dict[str, Any] = {"rank_type": preset.rank_type, "tie_tolerance": preset.tie_tolerance,
+                           "tie_rtol": preset.tie_rtol, "nan_policy": preset.nan_policy, "filtered": preset.filtered,
+                           "sides": list(preset.sides), "unseen": {"policy": "dropped" if preset.drop_unseen else "kept"}}
+    if preset.candidates == "given":  # OGB's given negatives: 500 per side on its link-prediction datasets
+        out["sampling"] = {"num_negatives": 500}
+    return out
+
+
+#: What each tool's default protocol states, for ``explain(results, "libkge")``: :data:`kgeval.presets.PRESETS`
+#: in the keys of a protocol record (a facet a tool's record leaves out is "not stated", never a difference).
+PRESET_PROTOCOLS: dict[str, dict[str, Any]] = {name: _stated(p) for name, p in PRESETS.items() if name != DEFAULT}
 
 
 @dataclass
