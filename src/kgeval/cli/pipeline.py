@@ -32,7 +32,7 @@ TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboar
 
 @click.command("pipeline")
 @click.option("--dataset", "-d", required=True, help="Dataset name (nations, kinships, umls, fb15k-237, ...) or directory.")
-@click.option("--model", "-m", required=True, help="Model name (complex, distmult, transe, rotate, tucker, pairre).")
+@click.option("--model", "-m", required=True, help="Model name (complex, distmult, transe, rotate, tucker, pairre), or a non-trained baseline (rule, marginal, popularity).")
 @click.option("--epochs", type=click.IntRange(min=1), help="Training epochs [default: per model].")
 @click.option("--dim", type=click.IntRange(min=1), help="Embedding dimension [default: per model].")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="Learning rate [default: per model].")

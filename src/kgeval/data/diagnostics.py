@@ -269,16 +269,7 @@ def relation_pairs(train: np.ndarray, num_relations: int, threshold: float) -> l
     reverses (one numbering for both, as PyKEEN's ``mapped_triples_to_sparse_matrices``); the intersections of
     every relation pair are one sparse product, and only pairs that intersect are ever looked at.
     """
-    num_relations = max(int(num_relations), int(train[:, 1].max()) + 1)
-    forward_keys, backward_keys = _row_ids(train[:, [0, 2]], train[:, [2, 0]])
-    _, pair_id = np.unique(np.concatenate([forward_keys, backward_keys]), return_inverse=True)
-    pair_id = pair_id.reshape(-1)
-    forward, backward = pair_id[: len(train)], pair_id[len(train):]
-    shape = (num_relations, int(pair_id.max()) + 1)
-    ones = np.ones(len(train), dtype=np.int64)
-    rel = sp.csr_matrix((ones, (train[:, 1], forward)), shape=shape)
-    inv = sp.csr_matrix((ones, (train[:, 1], backward)), shape=shape)
-    size = np.asarray(rel.sum(axis=1)).reshape(-1)  # distinct (head, tail) pairs per relation (triples distinct)
+    rel, inv, size = relation_matrices(train, num_relations)
     found = []
     for kind, product in (("duplicate", rel @ rel.T), ("inverse", rel @ inv.T)):
         product = product.tocoo()
@@ -292,6 +283,24 @@ def relation_pairs(train: np.ndarray, num_relations: int, threshold: float) -> l
             elif i < j:  # each unordered pair once (both products are symmetric)
                 found.append(RelationPair(kind, int(i), int(j), float(value)))
     return sorted(found, key=lambda p: (-p.jaccard, p.kind, p.first, p.second))
+
+
+def relation_matrices(train: np.ndarray, num_relations: int):
+    """``(rel, inv, size)`` of the distinct triples ``train``: sparse 0/1 matrices ``relations x (head, tail)
+    pairs`` with ``rel[r, (h, t)] = 1`` for a triple ``(h, r, t)`` and ``inv[r, (h, t)] = 1`` for ``(t, r, h)``
+    (one numbering of the pairs of the triples and of their reverses, as PyKEEN's
+    ``mapped_triples_to_sparse_matrices``), and the number of pairs of each relation. ``rel @ rel.T`` counts
+    the pairs two relations share; ``inv @ rel.T`` those one shares with the other reversed."""
+    num_relations = max(int(num_relations), int(train[:, 1].max()) + 1)
+    forward_keys, backward_keys = _row_ids(train[:, [0, 2]], train[:, [2, 0]])
+    _, pair_id = np.unique(np.concatenate([forward_keys, backward_keys]), return_inverse=True)
+    pair_id = pair_id.reshape(-1)
+    forward, backward = pair_id[: len(train)], pair_id[len(train):]
+    shape = (num_relations, int(pair_id.max()) + 1)
+    ones = np.ones(len(train), dtype=np.int64)
+    rel = sp.csr_matrix((ones, (train[:, 1], forward)), shape=shape)
+    inv = sp.csr_matrix((ones, (train[:, 1], backward)), shape=shape)
+    return rel, inv, np.asarray(rel.sum(axis=1)).reshape(-1)
 
 
 def cartesian_relations(train: np.ndarray, threshold: float) -> list[CartesianRelation]:

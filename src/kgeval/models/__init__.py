@@ -19,7 +19,8 @@ from .distmult import DistMult
 from .embeddings import from_embeddings, shard_embeddings
 from .pairre import PairRE
 from .plain import DistMultScorer
-from .registry import MODELS, get_model, model_names
+from .baselines import Baseline, MarginalBaseline, PopularityBaseline, RuleBaseline
+from .registry import BASELINES, MODELS, baseline_names, get_model, model_names
 from .rotate import RotatE
 from .shard import EntityShard
 from .transe import TransE
@@ -27,7 +28,8 @@ from .tucker import TuckER
 
 __all__ = ["Model", "TransE", "DistMult", "ComplEx", "RotatE", "TuckER", "PairRE", "MODELS",
            "get_model", "model_names", "load_model", "from_embeddings", "EntityShard",
-           "shard_embeddings", "DistMultScorer"]
+           "shard_embeddings", "DistMultScorer", "Baseline", "RuleBaseline", "MarginalBaseline",
+           "PopularityBaseline", "BASELINES", "baseline_names"]
 
 
 def load_model(path, *, shard: tuple[int, int] | None = None) -> Model:

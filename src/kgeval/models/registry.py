@@ -12,6 +12,7 @@ import torch
 
 from ..errors import InvalidInputError, unknown_name
 from .base import Model
+from .baselines import BASELINES
 from .complex import ComplEx
 from .distmult import DistMult
 from .pairre import PairRE
@@ -19,14 +20,19 @@ from .rotate import RotatE
 from .transe import TransE
 from .tucker import TuckER
 
-__all__ = ["MODELS", "model_names", "get_model"]
+__all__ = ["MODELS", "BASELINES", "model_names", "baseline_names", "get_model"]
 
 MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (TransE, DistMult, ComplEx, RotatE, TuckER, PairRE)}
 
 
 def model_names() -> list[str]:
-    """Registered model names (lower case)."""
+    """Registered (trainable) model names (lower case)."""
     return sorted(MODELS)
+
+
+def baseline_names() -> list[str]:
+    """The non-trained baselines (:mod:`kgeval.models.baselines`), built by :func:`get_model` too (then fitted)."""
+    return sorted(BASELINES)
 
 
 def get_model(name: str, num_entities: int, num_relations: int, *, dim: int | None = None,
@@ -46,9 +52,10 @@ def get_model(name: str, num_entities: int, num_relations: int, *, dim: int | No
     14
     """
     key = str(name).lower()
-    if key not in MODELS:
-        raise unknown_name("model", name, MODELS)
-    cls = MODELS[key]
+    known = {**MODELS, **BASELINES}
+    if key not in known:
+        raise unknown_name("model", name, known)
+    cls = known[key]
     params = inspect.signature(cls.__init__).parameters
     bad = sorted(k for k in kwargs if k not in params or k in ("self", "num_entities", "num_relations"))
     if bad:

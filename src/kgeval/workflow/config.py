@@ -44,11 +44,11 @@ class ModelSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        from ..models import model_names
+        from ..models import baseline_names, model_names
 
         key = str(self.name).lower()
-        if key not in model_names():  # the workflow's one model-name check
-            raise unknown_name("model", self.name, model_names())
+        if key not in model_names() + baseline_names():  # the workflow's one model-name check
+            raise unknown_name("model", self.name, model_names() + baseline_names())
         object.__setattr__(self, "name", key)
         object.__setattr__(self, "options", _plain(dict(self.options)))
 

@@ -156,6 +156,14 @@ def _handle_model(config: PipelineConfig, ds):
 def _handle_training(config: PipelineConfig, model, ds, stopper, *, progress: bool, callback):
     from ..training import train
 
+    if not getattr(model, "trainable", True):  # a baseline (kgeval.models.baselines): counted, not trained
+        from ..training.loops import TrainingResult
+
+        if stopper is not None:
+            raise InvalidInputError(f"the {model.name} baseline is not trained: early stopping has nothing to stop")
+        model.fit(ds.training)
+        return TrainingResult()
+
     return train(model, ds.training, config.training_config(), stopper=stopper, progress=progress, callback=callback)
 
 
