@@ -43,6 +43,7 @@ UNITS = [
     ("kgeval.protocol", "protocol", 1),
     ("kgeval.metrics", "metrics", 1),
     ("kgeval.significance", "significance", 1),
+    ("kgeval.breakdowns", "breakdowns", 1),  # groups of tasks (relation categories, degrees) from id triples
     # L2: datasets; Results (values from rank tables)
     ("kgeval.data", "data", 2),
     ("kgeval.results", "results", 2),
