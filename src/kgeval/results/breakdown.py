@@ -205,8 +205,6 @@ def _side_rows(group: str, results, side: str, opts: BreakdownOptions, why: list
 
 def breakdown(results, grouping: Grouping, opts: BreakdownOptions) -> Breakdown:
     """The :class:`Breakdown` of ``results`` by ``grouping`` (made on ``results.rank_table``)."""
-    from . import Results
-
     table = results.rank_table
     if table is None:
         raise InvalidInputError("a breakdown needs the rank table (these results were loaded without one)")
@@ -220,7 +218,8 @@ def breakdown(results, grouping: Grouping, opts: BreakdownOptions) -> Breakdown:
             empty.append(label)
             continue
         sub = table.subset(mask)
-        group = Results(sub, metrics=[m.key for m in opts.metrics] + wrappers, rank_types=[opts.rank_type])
+        # the class of ``results`` (Results): imported from here it would be an import cycle in the package
+        group = type(results)(sub, metrics=[m.key for m in opts.metrics] + wrappers, rank_types=[opts.rank_type])
         if _units(sub) < 2 and opts.confidence is not None:
             single.append(label)
         sides = opts.sides or (*sub.sides, "both")
