@@ -63,6 +63,7 @@ UNITS = [
     ("kgeval.significance.compare", "comparisons", 5),
     ("kgeval.significance.align", "comparisons", 5),
     ("kgeval.significance.adjust", "comparisons", 5),
+    ("kgeval.significance.compare_groups", "comparisons", 5),
     # L6: reports and the command line
     ("kgeval.report", "report", 6),
     ("kgeval.cli", "cli", 6),

@@ -6,7 +6,8 @@
 - ``kgeval datasets``: the known datasets (:mod:`.datasets`);
 - ``kgeval hpo``: hyper-parameter search (:mod:`.hpo`);
 - ``kgeval report``: a report on saved runs (:mod:`.report`);
-- ``kgeval compare``: paired comparison of saved runs (:mod:`.compare`);
+- ``kgeval compare``: paired comparison of saved runs, also per group of tasks (:mod:`.compare`);
+- ``kgeval breakdown``: a run's metrics per group of tasks (:mod:`.breakdown`);
 - ``kgeval adjust``: published numbers against a dataset's null model (:mod:`.adjust`).
 
 Errors are handled once, in :class:`_Group`: kgeval's own errors and file-system errors
@@ -64,9 +65,9 @@ def main():
 
 
 def _register() -> None:
-    from . import adjust, compare, datasets, evaluate, hpo, metrics, pipeline, report
+    from . import adjust, breakdown, compare, datasets, evaluate, hpo, metrics, pipeline, report
 
-    for module in (metrics, pipeline, evaluate, datasets, hpo, report, compare, adjust):
+    for module in (metrics, pipeline, evaluate, datasets, hpo, report, compare, breakdown, adjust):
         main.add_command(module.command)
 
 

@@ -248,18 +248,19 @@ def short_name(key: str) -> str:
     return found.group(1) if found else metric.key
 
 
-def _cells(r: dict) -> list[str]:
-    ci = EMPTY if r["ci_low"] is None else f"[{format_value(r['ci_low'])}, {format_value(r['ci_high'])}]"
+def _cells(r: dict, intervals: bool) -> list[str]:
+    ci = [EMPTY if r["ci_low"] is None else f"[{format_value(r['ci_low'])}, {format_value(r['ci_high'])}]"]
     return [plain_text(r["group"]), r["side"], f"{r['num_tasks']:,}", short_name(r["metric"]),
-            format_value(r["value"]), ci, format_value(r["expected"]), format_value(r["adjusted"]),
-            format_value(r["z"]), EMPTY if r["log10_p"] is None else format_p(r["log10_p"])]
+            format_value(r["value"]), *(ci if intervals else []), format_value(r["expected"]),
+            format_value(r["adjusted"]), format_value(r["z"]), EMPTY if r["log10_p"] is None else format_p(r["log10_p"])]
 
 
 def format_breakdown(table: Breakdown) -> str:
     """The text table of a breakdown: its rule, one line per group, side and metric, then its notes."""
-    level = EMPTY if table.confidence is None else f"{100 * table.confidence:g}% CI"
-    head = ["group", "side", "tasks", "metric", "value", level, "E[chance]", "adjusted", "z", "p"]
-    body = [_cells(r) for r in table.rows]
+    intervals = table.confidence is not None
+    head = ["group", "side", "tasks", "metric", "value", *([f"{100 * table.confidence:g}% CI"] if intervals else []),
+            "E[chance]", "adjusted", "z", "p"]
+    body = [_cells(r, intervals) for r in table.rows]
     widths = [max(len(str(row[i])) for row in [head, *body]) for i in range(len(head))]
     lines = [f"breakdown by {_TITLES.get(table.by, table.by)} ({table.rank_type} ranks)", f"rule: {table.rule}", ""]
     lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
@@ -267,8 +268,8 @@ def format_breakdown(table: Breakdown) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in body]
     lines += ["", "E[chance]: the value expected of random ranks over the group's own candidates; adjusted: "
               "(value - E) / (best - E); z: (value - E) / sd, larger is better; p: one-sided, against chance"
-              + ("" if table.confidence is None else
-                 f"; CI: BCa bootstrap over the group's evaluation triples, {table.num_resamples:,} resamples")]
+              + (f"; CI: BCa bootstrap over the group's evaluation triples, {table.num_resamples:,} resamples"
+                 if intervals else "")]
     lines += [f"note: {plain_text(n)}" for n in table.notes]
     return "\n".join(lines)
 
