@@ -252,7 +252,14 @@ def _cells(r: dict, intervals: bool) -> list[str]:
     ci = [EMPTY if r["ci_low"] is None else f"[{format_value(r['ci_low'])}, {format_value(r['ci_high'])}]"]
     return [plain_text(r["group"]), r["side"], f"{r['num_tasks']:,}", short_name(r["metric"]),
             format_value(r["value"]), *(ci if intervals else []), format_value(r["expected"]),
-            format_value(r["adjusted"]), format_value(r["z"]), EMPTY if r["log10_p"] is None else format_p(r["log10_p"])]
+            format_value(r["adjusted"]), format_value(r["z"]), _p_cell(r)]
+
+
+def _p_cell(r: dict) -> str:
+    if r["log10_p"] is None:
+        return EMPTY
+    # the normal approximation is marked: on a small group a skewed metric (MRR) can be far from it
+    return ("~" if str(r["p_method"]).startswith("normal") else "") + format_p(r["log10_p"])
 
 
 def format_breakdown(table: Breakdown) -> str:
@@ -267,7 +274,8 @@ def format_breakdown(table: Breakdown) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in body]
     lines += ["", "E[chance]: the value expected of random ranks over the group's own candidates; adjusted: "
-              "(value - E) / (best - E); z: (value - E) / sd, larger is better; p: one-sided, against chance"
+              "(value - E) / (best - E); z: (value - E) / sd, larger is better; p: one-sided, against chance "
+              "(~: by the normal approximation, rough for small groups; else exact)"
               + (f"; CI: BCa bootstrap over the group's evaluation triples, {table.num_resamples:,} resamples"
                  if intervals else "")]
     lines += [f"note: {plain_text(n)}" for n in table.notes]
