@@ -100,7 +100,8 @@ def command(run, by, groups, splits, threshold, quantiles, data_dir, metrics, si
         confidence = check_probability("--confidence", confidence)
         check_num_resamples("--resamples", resamples, confidence, "bca")
     table = breakdown_run(run, grouping(by, groups, required=True), splits=split_list(splits), threshold=threshold,
-                          quantiles=quantiles, data_dir=data_dir, metrics=tuple(metrics) or ("mrr", "hits@1", "hits@10"),
+                          quantiles=quantiles, data_dir=data_dir,
+                          metrics=tuple(metrics) or ("mrr", "hits@1", "hits@10"),
                           sides=(side,), rank_type=rank_type, confidence=confidence if intervals else None,
                           num_resamples=resamples, seed=seed)
     if fmt == "json":
