@@ -181,3 +181,14 @@ def test_a_refused_interval_leaves_only_its_own_cell_empty():
     assert empty and len(empty) < len(b.rows)
     assert all(any(f"{r['group']}, {r['side']}.realistic.{r['metric']}: no interval" in n and "resamples" in n
                    for n in b.notes) for r in empty)
+
+
+def test_weighted_groups_and_a_group_of_zero_weights():
+    """Macro weights travel with the sub-table (the group's value is its weighted mean); a group whose tasks
+    all weigh 0 has no weighted mean: a note, not a crash."""
+    table = RankTable.from_ranks([1, 2, 4, 3, 5], num_candidates=10, relation=[0, 0, 0, 1, 1],
+                                 weights=[1.0, 3.0, 0.5, 0.0, 0.0])
+    b = Results(table).breakdown("relation", metrics=["mrr"], confidence=None)
+    assert b.groups == ["0"]
+    assert b.row("0", "mrr")["value"] == pytest.approx((1 + 3 / 2 + 0.5 / 4) / 4.5)
+    assert b.notes == ["every task has weight 0 in: 1 (no weighted mean)"]

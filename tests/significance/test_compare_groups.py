@@ -86,3 +86,12 @@ def test_kgeval_compare_by_names_groups_and_refuses_what_it_cannot_use():
                                  relation=(b.relation + 1) % 3, triple_index=b.triple_index)
     with pytest.raises(TaskMismatchError):
         kgeval.compare(a, other, by="category", train_triples=TRAIN, num_resamples=200)
+
+
+def test_a_group_of_zero_weights_is_left_out_with_a_note():
+    rel = np.repeat([0, 1], 20)
+    w = np.where(rel == 1, 0.0, 1.0)
+    a = RankTable.from_ranks(np.arange(1, 41) % 7 + 1, num_candidates=10, relation=rel, weights=w)
+    b = RankTable.from_ranks(np.arange(1, 41) % 5 + 1, num_candidates=10, relation=rel, weights=w)
+    rows = compare_groups(a, b, by="relation", data=GroupingData(), metrics=["mrr"], num_resamples=100, seed=0)
+    assert list(rows["group"]) == ["0"] and rows.attrs["notes"] == ["every task has weight 0 in: 1 (not compared)"]

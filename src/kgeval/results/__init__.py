@@ -341,7 +341,9 @@ class Results:
         self, metrics: Sequence[str] = ("mrr", "hits@1", "hits@10", "amri", "count"), *, side: str = "both", rank_type: str = "realistic"
     ) -> dict[int, dict[str, float]]:
         """Per-relation breakdown: ``{relation_id: {metric_key: value}}`` for the chosen side
-        and rank type (needs the ``relation`` column the evaluator fills)."""
+        and rank type (needs the ``relation`` column the evaluator fills). :meth:`breakdown` with
+        ``by="relation"`` gives every relation the full set: interval, null expectation, adjusted index,
+        z-score and p-value, per side."""
         table = self._require_table()
         if table.relation is None:
             raise InvalidInputError("the rank table has no relation column (it was not produced by the evaluator)")

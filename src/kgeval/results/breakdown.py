@@ -211,11 +211,14 @@ def breakdown(results, grouping: Grouping, opts: BreakdownOptions) -> Breakdown:
     if len(grouping.codes) != len(table):
         raise InvalidInputError(f"the grouping covers {len(grouping.codes)} tasks, the rank table {len(table)}")
     wrappers = [k for m in opts.metrics for k in _keys(m) if k is not None and table.num_candidates is not None]
-    rows, why, empty, single = [], [], [], []
+    rows, why, empty, single, unweighted = [], [], [], [], []
     for label in grouping.labels:
         mask = grouping.mask(label)
         if not mask.any():
             empty.append(label)
+            continue
+        if table.weight is not None and not np.any(table.weight[mask] > 0):
+            unweighted.append(label)  # no weighted mean is defined on the group (a table refuses it)
             continue
         sub = table.subset(mask)
         # the class of ``results`` (Results): imported from here it would be an import cycle in the package
@@ -227,6 +230,8 @@ def breakdown(results, grouping: Grouping, opts: BreakdownOptions) -> Breakdown:
             if side == "both" or np.any(sub.side == Side.parse(side)):
                 rows += _side_rows(label, group, side, opts, why)
     notes = [f"no tasks in: {', '.join(empty)}"] if empty else []
+    if unweighted:
+        notes.append(f"every task has weight 0 in: {', '.join(unweighted)} (no weighted mean)")
     if single:  # the bootstrap resamples evaluation triples: one triple has no sampling spread to resample
         notes.append(f"no interval where a group has one evaluation triple: {', '.join(single)}")
     return Breakdown(grouping.by, grouping.rule, rows, opts.rank_type, opts.confidence, opts.num_resamples,

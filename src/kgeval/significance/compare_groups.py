@@ -86,10 +86,14 @@ def compare_groups(results_a, results_b, *more, by, data: GroupingData, metrics=
     models = _models([results_a, results_b, *more])  # named once, so every group's rows name them alike
     groupings = _groupings(models, by, data)
     ref = groupings[0][0]
-    records, empty = [], []
+    records, empty, unweighted = [], [], []
     for label in ref.labels:
         if not ref.mask(label).any():
             empty.append(label)
+            continue
+        first = models[0].tables[0]
+        if first.weight is not None and not (first.weight[ref.mask(label)] > 0).any():
+            unweighted.append(label)  # no weighted mean on the group: nothing to compare (a table refuses it)
             continue
         parts = [Model(m.name, [t.subset(g.mask(label)) for t, g in zip(m.tables, gs)], m.protocol, m.dataset,
                        m.replicated, m.path) for m, gs in zip(models, groupings)]
@@ -103,6 +107,8 @@ def compare_groups(results_a, results_b, *more, by, data: GroupingData, metrics=
         for i, p in zip(idx, correct([records[i]["p_value"] for i in idx], correction)):
             records[i]["p_corrected"] = float(p)
     notes = [f"no tasks in: {', '.join(empty)}"] if empty else []
+    if unweighted:
+        notes.append(f"every task has weight 0 in: {', '.join(unweighted)} (not compared)")
     return _table(records, ref.rule, notes)
 
 
