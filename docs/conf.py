@@ -42,9 +42,10 @@ API_PACKAGES = {
     "kgeval.models": "The built-in models and embedding-based scorers.",
     "kgeval.data": "Datasets: the built-in ones, the registry of benchmark graphs, parsing.",
     "kgeval.results": "Metric values of a rank table: lookup by key, p-values, intervals, rendering.",
+    "kgeval.breakdowns": "Groups of tasks for breakdowns: relation categories, entity degrees, relation groups.",
     "kgeval.tracking": "Experiment trackers: MLflow, Weights & Biases, TensorBoard, CSV.",
 }
-SIGNIFICANCE_MODULES = ["pvalues", "bootstrap", "compare", "corrections", "adjust", "null_model"]
+SIGNIFICANCE_MODULES = ["pvalues", "bootstrap", "compare", "compare_groups", "corrections", "adjust", "null_model"]
 
 
 def _write_api_pages(root: Path) -> None:

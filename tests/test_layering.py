@@ -44,6 +44,7 @@ UNITS = [
     ("kgeval.protocol", "protocol", 1),
     ("kgeval.metrics", "metrics", 1),
     ("kgeval.significance", "significance", 1),
+    ("kgeval.breakdowns", "breakdowns", 1),  # groups of tasks (relation categories, degrees) from id triples
     # L2: datasets; Results (values from rank tables)
     ("kgeval.data", "data", 2),
     ("kgeval.results", "results", 2),
@@ -63,6 +64,7 @@ UNITS = [
     ("kgeval.significance.compare", "comparisons", 5),
     ("kgeval.significance.align", "comparisons", 5),
     ("kgeval.significance.adjust", "comparisons", 5),
+    ("kgeval.significance.compare_groups", "comparisons", 5),
     # L6: reports and the command line
     ("kgeval.report", "report", 6),
     ("kgeval.cli", "cli", 6),

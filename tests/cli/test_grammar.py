@@ -39,8 +39,8 @@ SHARED = {
 #: defaults that differ on purpose: a training seed vs the seed of a resampling; the report bootstraps an
 #: interval for every headline metric of every run (1,000 resamples keep it seconds), compare's p-values
 #: need the resolution of 10,000
-EXCEPTIONS = {"--seed": {"pipeline": 42, "hpo": None, "report": 0, "compare": 0},
-              "--resamples": {"report": 1000, "compare": 10000}}
+EXCEPTIONS = {"--seed": {"pipeline": 42, "hpo": None, "report": 0, "compare": 0, "breakdown": 0},
+              "--resamples": {"report": 1000, "compare": 10000, "breakdown": 1000}}
 
 
 def _options():

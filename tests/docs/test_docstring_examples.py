@@ -16,8 +16,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs"))
 PACKAGES = ["kgeval", "kgeval.metrics", "kgeval.evaluation", "kgeval.models", "kgeval.data", "kgeval.results",
-            "kgeval.tracking"]
-SIGNIFICANCE = ["pvalues", "bootstrap", "compare", "corrections", "adjust", "null_model"]
+            "kgeval.tracking", "kgeval.breakdowns"]
+SIGNIFICANCE = ["pvalues", "bootstrap", "compare", "compare_groups", "corrections", "adjust", "null_model"]
 
 
 def _objects():

@@ -6,7 +6,8 @@
 - ``kgeval datasets``: the known datasets (:mod:`.datasets`);
 - ``kgeval hpo``: hyper-parameter search (:mod:`.hpo`);
 - ``kgeval report``: a report on saved runs (:mod:`.report`);
-- ``kgeval compare``: paired comparison of saved runs (:mod:`.compare`);
+- ``kgeval compare``: paired comparison of saved runs, also per group of tasks (:mod:`.compare`);
+- ``kgeval breakdown``: a run's metrics per group of tasks (:mod:`.breakdown`);
 - ``kgeval adjust``: published numbers against a dataset's null model (:mod:`.adjust`);
 - ``kgeval explain``: why two evaluations' numbers differ (:mod:`.explain`);
 - ``kgeval diagnose``: unseen entities, leakage and suspicious relations of a dataset (:mod:`.diagnose`).
@@ -66,9 +67,9 @@ def main():
 
 
 def _register() -> None:
-    from . import adjust, compare, datasets, diagnose, evaluate, explain, hpo, metrics, pipeline, report
+    from . import adjust, breakdown, compare, datasets, diagnose, evaluate, explain, hpo, metrics, pipeline, report
 
-    for module in (metrics, pipeline, evaluate, datasets, diagnose, hpo, report, compare, adjust, explain):
+    for module in (metrics, pipeline, evaluate, datasets, diagnose, hpo, report, compare, breakdown, adjust, explain):
         main.add_command(module.command)
 
 

@@ -16,7 +16,8 @@ import click
 
 from .._validation import check_probability, check_seed
 from ..errors import InvalidInputError
-from .common import format_option, rank_type_callback, side_option
+from .breakdown import grouping, grouping_options
+from .common import format_option, rank_type_callback, side_option, split_list
 
 
 @click.command("compare")
@@ -37,11 +38,14 @@ from .common import format_option, rank_type_callback, side_option
 @click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the intervals, in (0, 1).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the resampling (reproducible tables), in [0, 2**32).")
+@grouping_options
 @format_option(csv=True)
-def command(runs, metrics, test, correction, baseline, side, rank_type, num_resamples, confidence, seed, fmt):
-    """Is one run better than another? Paired tests on the same test triples.
+def command(runs, metrics, test, correction, baseline, side, rank_type, num_resamples, confidence, seed, by, groups,
+            splits, threshold, quantiles, data_dir, fmt):
+    """Is one run better than another? Paired tests on the same test triples; with --by, per group of tasks
+    (relation category, entity frequency, relation, named relation groups), corrected over all groups.
 
-    Example: kgeval compare runs/complex runs/distmult --metric mrr --metric hits@10
+    Example: kgeval compare runs/complex runs/distmult --metric mrr --metric hits@10 --by category
     """
     from ..significance.bootstrap import check_num_resamples
     from ..significance.compare import COLUMNS
@@ -53,25 +57,38 @@ def command(runs, metrics, test, correction, baseline, side, rank_type, num_resa
     check_seed("--seed", seed)
     confidence = check_probability("--confidence", confidence)
     check_num_resamples("--resamples", num_resamples, confidence, what="the interval of the difference")
+    by = grouping(by, groups, required=False)
+    options = {} if by is None else dict(by=by, splits=split_list(splits), threshold=threshold, quantiles=quantiles,
+                                         data_dir=data_dir)
+    if by is None and (splits is not None or threshold != 1.5 or quantiles != 4 or data_dir is not None):
+        raise InvalidInputError("--splits, --threshold, --quantiles and --data-dir shape the groups of --by or "
+                                "--group: give one of those")
     table = compare(*runs, metrics=tuple(metrics) or ("mrr", "hits@10", "mr", "gmr"), side=side,
                     rank_type=rank_type, test=test, num_resamples=num_resamples, seed=seed,
                     correction=None if correction == "none" else correction, baseline=baseline,
-                    confidence=confidence)
+                    confidence=confidence, **{k: v for k, v in options.items() if v is not None})
     records = table.to_dict("records") if hasattr(table, "to_dict") else table
     records = [{k: _plain(v) for k, v in r.items()} for r in records]
+    columns = list(COLUMNS) if by is None else ["group", *COLUMNS]
     if fmt == "json":
         click.echo(json.dumps(records, indent=2))
     elif fmt == "csv":
         from .._escape import csv_text  # a run named "=cmd|..." is no spreadsheet formula
 
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n",
+        writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n",
                                 quoting=csv.QUOTE_NONNUMERIC)  # text quoted: a CR in a name is no row break
         writer.writeheader()
         writer.writerows({k: csv_text(v) if isinstance(v, str) else v for k, v in r.items()} for r in records)
         click.echo(out.getvalue(), nl=False)
     else:
         click.echo(_text(records, side, rank_type, test, correction, confidence))
+        if by is not None:
+            from ..significance.compare_groups import verdicts
+
+            rule, notes = getattr(table, "attrs", {}).get("rule"), getattr(table, "attrs", {}).get("notes", [])
+            click.echo("\n".join(["", f"groups: {rule}", *[f"note: {n}" for n in notes], "",
+                                   *verdicts(records)]))
 
 
 def _plain(value):
@@ -91,13 +108,16 @@ def _num(x, digits: int = 4) -> str:
 def _text(records, side, rank_type, test, correction, confidence) -> str:
     from .._escape import plain_text  # a newline or ESC in a run name: not a new row or a terminal sequence
 
+    grouped = bool(records) and "group" in records[0]
     head = ("A", "B", "metric", "level", "value A", "value B", "A - B", f"{100 * confidence:g}% CI", "p",
             "p corrected", "effect")
+    head = (("group",) if grouped else ()) + head
     rows = [head]
     for r in records:
         better = "higher" if r["higher_is_better"] else "lower"
-        rows.append((plain_text(r["model_a"]), plain_text(r["model_b"]), f"{plain_text(r['metric'])} ({better} better)",
-                     r["level"],
+        group = (plain_text(r["group"]),) if grouped else ()
+        rows.append(group + (plain_text(r["model_a"]), plain_text(r["model_b"]),
+                             f"{plain_text(r['metric'])} ({better} better)", r["level"],
                      _num(r["value_a"]), _num(r["value_b"]), _num(r["difference"]),
                      f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]", f"{_num(r['p_value'], 3)} ({r['p_method']})",
                      _num(r["p_corrected"], 3), "-" if r["effect_size"] is None
@@ -108,6 +128,7 @@ def _text(records, side, rank_type, test, correction, confidence) -> str:
     tasks = "head and tail tasks together" if side == "both" else f"{side} tasks only"
     lines += ["", f"side {side}, {rank_type} ranks; task level: paired {test} test over evaluation triples "
               f"({tasks}); run level: Welch t-test over training seeds",
-              f"p: two-sided; corrected by {correction} within each level; CI: paired bootstrap percentile "
+              f"p: two-sided; corrected by {correction} within each level"
+              + (" (over the rows of all groups)" if grouped else "") + "; CI: paired bootstrap percentile "
               "interval (task level), Welch t interval of the difference of the run means (run level)"]
     return "\n".join(lines)

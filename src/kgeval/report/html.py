@@ -19,6 +19,7 @@ import re
 from .._escape import html_text as escape
 from .._version import __version__
 from . import figures
+from .breakdowns import category_html
 from .model import base_metric, short_name
 from .text import (BIBTEX, CITATION, SUMMARY_COLUMNS, comparison_groups, comparison_layout, comparison_legend,
                    effect_header, fmt, headers, legend, notes_heading, p_text, p_value_text, pair_label, remake_line,
@@ -276,6 +277,7 @@ def render_html(report) -> str:
             body.append(_figure(figures.relation_figure(run.relations, m, report.confidence, run.label),
                                 f"relations-{i}", f"{short_name(metric)} per relation"))
             body.append(_relations(run, m, report.confidence))
+        body.append(category_html(run, short_name(metric), report.confidence))
         body.append(_examples(run))
         body.append("</section>")
     body.append(f"<h2>Reference</h2><p class='reference'>{escape(CITATION)}</p>"

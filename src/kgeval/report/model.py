@@ -21,6 +21,7 @@ from ..errors import InvalidInputError
 from ..keys import flat_key
 from ..metrics.derived import DerivedMetric, wrapper_key
 from . import stats
+from .breakdowns import category_table
 from .setup import RANK_TYPE, Labels, configuration_line, dataset_labels, example_rows, setup_rows
 
 FORMATS = ("html", "md", "latex", "csv", "json")
@@ -51,6 +52,8 @@ class RunReport:
     setup: list = field(default_factory=list)
     #: the worst-ranked evaluation tasks, with entity and relation labels (ids where the dataset has none)
     examples: list[dict] = field(default_factory=list)
+    #: the figure metric per relation category and side (:mod:`.breakdowns`): ``{"rule", "rows", "notes"}``
+    categories: dict = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -97,7 +100,7 @@ class Report:
             "runs": [{"name": r.name, "directory": str(r.directory), "model": r.model, "dataset": r.dataset,
                       "split": r.split, "configuration": r.configuration, "setup": dict(r.setup),
                       "protocol": r.protocol, "headline": r.headline, "relations": r.relations,
-                      "examples": r.examples} for r in self.runs],
+                      "examples": r.examples, "categories": r.categories} for r in self.runs],
             "comparison": self.comparison,
             "notes": self.notes,
             "diagnostics": self.diagnostics,
@@ -309,6 +312,12 @@ def build_report(directories, *, metric: str = "mrr", confidence: float = 0.95, 
         rep.relations = _relation_rows(results, base, confidence=confidence, num_resamples=per_relation, seed=seed,
                                        why=why, labels=dataset.relations)
         rep.examples = example_rows(results, dataset, run.config.evaluation.split)
+        # four categories at most: each interval takes the report's full resamples
+        rep.categories = category_table(results, dataset.triples.get("training"), base.key, confidence=confidence,
+                                        num_resamples=num_resamples, seed=seed)
+        if rep.categories.get("refused"):
+            refused.append(_refusal_note(name, "relation-category", rep.categories["refused"],
+                                         len(rep.categories["rows"]), num_resamples, 1, confidence, interface))
         if why:
             refused.append(_refusal_note(name, "per-relation", why, len(rep.relations), per_relation, 5, confidence,
                                          interface))

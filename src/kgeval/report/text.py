@@ -16,6 +16,8 @@ import math
 from .._escape import csv_text, latex_text, markdown_code, markdown_text
 from .._json import finite_or_none
 from .._format import EMPTY, format_p, format_value, truthful
+from .. import metrics as _metrics
+from .breakdowns import category_markdown
 from .model import RANK_TYPE, argument, run_label, short_name
 
 #: the columns of the headline table (key in the row, header)
@@ -232,6 +234,7 @@ def render_markdown(report) -> str:
         lines += ["", f"## {markdown_text(run.name)}", ""]
         lines += [f"- {markdown_text(what)}: {markdown_text(text)}" for what, text in run.setup]
         lines += [f"- directory: {markdown_text(run.directory)}", "", markdown_code(run.protocol)]
+        lines += category_markdown(run, short_name(_metrics.get(report.metric)), report.confidence)
     # escaped text, not a code block: a name's "<" stays inert in every Markdown reader (the escapes are not shown)
     lines += ["", "## Reference", "", markdown_text(CITATION), "", markdown_text("Made with: " + remake_line(report))]
     return "\n".join(lines) + "\n"

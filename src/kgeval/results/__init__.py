@@ -370,11 +370,83 @@ class Results:
         self, metrics: Sequence[str] = ("mrr", "hits@1", "hits@10", "amri", "count"), *, side: str = "both", rank_type: str = "realistic"
     ) -> dict[int, dict[str, float]]:
         """Per-relation breakdown: ``{relation_id: {metric_key: value}}`` for the chosen side
-        and rank type (needs the ``relation`` column the evaluator fills)."""
+        and rank type (needs the ``relation`` column the evaluator fills). :meth:`breakdown` with
+        ``by="relation"`` gives every relation the full set: interval, null expectation, adjusted index,
+        z-score and p-value, per side."""
         table = self._require_table()
         if table.relation is None:
             raise InvalidInputError("the rank table has no relation column (it was not produced by the evaluator)")
         return relation_breakdown(table.select_side(side), [_metrics.get(m) for m in metrics], _rank_type(rank_type))
+
+    def breakdown(self, by="category", *, dataset=None, split: str = "test", train_triples=None, eval_triples=None,
+                  relation_labels=None, splits=None, threshold: float = 1.5, quantiles: int = 4,
+                  metrics: Sequence[str] = ("mrr", "hits@1", "hits@10"), sides: Sequence[str] | None = None,
+                  rank_type: str = "realistic", confidence: float | None = 0.95, num_resamples: int = 1000,
+                  seed: int | None = 0):
+        """The metrics of groups of tasks, each group with its value, null expectation, adjusted index,
+        z-score, p-value against chance and bootstrap interval, per side.
+
+        Every group's numbers are these results' machinery on the group's sub-table of the rank table,
+        so a group's expectation, adjusted index and z-score use the group's own candidate counts.
+
+        Parameters
+        ----------
+        by : str or mapping
+            ``"category"``: the relation categories 1-1 / 1-N / N-1 / N-N (Bordes et al., 2013; see
+            :func:`kgeval.breakdowns.relation_categories`); ``"frequency"`` / ``"query_frequency"``: the answer
+            (query) entity's degree in quantile buckets; ``"relation"``: one group per relation; or
+            ``{group name: [relations]}`` (ids or names; the rest is ``"other"``).
+        dataset : kgeval.data.Dataset, optional
+            The dataset evaluated: its ``splits`` are counted, its ``split`` is the evaluated one, its relation
+            names label the groups. Or give the arrays:
+        train_triples, eval_triples : array-like of shape (n, 3), optional
+            The counted triples, and the evaluated triples (row ``triple_index`` of each task; frequency only).
+        relation_labels : sequence of str, optional
+            The relations' names by id.
+        split : str
+            The evaluated split of ``dataset`` (default ``"test"``).
+        splits : sequence of str, optional
+            The splits of ``dataset`` categories and degrees are counted on (default ``("train",)``).
+        threshold : float
+            A category side is ``1`` when its mean is below it (default 1.5).
+        quantiles : int
+            The number of frequency buckets (default 4).
+        metrics : sequence of str
+            Base metrics (an adjusted or z variant stands for its base; both are reported anyway).
+        sides : sequence of str, optional
+            ``head``, ``tail``, ``both`` (default: every side present, and both).
+        rank_type : str
+            ``realistic`` (default), ``optimistic`` or ``pessimistic``.
+        confidence : float or None
+            The level of the BCa bootstrap intervals; None: no intervals (fast).
+        num_resamples, seed
+            The bootstrap's resamples (at least ``10 / (1 - confidence)``) and seed.
+
+        Returns
+        -------
+        kgeval.results.breakdown.Breakdown
+            One row per group, side and metric; ``str()`` is the text table with the grouping rule,
+            ``to_df()`` / ``to_dict()`` the machine-readable forms.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kgeval import RankTable, Results
+        >>> table = RankTable.from_ranks([1, 3, 2, 9], num_candidates=[10, 10, 40, 40], side="tail",
+        ...                              relation=[0, 0, 1, 1], triple_index=[0, 1, 2, 3])
+        >>> train = np.array([[0, 0, 1], [0, 0, 2], [3, 1, 4], [5, 1, 4]])  # relation 0: 1-N, 1: N-1
+        >>> b = Results(table).breakdown("category", train_triples=train, confidence=None)
+        >>> row = b.row("1-N", "mrr")
+        >>> row["value"], round(row["expected"], 4)  # (1 + 1/3) / 2, and H_10 / 10 over the group's 10 candidates
+        (0.6666666666666666, 0.2929)
+        """
+        from ..breakdowns import grouping_data
+        from .breakdown import breakdown_of, options
+
+        data = grouping_data(dataset=dataset, split=split, train_triples=train_triples, eval_triples=eval_triples,
+                             relation_labels=relation_labels, splits=splits, threshold=threshold, quantiles=quantiles)
+        opts = options(metrics, sides, rank_type, confidence, num_resamples, seed)
+        return breakdown_of(self, by, data, opts)
 
     def _require_table(self) -> RankTable:
         if self.rank_table is None:

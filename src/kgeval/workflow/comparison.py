@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ..data.splits import canonical_split
+from ..errors import InvalidInputError
 from ..significance.align import Model, replicates
 from ..significance.compare import DEFAULT_METRICS
 from ..significance.compare import compare as compare_models
@@ -55,7 +56,8 @@ def run_model(path: str | os.PathLike) -> Model:
 
 def compare(results_a, results_b, *more, metrics=DEFAULT_METRICS, side: str = "both",
             rank_type: str = "realistic", test: str = "permutation", num_resamples: int = 10_000, seed=None,
-            correction: str | None = "holm", baseline=None, confidence: float = 0.95):
+            correction: str | None = "holm", baseline=None, confidence: float = 0.95, by=None, dataset=None,
+            **grouping):
     """Paired comparison of two or more models evaluated on the same tasks (``kgeval.compare``).
 
     Parameters
@@ -65,11 +67,21 @@ def compare(results_a, results_b, *more, metrics=DEFAULT_METRICS, side: str = "b
         replicate Results, run directories or replicate directories, each optionally as ``(name, model)``.
     metrics, side, rank_type, test, num_resamples, seed, correction, baseline, confidence
         As :func:`kgeval.significance.compare.compare`.
+    by : str or mapping, optional
+        Compare per group of tasks (:func:`kgeval.significance.compare_groups.compare_groups`):
+        ``"category"``, ``"frequency"``, ``"query_frequency"``, ``"relation"`` or ``{name: relations}``; the
+        correction then runs over the rows of all groups.
+    dataset : kgeval.data.Dataset, optional
+        With ``by``: the dataset the grouping counts on (default: the first run directory's own dataset).
+    **grouping
+        With ``by``: ``split``, ``splits``, ``train_triples``, ``eval_triples``, ``relation_labels``,
+        ``threshold``, ``quantiles`` (:func:`kgeval.breakdowns.grouping_data`), ``data_dir``.
 
     Returns
     -------
     pandas.DataFrame or list of dict
-        One row per pair, metric and level (see :func:`kgeval.significance.compare.compare`).
+        One row per pair, metric and level (see :func:`kgeval.significance.compare.compare`); with ``by``,
+        per group too (a first column ``group``).
 
     Examples
     --------
@@ -83,9 +95,56 @@ def compare(results_a, results_b, *more, metrics=DEFAULT_METRICS, side: str = "b
     1
     """
     items = [_loaded(item) for item in (results_a, results_b, *more)]
+    if by is not None:
+        from ..significance.compare_groups import compare_groups
+
+        data = _grouping_data(items, by, dataset, grouping)
+        return compare_groups(*items, by=by, data=data, metrics=metrics, side=side, rank_type=rank_type, test=test,
+                              num_resamples=num_resamples, seed=seed, correction=correction, baseline=baseline,
+                              confidence=confidence)
+    if dataset is not None or grouping:
+        named = ", ".join(["dataset"] * (dataset is not None) + sorted(grouping))
+        raise InvalidInputError(f"{named}: options of a comparison per group; pass by= (e.g. by='category')")
     return compare_models(*items, metrics=metrics, side=side, rank_type=rank_type, test=test,
                           num_resamples=num_resamples, seed=seed, correction=correction, baseline=baseline,
                           confidence=confidence)
+
+
+#: the grouping options compare(by=...) passes on (kgeval.breakdowns.grouping_data, and where datasets live)
+GROUPING_OPTIONS = ("split", "splits", "train_triples", "eval_triples", "relation_labels", "threshold", "quantiles",
+                    "data_dir")
+
+
+def _grouping_data(items, by, dataset, grouping: dict):
+    """The grouping data of ``compare(by=...)``: from ``dataset`` or the arrays given, else from the first
+    run directory's own dataset."""
+    from ..breakdowns import grouping_data
+    from .breakdowns import check_frequency, run_grouping_data
+    from .runs import load_run
+
+    unknown = sorted(set(grouping) - set(GROUPING_OPTIONS))
+    if unknown:
+        raise InvalidInputError(f"compare: unknown option(s) {unknown}; the grouping options are "
+                                f"{', '.join(GROUPING_OPTIONS)}")
+    data_dir = grouping.pop("data_dir", None)
+    if dataset is not None or "train_triples" in grouping or "eval_triples" in grouping:
+        data = grouping_data(dataset=dataset, **grouping)
+    else:
+        models = [m for m in (i[1] if isinstance(i, tuple) else i for i in items) if isinstance(m, Model)]
+        path = next((m.path for m in models if m.path is not None), None)
+        if path is None:
+            data = grouping_data(**grouping)  # names and relations of the tables only (by relation, groups of ids)
+        else:
+            own = sorted(set(grouping) & {"split", "relation_labels"})
+            if own:
+                raise InvalidInputError(f"{', '.join(own)}: a run directory's evaluated split and relation names are "
+                                        "its own; pass dataset= to count on another dataset")
+            if (path / REPLICATES_FILE).is_file():
+                path = load_replicates(path)[0]
+            protocol = next(m.protocol for m in models if m.path is not None)
+            data = run_grouping_data(load_run(path), protocol, data_dir=data_dir, **grouping)
+            check_frequency(by, data)
+    return data
 
 
 def _loaded(item):
