@@ -64,7 +64,9 @@ def state_digest(state: dict[str, torch.Tensor]) -> str:
     """
     digest = hashlib.sha256()
     for name in sorted(state):
-        t = state[name].detach().cpu().reshape(-1).contiguous()
+        t = state[name].detach().cpu().reshape(-1)
+        if t.stride(-1) != 1:  # contiguous() keeps a size-1 tensor's odd stride (a row of an (n, 3) array), view fails
+            t = torch.empty_like(t, memory_format=torch.contiguous_format).copy_(t)
         digest.update(f"{name}|{t.dtype}|{tuple(state[name].shape)}|".encode())
         digest.update(t.view(torch.uint8).numpy())  # the buffer itself: no copy of a (mapped) table
     return digest.hexdigest()

@@ -250,6 +250,20 @@ def _report(result, ds, fmt: str, saved: Path | None = None) -> None:
         return
     tr = result.training
     click.echo(f"{cfg.model.name} on {ds.name} ({count(ds.num_entities)} entities, {count(ds.num_relations)} relations)")
+    if not getattr(result.model, "trainable", True):  # a baseline: its training settings were never used
+        options = ", ".join(f"{k} {v}" for k, v in cfg.model.options.items())
+        click.echo(f"training: none, the {cfg.model.name} baseline counted on the training split"
+                   + (f" ({options})" if options else "") + f", {result.timings['training']:.1f} s")
+    else:
+        _echo_training(cfg, tr, result)
+    for line in protocol_lines(result.results, "test"):
+        click.echo(line)
+    click.echo("")
+    click.echo(headline_table(result.results))
+    click.echo("")
+
+
+def _echo_training(cfg, tr, result) -> None:
     click.echo(
         f"training: {tr.epochs_run} epochs ({cfg.training.loop}, dim {cfg.model.options.get('dim')}, "
         f"lr {cfg.optimizer.lr}, seed {cfg.seed})"
@@ -262,8 +276,3 @@ def _report(result, ds, fmt: str, saved: Path | None = None) -> None:
     )
     if tr.selected_by is not None:
         click.echo(_selection_line(tr))
-    for line in protocol_lines(result.results, "test"):
-        click.echo(line)
-    click.echo("")
-    click.echo(headline_table(result.results))
-    click.echo("")

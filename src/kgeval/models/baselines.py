@@ -31,6 +31,9 @@ import torch
 from ..errors import InvalidInputError
 from .base import Model, PreparedQueries, _as_index
 
+#: the confidence a rule needs by default: the default of ConvE's ``check_for_reversible_relations``
+DEFAULT_THRESHOLD = 0.8
+
 __all__ = ["Baseline", "PopularityBaseline", "MarginalBaseline", "RuleBaseline", "BASELINES"]
 
 
@@ -65,7 +68,7 @@ class Baseline(Model):
                                     f"{self.num_relations} relations")
         triples = np.unique(triples, axis=0)  # a repeated line is one fact
         for name, value in self._count(triples).items():
-            setattr(self, name, torch.as_tensor(value))
+            setattr(self, name, torch.from_numpy(np.array(value, copy=True)))  # own, contiguous memory
         self.fitted = True
         return self
 
@@ -211,7 +214,7 @@ class RuleBaseline(Baseline):
     _buffers_ = ("rule_head", "rule_body", "rule_inverse", "out_key", "out_entity", "in_key", "in_entity")
 
     def __init__(self, num_entities: int, num_relations: int, *, dim: int = 1, inverse_relations: bool = False,
-                 threshold: float = 0.8):
+                 threshold: float = DEFAULT_THRESHOLD):
         super().__init__(num_entities, num_relations, dim=dim, inverse_relations=inverse_relations)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
             raise InvalidInputError(f"threshold must be a number in (0, 1], got {threshold!r}")

@@ -37,12 +37,21 @@ def configuration_line(config, source: dict | None = None) -> str:
     model = config.model.name + (f" ({_options(config.model.options)})" if _options(config.model.options) else "")
     if source:
         return f"{model}; trained elsewhere ({_source_text(source)})"
+    if _is_baseline(config.model.name):
+        return f"{model}; not trained (a baseline counted on the training split); seed {config.seed}"
     training = _options(config.training.options)
     stop = config.early_stopping
     return (f"{model}; {config.training.loop} training, {_plural(config.training.epochs, 'epoch')}"
             + (f", {training}" if training else "")
             + (f", early stopping ({_options(stop.options) or 'defaults'})" if stop is not None else "")
             + f"; {config.optimizer.name}, learning rate {config.optimizer.lr}; seed {config.seed}")
+
+
+def _is_baseline(name: str) -> bool:
+    """Whether the run's model is a non-trained baseline (:mod:`kgeval.models.baselines`)."""
+    from ..models import baseline_names
+
+    return str(name).lower() in baseline_names()
 
 
 def _source_text(source: dict) -> str:
@@ -81,6 +90,9 @@ def setup_rows(run, results) -> list[tuple[str, str]]:
     rows.append(("model", model))
     if source:
         rows.append(("trained", f"elsewhere ({_source_text(source)})"))
+        return rows
+    if _is_baseline(config.model.name):
+        rows.append(("trained", f"not trained: the {config.model.name} baseline counted on the training split"))
         return rows
     training = _options(config.training.options)
     rows.append(("training", f"{config.training.loop}, {_plural(config.training.epochs, 'epoch')}"

@@ -15,6 +15,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..models.baselines import DEFAULT_THRESHOLD
+
 
 def _lcwa(dim, epochs, lr, **train):
     return {"model_kwargs": {"dim": dim, "inverse_relations": True}, "training_loop": "lcwa",
@@ -36,6 +38,14 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "transe": _slcwa(64, 100, 1e-2, normalize_entities=False),
     "pairre": _slcwa(64, 100, 1e-2),
 }
+def _baseline(**model):
+    # not trained (the pipeline fits it on the training split): the training settings are never used
+    return {"model_kwargs": dict(model), "training_loop": "lcwa", "optimizer_kwargs": {}, "training_kwargs": {},
+            "epochs": 1}
+
+
+MODEL_DEFAULTS.update({"rule": _baseline(threshold=DEFAULT_THRESHOLD), "marginal": _baseline(),
+                       "popularity": _baseline()})
 _FALLBACK_DEFAULTS: dict[str, Any] = {"model_kwargs": {}, "training_loop": "lcwa", "optimizer_kwargs": {},
                                       "training_kwargs": {}, "epochs": 50}
 
