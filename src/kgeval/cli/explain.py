@@ -11,7 +11,7 @@ import json
 
 import click
 
-from .common import format_option
+from .common import data_dir_option, format_option
 
 
 @click.command("explain")
@@ -19,8 +19,9 @@ from .common import format_option
 @click.argument("b")
 @click.option("--metric", "metrics", multiple=True,
               help="Headline metric to measure (repeatable): mrr, mr, hits@K [default: mrr, mr, hits@1, hits@3, hits@10].")
+@data_dir_option
 @format_option()
-def command(a, b, metrics, fmt):
+def command(a, b, metrics, data_dir, fmt):
     """Why do two numbers differ? Every protocol difference and its measured effect.
 
     Example: kgeval explain runs/distmult libkge
@@ -28,7 +29,7 @@ def command(a, b, metrics, fmt):
     from ..results.effects import HEADLINE_METRICS
     from ..workflow.explain import explain
 
-    explanation = explain(a, b, metrics=tuple(metrics) or HEADLINE_METRICS)
+    explanation = explain(a, b, metrics=tuple(metrics) or HEADLINE_METRICS, data_dir=data_dir)
     if fmt == "json":
         click.echo(json.dumps(explanation.to_dict(), indent=2, allow_nan=False, default=str))
     else:

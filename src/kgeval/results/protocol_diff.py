@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..presets import PRESETS
+
 __all__ = ["Difference", "protocol_diff", "facets", "headline_rank_type", "Tasks", "tasks_of"]
 
 #: rank types whose ranks come from a task's optimistic and pessimistic rank alone
@@ -89,6 +91,9 @@ def headline_rank_type(protocol: Mapping, default: str | None = "realistic") -> 
         value = protocol.get(key)
         if isinstance(value, str) and value:
             return value.strip().lower()
+    preset = protocol.get("preset")  # a results' record names its preset, whose table holds the rank type
+    if isinstance(preset, str) and preset in PRESETS:
+        return PRESETS[preset].rank_type
     return default
 
 
@@ -158,7 +163,9 @@ def _restriction_words(protocol: Mapping) -> str | None:
         return None
     if r.get("entities") is None and r.get("relations") is None:
         return "none"
-    return f"{r.get('relations')} relations, {r.get('entities')} entities"
+    parts = [f"{r[k]} {k}" if isinstance(r.get(k), int) else f"{len(r[k])} {k}" for k in ("relations", "entities")
+             if r.get(k) is not None and not isinstance(r.get(k), bool)]
+    return "restricted to " + ", ".join(parts)
 
 
 _WORDS = {"rank_type": headline_rank_type, "filter": _filter_words, "sides": _sides_words,

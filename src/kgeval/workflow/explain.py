@@ -65,6 +65,7 @@ class Subject:
     run: Any = None  # a workflow Run: its model and dataset load on demand
     model: Any = None
     dataset: Any = None
+    data_dir: Any = None  # where the run's dataset is read from
     _loaded: dict = field(default_factory=dict)
 
     def model_and_dataset(self):
@@ -75,11 +76,12 @@ class Subject:
             self._loaded["model"] = self.run.load_model()
             self.model = self._loaded["model"]
             if self.dataset is None:
-                self.dataset = get_dataset(self.run.config.dataset, drop_unseen=self.run.config.drop_unseen)
+                self.dataset = get_dataset(self.run.config.dataset, drop_unseen=self.run.config.drop_unseen,
+                                           data_dir=self.data_dir)
         if isinstance(self.dataset, str):
             from ..data import get_dataset
 
-            self.dataset = get_dataset(self.dataset)
+            self.dataset = get_dataset(self.dataset, data_dir=self.data_dir)
         return self.model, self.dataset
 
 
@@ -309,7 +311,8 @@ def _evaluate_again(base: Subject, model, triples, filters, filtered: bool):
 
 
 # ---------------------------------------------------------------------------- explain
-def explain(a, b, *, model=None, dataset=None, metrics: Sequence[str] = HEADLINE_METRICS) -> Explanation:
+def explain(a, b, *, model=None, dataset=None, metrics: Sequence[str] = HEADLINE_METRICS,
+            data_dir=None) -> Explanation:
     """Why do two evaluations' numbers differ? Every protocol difference and, where measurable, its effect.
 
     Parameters
@@ -325,6 +328,8 @@ def explain(a, b, *, model=None, dataset=None, metrics: Sequence[str] = HEADLINE
         entities (the training triples tell which they are).
     metrics
         Headline metrics to measure (``mrr``, ``mr``, ``hits@k``).
+    data_dir
+        Where a run's large dataset is read from (as :func:`kgeval.data.get_dataset`).
 
     Returns
     -------
@@ -350,6 +355,7 @@ def explain(a, b, *, model=None, dataset=None, metrics: Sequence[str] = HEADLINE
     for side in (sa, sb):  # the ranks of both sides are the one model's (checked by tasks_sha256 when used)
         side.model = side.model if model is None else model
         side.dataset = side.dataset if dataset is None else dataset
+        side.data_dir = data_dir
     comparable, verdict = comparability(sa, sb)
     diffs, unknown = protocol_diff(sa.protocol, sb.protocol, rank_types=(sa.rank_type, sb.rank_type))
     out = Explanation(sa.name, sb.name, comparable, verdict, diffs, unknown, sa.values, sb.values, metrics)
