@@ -34,7 +34,8 @@ __all__ = [
 
 
 class Side(enum.IntEnum):
-    """The side of a ranking task: predict the head (``HEAD``) or the tail (``TAIL``) of a triple.
+    """The side of a ranking task: predict the head (``HEAD``), the tail (``TAIL``) or the relation
+    (``RELATION``) of a triple.
 
     ``NONE`` marks tasks whose side is unknown (e.g. a rank file without a ``side`` column); such
     tasks count only towards ``both``.
@@ -43,10 +44,12 @@ class Side(enum.IntEnum):
     NONE = -1
     HEAD = 0
     TAIL = 1
+    #: relation prediction: the task (h, ?, t) ranks the true relation (:mod:`kgeval.evaluation.relations`)
+    RELATION = 2
 
     @property
     def label(self) -> str:
-        return {Side.HEAD: "head", Side.TAIL: "tail", Side.NONE: "both"}[self]
+        return {Side.HEAD: "head", Side.TAIL: "tail", Side.NONE: "both", Side.RELATION: "relation"}[self]
 
     @classmethod
     def parse(cls, value) -> Side:
@@ -59,10 +62,12 @@ class Side(enum.IntEnum):
                 return cls.HEAD
             if key in ("tail", "right"):
                 return cls.TAIL
+            if key in ("relation", "rel"):
+                return cls.RELATION
         elif isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_)):
-            if int(value) in (-1, 0, 1):
+            if int(value) in (-1, 0, 1, 2):
                 return cls(int(value))
-        raise InvalidInputError(f"unknown side {value!r}; expected 'head' or 'tail'")
+        raise InvalidInputError(f"unknown side {value!r}; expected 'head', 'tail' or 'relation'")
 
 
 def to_numpy(name: str, value) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from .errors import unknown_name
 
-SIDES = ("head", "tail", "both")
+SIDES = ("head", "tail", "both", "relation")
 #: the rank types every :class:`~kgeval.Results` computes
 RANK_TYPES = ("optimistic", "pessimistic", "realistic", "expected")
 #: integer rank types a tool reports (:mod:`kgeval.presets`): computed when a protocol preset asks for them,
@@ -28,7 +28,8 @@ DEFAULT_RANK_TYPE = "realistic"
 #: the metric early stopping and hyper-parameter search optimise by default (MRR of both sides)
 DEFAULT_METRIC = "both.realistic.inverse_harmonic_mean_rank"
 
-SIDE_SYNONYMS = {"head": "head", "left": "head", "tail": "tail", "right": "tail", "both": "both"}
+SIDE_SYNONYMS = {"head": "head", "left": "head", "tail": "tail", "right": "tail", "both": "both",
+                 "relation": "relation"}
 RANK_TYPE_SYNONYMS = {
     "optimistic": "optimistic",
     "best": "optimistic",

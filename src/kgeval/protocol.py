@@ -293,11 +293,17 @@ class EvaluationProtocol(Mapping):
             lines.append(f"protocol preset: {self.preset}{tool}{rank}")
         ents = (f"the {n(self.restrict_entities)} allowed entities" if self.restrict_entities is not None
                 else f"all {n(self.num_entities)} entities" if self.num_entities is not None else "all entities")
+        entity_tasks = any(s != "relation" for s in self.sides) or not self.sides
         if self.sampling is not None:
             lines.append("candidates: the true answer + sampled negatives")
-        elif self.filtered is not None:
+        elif self.filtered is not None and entity_tasks:
             other = " minus the other known answers of the query" if self.filtered else ""
             lines.append(f"candidates: {ents}{other} (the true answer counted)")
+        if "relation" in self.sides and self.sampling is None:
+            rels = (f"the {n(self.restrict_relations)} allowed relations" if self.restrict_relations is not None
+                    else f"all {n(self.num_relations)} relations")
+            other = " minus the other known relations of the pair (h, t)" if self.filtered else ""
+            lines.append(f"relation candidates: {rels}{other} (the true relation counted)")
         if self.filtered is not None:
             if self.filtered and self.filter_sets:
                 from ._escape import plain_text  # a filter set's name is the caller's: no newline or ESC

@@ -47,7 +47,7 @@ def parse_side(value) -> Side:
         key = value.strip().lower()
         if key == "both":
             return Side.NONE
-        if key in ("-1", "0", "1"):
+        if key in ("-1", "0", "1", "2"):
             return Side(int(key))
     return Side.parse(value)
 
@@ -70,12 +70,12 @@ def side_codes(side, n: int) -> np.ndarray:
         raise InvalidInputError(f"length mismatch: {n} ranks but {arr.shape[0]} sides")
     if arr.dtype.kind in "iuf":
         codes = as_whole_numbers("side", arr)
-        bad = (codes < -1) | (codes > 1)
+        bad = (codes < -1) | (codes > 2)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise InvalidInputError(
-                f"side codes must be 0 (head), 1 (tail) or -1 (unspecified), got {codes[i]} at position {i}"
-            )
+                f"side codes must be 0 (head), 1 (tail), 2 (relation) or -1 (unspecified), got {codes[i]} at "
+                f"position {i}")
         return codes.astype(np.int8)
     cache: dict = {}
     out = np.empty(n, dtype=np.int8)
@@ -291,8 +291,13 @@ class RankTable:
 
     @property
     def sides(self) -> list[str]:
-        """Names of the sides present (``head``/``tail``); empty when sides are unspecified."""
-        return [s.label for s in (Side.HEAD, Side.TAIL) if np.any(self.side == s)]
+        """Names of the sides present (``head``/``tail``/``relation``); empty when sides are unspecified."""
+        return [s.label for s in (Side.HEAD, Side.TAIL, Side.RELATION) if np.any(self.side == s)]
+
+    @property
+    def has_entity_tasks(self) -> bool:
+        """Whether any task ranks entities (head, tail or unspecified): ``both`` has tasks."""
+        return bool(np.any(self.side != Side.RELATION))
 
     def subset(self, mask) -> RankTable:
         """Rows where ``mask`` selects: a boolean array of length ``len(self)`` or row indices."""
@@ -310,9 +315,9 @@ class RankTable:
         return RankTable(**cols)
 
     def select_side(self, side: str) -> RankTable:
-        """Tasks of one side; ``'both'`` returns all tasks."""
+        """Tasks of one side; ``'both'`` returns the entity tasks (head and tail, not relation prediction)."""
         if isinstance(side, str) and side.strip().lower() == "both":
-            return self
+            return self if not np.any(self.side == Side.RELATION) else self.subset(self.side != Side.RELATION)
         return self.subset(self.side == Side.parse(side))
 
     def ranks(self, rank_type: str) -> np.ndarray:

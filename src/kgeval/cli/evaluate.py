@@ -20,7 +20,7 @@ import click
 from ..errors import InvalidInputError
 from .common import check_no_filter_validation, data_dir_option, echo_wrote, format_option, headline_table, \
     metrics_payload, nonempty_path, protocol_lines, split_list
-from .grammar import SPLIT, protocol_option
+from .grammar import SPLIT, protocol_option, sides_option
 
 
 @click.command("evaluate")
@@ -85,13 +85,14 @@ from .grammar import SPLIT, protocol_option
 @click.option("--dist-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
               help="Seconds a rank waits for its peers before the collective fails (with --distributed).")
 @protocol_option
+@sides_option
 @data_dir_option
 @format_option()
 def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, entity_ids, relation_ids,
             interaction,
             libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,
             no_filter_validation, drop_unseen, allow_dataset_mismatch, output, data_dir, fmt, distributed,
-            dist_timeout, protocol):
+            dist_timeout, protocol, sides):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
 
@@ -120,7 +121,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             filter_validation_when_testing=not no_filter_validation,
             evaluation_relation_whitelist=split_list(relation_whitelist),
             evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed,
-            **({} if protocol is None else {"protocol": protocol}))
+            **({} if protocol is None else {"protocol": protocol}), **({} if sides is None else {"sides": sides}))
         if leader:  # every rank holds the same results: one of them reports
             _report(results, ds, split, what, fmt, output)
             if output:
@@ -134,7 +135,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             output=output if leader else None, filter_validation_when_testing=not no_filter_validation,
             progress=False, evaluation_relation_whitelist=split_list(relation_whitelist),
             evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed,
-            **({} if protocol is None else {"protocol": protocol}))
+            **({} if protocol is None else {"protocol": protocol}), **({} if sides is None else {"sides": sides}))
         if leader:
             _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt, output)
             if output:
@@ -154,6 +155,10 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         from ..evaluation.options import as_options
 
         defaults["options"] = as_options(defaults["options"]).replace(protocol=protocol)
+    if sides is not None:
+        from ..evaluation.options import as_options
+
+        defaults["options"] = as_options(defaults["options"]).replace(sides=sides)
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False,
                              distributed=distributed, drop_unseen=drop_unseen,

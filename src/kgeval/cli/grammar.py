@@ -121,7 +121,7 @@ class SplitType(click.ParamType):
 
     def convert(self, value, param, ctx):
         from ..data.splits import canonical_split
-        from ..errors import InvalidInputError
+        from ..errors import KGEvalError, InvalidInputError
 
         try:
             split = canonical_split(value)
@@ -156,3 +156,23 @@ protocol_option = click.option(
          "table shows its rank type (LibKGE: rounded mean rank, TorchKGE: pessimistic), kgeval's realistic "
          "values stay in --format json.")
 
+
+
+def _sides_callback(ctx, param, value):
+    if value is None:
+        return None
+    from ..errors import KGEvalError
+    from ..evaluation.options import EvaluationOptions
+
+    parts = [p.strip() for p in str(value).split(",") if p.strip()]
+    try:
+        return EvaluationOptions(sides=tuple(parts) if len(parts) != 1 else parts[0]).sides
+    except KGEvalError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+#: ``--sides head,tail,relation``, declared once (``kgeval evaluate``, ``kgeval pipeline``)
+sides_option = click.option(
+    "--sides", metavar="LIST", callback=_sides_callback,
+    help="The ranking tasks, comma-separated: head, tail (both = head,tail) and relation (relation prediction: "
+         "(h, ?, t) ranks the true relation among all relations) [default: head,tail].")

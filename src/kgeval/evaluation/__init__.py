@@ -191,7 +191,18 @@ def run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions,
     ``tuning``: the performance knobs (default :meth:`.options.Tuning.from_env`, read now, once)."""
     tuning = as_tuning(tuning)
     with eval_mode(scorer):
+        if "relation" in opts.sides:  # relation prediction: the transposed problem, through this driver
+            return _with_relations(scorer, triples, filter_triples, opts, tuning)
         return _run_evaluation(scorer, triples, filter_triples, opts, tuning)
+
+
+def _with_relations(scorer, triples, filter_triples, opts: EvaluationOptions, tuning: Tuning) -> EvaluationOutput:
+    """The entity sides of ``opts`` (if any) as usual, and the relation tasks (:mod:`.relations`), in one table."""
+    from .inputs import _filter_sets
+    from .relations import with_relations
+
+    named = _filter_sets(filter_triples) if opts.filtered else []
+    return EvaluationOutput(*with_relations(scorer, triples, filter_triples, named, opts, tuning, _run_evaluation))
 
 
 def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions, tuning: Tuning) -> EvaluationOutput:

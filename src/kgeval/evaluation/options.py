@@ -85,7 +85,7 @@ def _sides(value) -> tuple[str, ...]:
     for s in value:
         c = Side.parse(s)
         if c is Side.NONE:
-            raise InvalidInputError(f"unknown side {s!r}; expected 'head' or 'tail'")
+            raise InvalidInputError(f"unknown side {s!r}; expected 'head', 'tail' or 'relation'")
         if c not in codes:
             codes.append(c)
     if not codes:

@@ -272,6 +272,13 @@ class Model(nn.Module):
         self._same_length(h, r, t)
         return self._score_triples(h, r, t)
 
+    def _pair(self, heads, tails) -> tuple[torch.Tensor, torch.Tensor]:
+        """Checked head and tail ids of relation queries ``(h, ?, t)`` (``score_relations``)."""
+        h = _as_index(heads, "heads", self.num_entities, self.device)
+        t = _as_index(tails, "tails", self.num_entities, self.device)
+        self._same_length(h, t)
+        return h, t
+
     def factors(self, heads: torch.Tensor, relations: torch.Tensor, tails: torch.Tensor) -> list[torch.Tensor]:
         """Embedding tensors of a batch of triples, for L2/N3 regularisation.
 

@@ -95,7 +95,7 @@ def _has_weight(table: RankTable, side: str) -> bool:
     # checked on the full table: a subset whose weights are all zero is not a valid RankTable
     if table.weight is None:
         return True
-    w = table.weight if side == "both" else table.weight[table.side == Side.parse(side)]
+    w = table.select_side("both").weight if side == "both" else table.weight[table.side == Side.parse(side)]
     return bool(np.any(w > 0))
 
 
@@ -110,7 +110,7 @@ def compute_values(
     every wrapped base metric per side (``{side: {base_key: NullMoments}}``; empty without
     num_candidates)."""
     if sides is None:
-        sides = [*table.sides, "both"]
+        sides = [*table.sides] + (["both"] if table.has_entity_tasks else [])
     rank_types = list(rank_types)
     values: dict[MetricKey, float] = {}
     null: dict[str, dict[str, NullMoments]] = {}
