@@ -20,7 +20,7 @@ import click
 from ..errors import InvalidInputError
 from .common import check_no_filter_validation, data_dir_option, echo_wrote, format_option, headline_table, \
     metrics_payload, nonempty_path, protocol_lines, split_list
-from .grammar import SPLIT, protocol_option, sides_option
+from .grammar import SPLIT, protocol_option, sides_option, type_constraints_option
 
 
 @click.command("evaluate")
@@ -86,13 +86,14 @@ from .grammar import SPLIT, protocol_option, sides_option
               help="Seconds a rank waits for its peers before the collective fails (with --distributed).")
 @protocol_option
 @sides_option
+@type_constraints_option
 @data_dir_option
 @format_option()
 def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, entity_ids, relation_ids,
             interaction,
             libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,
             no_filter_validation, drop_unseen, allow_dataset_mismatch, output, data_dir, fmt, distributed,
-            dist_timeout, protocol, sides):
+            dist_timeout, protocol, sides, type_constraints):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
 
@@ -159,10 +160,16 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
         from ..evaluation.options import as_options
 
         defaults["options"] = as_options(defaults["options"]).replace(sides=sides)
+    type_constraints = type_constraints or defaults.get("type_constraints_spec")  # the run's own, by default
+    if type_constraints is not None:
+        from ..workflow.evaluation import dataset_constraints
+
+        defaults["type_constraints"] = dataset_constraints(ds, type_constraints)
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False,
                              distributed=distributed, drop_unseen=drop_unseen,
-                             **({} if defaults["options"] is None else {"options": defaults["options"]}))
+                             **({} if defaults["options"] is None else {"options": defaults["options"]}),
+                             **({} if type_constraints is None else {"type_constraints": defaults["type_constraints"]}))
     if not leader:  # every rank holds the same results: one of them reports
         return
     if protocol is None and defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
@@ -348,4 +355,5 @@ def _run_defaults(cfg) -> dict:
             # the run's evaluation options (filtered, sides, sampled negatives, tie tolerance, ...):
             # without them a run evaluated with filtered=False was re-evaluated filtered, another number
             # (its device is this machine's: a run evaluated on a GPU re-evaluates on the CPU too)
-            "options": cfg.evaluation.options.replace(device=None)}
+            "options": cfg.evaluation.options.replace(device=None),
+            "type_constraints_spec": cfg.evaluation.type_constraints}

@@ -44,7 +44,7 @@ from .collectives import ShardReduce
 from .counting import ConsistencyCheck, Counter, use_kernel, warm_kernel
 from .ties import tie_rule
 from .full import ONE_PROCESS, rank_full
-from .inputs import Inputs, KnownTriples, default_memory_budget, prepare_inputs
+from .inputs import Inputs, KnownTriples, default_memory_budget, prepare_inputs, seen_candidates
 from .listed import evaluate_candidates, rank_listed, sample_negatives
 from .options import EvaluationOptions, Tuning, as_options, as_tuning, canonical_names
 from .scorers import FunctionScorer, PyKEENScorer, Scorer, as_scorer
@@ -56,7 +56,8 @@ __all__ = ["evaluate", "evaluate_ranks", "EvaluationOptions", "Tuning", "warm_ke
 
 
 def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None, candidates=None,
-             train_triples=None, drop_unseen: bool | None = None, tuning: Tuning | None = None, **overrides):
+             train_triples=None, drop_unseen: bool | None = None, tuning: Tuning | None = None,
+             type_constraints=None, **overrides):
     """Rank-based link-prediction evaluation of ``scorer`` on ``triples``; returns :class:`kgeval.Results`.
 
     For each evaluation triple ``(h, r, t)`` and side, the true answer's score ``s`` is compared
@@ -91,6 +92,9 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         the training triples (default: the ``filter_triples`` set named ``train`` or ``training``, if any).
         When known, the evaluation triples with an entity or relation that no training triple has are
         counted in ``results.protocol.unseen`` (:mod:`kgeval.data.unseen`).
+    type_constraints:
+        a :class:`kgeval.data.types.TypeConstraints` or ``"train"``: rank each answer against the entities
+        allowed in its position of its relation only (:mod:`.constraints`).
     drop_unseen:
         drop those triples before the evaluation (PyKEEN's default); False: rank them, with
         the embeddings training never updated, and report how many there are. None (default): the
@@ -139,30 +143,24 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
                                 "to one evaluation triple): drop the triples and their negatives beforehand")
     triples, unseen = for_evaluation(triples, filter_triples, train_triples, drop_unseen)
     if drop_unseen and preset.drop_unseen and opts.restrict_entities is None:
-        opts = _seen_candidates(opts, scorer, train_triples, filter_triples)
+        opts = seen_candidates(opts, scorer, train_triples, filter_triples)
     if candidates is not None:
         table, protocol = evaluate_candidates(scorer, triples, candidates, filter_triples, opts, tuning)
         out = EvaluationOutput(table, protocol)
+    elif type_constraints is not None:  # per relation and side, the allowed entities only (.constraints)
+        from .constraints import constrained_output, resolve_constraints
+        from .inputs import _filter_sets
+
+        allowed = resolve_constraints(type_constraints, scorer, triples, filter_triples, train_triples)
+        named = _filter_sets(filter_triples) if opts.filtered else []
+        out = EvaluationOutput(*constrained_output(scorer, triples, filter_triples, named, allowed, opts,
+                                                   as_tuning(tuning), _run_evaluation))
     else:
         out = run_evaluation(scorer, triples, filter_triples, opts, tuning)
     from ..results import Results
 
     protocol = out.protocol if unseen is None else out.protocol.replace(unseen=unseen)
     return Results(out.rank_table, protocol=protocol, extra=out.extra)
-
-
-def _seen_candidates(opts: EvaluationOptions, scorer, train_triples, filter_triples) -> EvaluationOptions:
-    """PyKEEN's rule for unseen entities: its model has none (the test split is mapped with the training
-    vocabulary), so they are no candidates either; ``opts`` restricted to the training entities where some
-    entity of the scorer is missing from them."""
-    from ..data.unseen import training_triples_of
-
-    train = train_triples if train_triples is not None else training_triples_of(filter_triples)[1]
-    seen = np.unique(np.asarray(train)[:, [0, 2]])
-    n = getattr(scorer, "num_entities", None)
-    if n is None or seen.size >= int(n):
-        return opts
-    return opts.replace(restrict_entities=seen)
 
 
 @dataclass

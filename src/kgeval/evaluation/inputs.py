@@ -384,3 +384,17 @@ def usable_device(device: torch.device) -> torch.device:
             raise InvalidInputError(f"device {str(device)!r} cannot be used here ({type(exc).__name__}: "
                                     f"{str(exc).splitlines()[0][:120]}); use device='cpu' or 'cuda'") from None
     return device
+
+
+def seen_candidates(opts: EvaluationOptions, scorer, train_triples, filter_triples) -> EvaluationOptions:
+    """PyKEEN's rule for unseen entities: its model has none (the test split is mapped with the training
+    vocabulary), so they are no candidates either; ``opts`` restricted to the training entities where some
+    entity of the scorer is missing from them."""
+    from ..data.unseen import training_triples_of
+
+    train = train_triples if train_triples is not None else training_triples_of(filter_triples)[1]
+    seen = np.unique(np.asarray(train)[:, [0, 2]])
+    n = getattr(scorer, "num_entities", None)
+    if n is None or seen.size >= int(n):
+        return opts
+    return opts.replace(restrict_entities=seen)
