@@ -83,7 +83,8 @@ def _known_of(known: list[np.ndarray], relation: int, side: int) -> np.ndarray:
 
 
 def _run_group(scorer, tri, idx, side, ids, known_pairs, opts, tuning, run):
-    """Rank the tasks ``idx`` (rows of ``tri``) of one relation and side against entity ids ``ids``."""
+    """Rank the tasks ``idx`` (rows of ``tri``) of one relation and side against entity ids ``ids``, the
+    ``known_pairs`` (anchor, answer) removed in the filtered setting."""
     anchor_col, answer_col = (0, 2) if side == Side.TAIL else (2, 0)
     anchors, query = np.unique(tri[idx, anchor_col], return_inverse=True)
     pos = np.searchsorted(ids, tri[idx, answer_col])
@@ -103,6 +104,34 @@ def _run_group(scorer, tri, idx, side, ids, known_pairs, opts, tuning, run):
     table = RankTable(side=np.full(len(t), int(side), np.int8), optimistic=t.optimistic, pessimistic=t.pessimistic,
                       num_candidates=t.num_candidates, triple_index=rows, relation=tri[rows, 1])
     return table, (out.protocol.consistency_checked or 0, out.protocol.consistency_mismatches or 0)
+
+
+#: (query, entity) pairs one run of the answers outside their allowed sets may filter (their product, chunked)
+OUTSIDE_PAIRS = 1 << 21
+
+
+def _outside(scorer, tri, idx, side, allowed, pairs, opts, tuning, run) -> list:
+    """The tasks ``idx`` whose answer is outside ``allowed``, each ranked against ``allowed`` plus its answer.
+
+    Filtered: in one run (per chunk) over ``allowed`` and all these answers ``O``, every ``(query, o)`` with ``o``
+    in ``O`` filtered as if known, so a task keeps only its own answer from ``O`` (the engine never filters a
+    task's true answer). Unfiltered there is nothing to filter with: one run per answer."""
+    answer_col, anchor_col = (2, 0) if side == Side.TAIL else (0, 2)
+    if not opts.filtered:
+        return [_run_group(scorer, tri, idx[tri[idx, answer_col] == a], side, np.union1d(allowed, [a]), pairs, opts,
+                           tuning, run)[0] for a in np.unique(tri[idx, answer_col])]
+    tables = []
+    answers = np.unique(tri[idx, answer_col])
+    queries = np.unique(tri[idx, anchor_col])
+    step = max(1, OUTSIDE_PAIRS // max(len(answers), 1))
+    for lo in range(0, len(queries), step):
+        chunk = queries[lo:lo + step]
+        sub = idx[np.isin(tri[idx, anchor_col], chunk)]
+        own = np.unique(tri[sub, answer_col])
+        fake = np.stack([np.repeat(chunk, len(own)), np.tile(own, len(chunk))], 1)
+        known = np.concatenate([pairs, fake]) if len(pairs) else fake
+        tables.append(_run_group(scorer, tri, sub, side, np.union1d(allowed, own), known, opts, tuning, run)[0])
+    return tables
 
 
 def evaluate_constrained(scorer, triples, known: list[np.ndarray], constraints, opts, tuning, run):
@@ -138,11 +167,9 @@ def evaluate_constrained(scorer, triples, known: list[np.ndarray], constraints, 
                 out.consistency_checked += checked
                 out.consistency_mismatches += differed
                 out.groups += 1
-            for answer in np.unique(tri[idx[~inside], answer_col]):  # against the allowed set plus itself
-                sub = idx[~inside & (tri[idx, answer_col] == answer)]
-                ids = np.union1d(allowed, [answer])
-                out.tables.append(_run_group(scorer, tri, sub, side, ids, pairs, opts, tuning, run)[0])
-                out.outside += len(sub)
+            if (~inside).any():  # against the allowed set plus the answer itself
+                out.tables += _outside(scorer, tri, idx[~inside], side, allowed, pairs, opts, tuning, run)
+                out.outside += int((~inside).sum())
     if not out.tables:
         raise InvalidInputError("type constraints: no evaluation task is left after the restriction")
     table = RankTable.concat(out.tables)
