@@ -152,27 +152,13 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     filter_valid = defaults["filter_validation_when_testing"] if no_filter_validation is None else not no_filter_validation
     rel = split_list(relation_whitelist) if relation_whitelist else defaults["relations"]
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
-    if protocol is not None:  # the preset's options replace the run's (its other options stay)
-        from ..evaluation.options import as_options
-
-        defaults["options"] = as_options(defaults["options"]).replace(protocol=protocol)
-    if sides is not None:
-        from ..evaluation.options import as_options
-
-        defaults["options"] = as_options(defaults["options"]).replace(sides=sides)
-    type_constraints = type_constraints or defaults.get("type_constraints_spec")  # the run's own, by default
-    if type_constraints is not None:
-        from ..workflow.evaluation import dataset_constraints
-
-        defaults["type_constraints"] = dataset_constraints(ds, type_constraints)
+    options, typed, as_saved = _settings(defaults, ds, protocol, sides, type_constraints)
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False,
-                             distributed=distributed, drop_unseen=drop_unseen,
-                             **({} if defaults["options"] is None else {"options": defaults["options"]}),
-                             **({} if type_constraints is None else {"type_constraints": defaults["type_constraints"]}))
+                             distributed=distributed, drop_unseen=drop_unseen, **options, **typed)
     if not leader:  # every rank holds the same results: one of them reports
         return
-    if protocol is None and defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
+    if as_saved and defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
             defaults["split"], defaults["filter_validation_when_testing"], defaults["relations"], defaults["entities"]) \
             and _unseen_policy(results) == _unseen_policy(defaults["saved"]):
         _warn_if_differs(model_file, defaults["saved"], results)  # evaluated as the run was: the same ranks
@@ -342,6 +328,29 @@ def _warn_if_differs(model_file, saved, results) -> None:
                f"here, {saved.get_metric(key):.4f} saved)")
     click.echo(f"warning: re-evaluating {model_file} with its own settings: {why}; its model.pt is not the model "
                "that produced its rank_table.npz, or the scores differ on this device", err=True)
+
+
+def _settings(defaults: dict, ds, protocol, sides, type_constraints) -> tuple[dict, dict, bool]:
+    """``(options kwargs, type-constraints kwargs, as saved)`` of a model file's evaluation: the run's own settings
+    with ``--protocol``, ``--sides`` and ``--type-constraints`` applied; ``as saved``: none of them changes the
+    run's, so its saved ranks must be reproduced (else the comparison would be a false alarm)."""
+    from ..evaluation.options import as_options
+
+    options = defaults["options"]
+    if protocol is not None:  # the preset's options replace the run's (its other options stay)
+        options = as_options(options).replace(protocol=protocol)
+    if sides is not None:
+        options = as_options(options).replace(sides=sides)
+    own = defaults.get("type_constraints_spec")
+    spec = type_constraints or own  # the run's own constraints, by default
+    typed = {}
+    if spec is not None:
+        from ..workflow.evaluation import dataset_constraints
+
+        typed = {"type_constraints": dataset_constraints(ds, spec)}
+    as_saved = (protocol is None and (sides is None or options is None or tuple(sides) == tuple(
+        as_options(defaults["options"]).sides)) and spec == own)
+    return ({} if options is None else {"options": options}), typed, as_saved
 
 
 def _run_defaults(cfg) -> dict:

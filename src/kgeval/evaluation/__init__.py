@@ -145,16 +145,15 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     if drop_unseen and preset.drop_unseen and opts.restrict_entities is None:
         opts = seen_candidates(opts, scorer, train_triples, filter_triples)
     if candidates is not None:
+        if type_constraints is not None:  # both choose the candidates: neither may be silently ignored
+            raise InvalidInputError("candidates= and type_constraints= both choose each task's candidates: give one")
         table, protocol = evaluate_candidates(scorer, triples, candidates, filter_triples, opts, tuning)
         out = EvaluationOutput(table, protocol)
     elif type_constraints is not None:  # per relation and side, the allowed entities only (.constraints)
-        from .constraints import constrained_output, resolve_constraints
-        from .inputs import _filter_sets
+        from .constraints import evaluate_typed
 
-        allowed = resolve_constraints(type_constraints, scorer, triples, filter_triples, train_triples)
-        named = _filter_sets(filter_triples) if opts.filtered else []
-        out = EvaluationOutput(*constrained_output(scorer, triples, filter_triples, named, allowed, opts,
-                                                   as_tuning(tuning), _run_evaluation))
+        out = EvaluationOutput(*evaluate_typed(scorer, triples, filter_triples, type_constraints, train_triples,
+                                               opts, as_tuning(tuning), _run_evaluation))
     else:
         out = run_evaluation(scorer, triples, filter_triples, opts, tuning)
     from ..results import Results

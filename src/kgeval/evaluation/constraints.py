@@ -241,3 +241,12 @@ def constrained_output(scorer, triples, filter_triples, named: list, constraints
         consistency_mismatches=outcome.consistency_mismatches if opts.check_consistency else None,
         extra={"type_constraints": record})
     return both, protocol, {}, None
+
+
+def evaluate_typed(scorer, triples, filter_triples, type_constraints, train_triples, opts, tuning, run):
+    """:func:`kgeval.evaluation.evaluate`'s path with ``type_constraints``: ``(table, protocol, extra, sampled)``."""
+    from .inputs import _filter_sets
+
+    allowed = resolve_constraints(type_constraints, scorer, triples, filter_triples, train_triples)
+    named = _filter_sets(filter_triples) if opts.filtered else []
+    return constrained_output(scorer, triples, filter_triples, named, allowed, opts, tuning, run)
