@@ -149,3 +149,17 @@ def test_bad_use_is_named():
     with pytest.raises(InvalidInputError, match="num_negatives"):
         kgeval.evaluate(model, test, filter_triples={"train": train}, type_constraints="train", num_negatives=3,
                         progress=False)
+
+
+def test_a_relation_without_stated_types_allows_every_entity(tmp_path):
+    """A types file that leaves a relation out constrains nothing there (an empty allowed set would rank every
+    answer first); the protocol counts those tasks."""
+    train, test, e, r = _graph(6)
+    model = dict(_models(e, r, 6))["distmult"]
+    partial = TypeConstraints.from_triples(train[train[:, 1] != 1], e, r)  # relation 1 stated nowhere
+    typed = kgeval.evaluate(model, test, filter_triples=train, type_constraints=partial, progress=False)
+    plain = kgeval.evaluate(model, test, filter_triples=train, progress=False)
+    a, b = _table(typed), _table(plain)
+    rel1 = [k for k in a if test[k[0], 1] == 1]
+    assert rel1 and all(a[k] == b[k] for k in rel1)
+    assert typed.protocol["type_constraints"]["unconstrained_tasks"] == len(rel1)

@@ -7,6 +7,9 @@ scorer's ``entities=`` columns, so nothing outside the allowed set is ever score
 within the allowed set; ``num_candidates`` = allowed entities minus the query's other known answers, so the null
 model, adjusted index and z-score are those of the constrained task.
 
+A relation and side the constraints do not state (a relation absent from the types file, or from the training
+split) allows every entity; the protocol counts these tasks (``type_constraints.unconstrained_tasks``).
+
 **An answer outside its allowed set** (a test triple whose head or tail was never seen in that position of the
 relation when the constraints come from training) is ranked against the allowed set plus itself, never dropped,
 and counted in the protocol (``type_constraints.answers_outside``). ``macro`` weights are one over the tasks of
@@ -73,6 +76,7 @@ class Outcome:
     groups: int = 0
     consistency_checked: int = 0
     consistency_mismatches: int = 0
+    unconstrained: int = 0  # tasks of a relation and side with no stated allowed entity
 
 
 def _known_of(known: list[np.ndarray], relation: int, side: int) -> np.ndarray:
@@ -156,6 +160,9 @@ def evaluate_constrained(scorer, triples, known: list[np.ndarray], constraints, 
         for rel in np.unique(tri[keep, 1]):
             idx = np.flatnonzero(keep & (tri[:, 1] == rel))
             allowed = constraints.allowed(rel, int(side))
+            if allowed.size == 0:  # a relation and side the constraints do not state: every entity is allowed
+                allowed = np.arange(constraints.num_entities)  # (an empty set would rank each answer first)
+                out.unconstrained += len(idx)
             if opts.restrict_entities is not None:
                 allowed = np.intersect1d(allowed, opts.restrict_entities)
             inside = np.isin(tri[idx, answer_col], allowed)
@@ -224,6 +231,7 @@ def constrained_output(scorer, triples, filter_triples, named: list, constraints
     tri = as_triples("triples", triples)
     sizes = constraints.sizes()
     record = {"source": constraints.source, "answers_outside": int(outcome.outside), "groups": int(outcome.groups),
+              "unconstrained_tasks": int(outcome.unconstrained),
               "mean_allowed_heads": float(sizes[:, 0].mean()), "mean_allowed_tails": float(sizes[:, 1].mean()),
               "outside_rule": "ranked against the allowed entities plus the answer itself"}
     from ..protocol import EvaluationProtocol
