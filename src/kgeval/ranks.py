@@ -317,7 +317,12 @@ class RankTable:
     def select_side(self, side: str) -> RankTable:
         """Tasks of one side; ``'both'`` returns the entity tasks (head and tail, not relation prediction)."""
         if isinstance(side, str) and side.strip().lower() == "both":
-            return self if not np.any(self.side == Side.RELATION) else self.subset(self.side != Side.RELATION)
+            if not np.any(self.side == Side.RELATION):
+                return self
+            if not self.has_entity_tasks:
+                raise InvalidInputError("these ranks are relation prediction only: 'both' (head + tail) has no task; "
+                                        "ask for relation.<rank type>.<metric>, e.g. relation.realistic.mrr")
+            return self.subset(self.side != Side.RELATION)
         return self.subset(self.side == Side.parse(side))
 
     def ranks(self, rank_type: str) -> np.ndarray:

@@ -272,12 +272,36 @@ class Model(nn.Module):
         self._same_length(h, r, t)
         return self._score_triples(h, r, t)
 
-    def _pair(self, heads, tails) -> tuple[torch.Tensor, torch.Tensor]:
-        """Checked head and tail ids of relation queries ``(h, ?, t)`` (``score_relations``)."""
+    def score_relations(self, heads, tails) -> torch.Tensor:
+        """Scores of ``(h, r, t)`` for every relation ``r``: shape (batch, num_relations), the forward relations
+        only with inverse relations (relation prediction, :mod:`kgeval.evaluation.relations`).
+
+        One product where the interaction allows (``_relations_from``), else ``score_triples`` of the
+        expanded triples; in blocks of pairs of at most ``CHUNK_ELEMENTS`` floats of temporaries.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kgeval.models import from_embeddings
+        >>> m = from_embeddings("distmult", np.ones((3, 2)), np.array([[1.0, 0.0], [2.0, 2.0]]))
+        >>> m.score_relations([0], [1]).tolist()
+        [[1.0, 4.0]]
+        """
         h = _as_index(heads, "heads", self.num_entities, self.device)
         t = _as_index(tails, "tails", self.num_entities, self.device)
         self._same_length(h, t)
-        return h, t
+        width = self.num_relations * max(self.dim, int(getattr(self, "relation_dim", 0) or 0))
+        step = max(1, CHUNK_ELEMENTS // max(1, width))  # pairs per block
+        if step >= h.shape[0]:
+            return self._relations_from(h, t)
+        return torch.cat([self._relations_from(h[lo:lo + step], t[lo:lo + step]) for lo in range(0, h.shape[0], step)])
+
+    def _relations_from(self, h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """``(len(h), num_relations)`` scores of the pairs ``(h, t)`` (ids): ``_score_triples`` of each
+        ``(h, r, t)``; product models override it with one product against the forward relation rows."""
+        nr = self.num_relations
+        r = torch.arange(nr, device=h.device).repeat(h.shape[0])
+        return self._score_triples(h.repeat_interleave(nr), r, t.repeat_interleave(nr)).view(-1, nr)
 
     def factors(self, heads: torch.Tensor, relations: torch.Tensor, tails: torch.Tensor) -> list[torch.Tensor]:
         """Embedding tensors of a batch of triples, for L2/N3 regularisation.

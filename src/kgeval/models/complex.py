@@ -59,13 +59,11 @@ class ComplEx(Model):
         e, f = self._split(self.entity(t))
         return ((a * c - b * d) * e + (a * d + b * c) * f).sum(-1)
 
-    def score_relations(self, heads, tails):
-        """Scores of ``(h, r, t)`` for every (forward) relation ``r`` in one product: with ``h = a + ib``,
-        ``t = e + if``, ``f = c . (ae + bf) + d . (af - be)`` against ``[c | d]``."""
-        h, t = self._pair(heads, tails)
+    def _relations_from(self, h, t):
+        # f = c . (ae + bf) + d . (af - be): one product against the forward relations' [c | d]
         a, b = self._split(self.entity(h))
         e, f = self._split(self.entity(t))
-        return torch.cat([a * e + b * f, a * f - b * e], dim=-1) @ self.relation.weight[: self.num_relations].T
+        return torch.cat([a * e + b * f, a * f - b * e], dim=-1) @ self.relation.weight[: self.num_relations].t()
 
     def factors(self, heads, relations, tails):
         # N3 (Lacroix et al., 2018) regularises the moduli |x_i| of the complex coordinates.

@@ -45,7 +45,5 @@ class DistMult(Model):
     def _score_triples(self, h, r, t):
         return (self.entity(h) * self.relation(r) * self.entity(t)).sum(-1)
 
-    def score_relations(self, heads, tails):
-        """Scores of ``(h, r, t)`` for every (forward) relation ``r``: ``(e_h * e_t) @ W_r^T``, one product."""
-        h, t = self._pair(heads, tails)
-        return (self.entity(h) * self.entity(t)) @ self.relation.weight[: self.num_relations].T
+    def _relations_from(self, h, t):  # relation prediction: (h * t) @ R^T over the forward relations
+        return (self.entity(h) * self.entity(t)) @ self.relation.weight[: self.num_relations].t()

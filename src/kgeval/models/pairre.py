@@ -70,6 +70,20 @@ class PairRE(Model):
         r_h, r_t = self._rel(r)
         return self._one_to_all(self._ent(t_rows), r_t, r_h, cand_rows)
 
+    def _relations_from(self, h, t):
+        # p=2: ||h' o r_h - t' o r_t||^2 = h'^2 . r_h^2 + t'^2 . r_t^2 - 2 (h' o t') . (r_h o r_t): one product
+        hn, tn = self._ent(self.entity(h)), self._ent(self.entity(t))
+        w = self.relation.weight[: self.num_relations]
+        r_h, r_t = w[:, : self.dim], w[:, self.dim:]
+        if self.p == 2:
+            sq = torch.cat([hn * hn, tn * tn, -2.0 * hn * tn], -1) @ torch.cat([r_h * r_h, r_t * r_t, r_h * r_t], -1).t()
+            return -sq.clamp_min(1e-12).sqrt()
+
+        def block(lo, hi):
+            diff = hn.unsqueeze(1) * r_h[lo:hi].unsqueeze(0) - tn.unsqueeze(1) * r_t[lo:hi].unsqueeze(0)
+            return -diff.abs().sum(-1)
+        return chunked_pairwise(block, hn.shape[0], w.shape[0], self.dim)
+
     def _score_triples(self, h, r, t):
         r_h, r_t = self._rel(r)
         diff = self._ent(self.entity(h)) * r_h - self._ent(self.entity(t)) * r_t

@@ -48,6 +48,16 @@ class RotatE(Model):
     def _heads_from(self, r, t_rows, cand_rows, out=None):
         return neg_l2_distance(self._rotate(t_rows, self.relation(r), conjugate=True), cand_rows)
 
+    def _relations_from(self, h, t):
+        # |r_i| = 1: ||h o r - t||^2 = ||h||^2 + ||t||^2 - 2 Re<h o r, t>, and Re<h o r, t> = p . cos - q . sin
+        # with h conj(t) = p + iq: one product against the forward relations' [cos | sin]
+        hr, tr = self.entity(h), self.entity(t)
+        a, b, e, f = hr[..., : self.dim], hr[..., self.dim:], tr[..., : self.dim], tr[..., self.dim:]
+        phase = self.relation.weight[: self.num_relations]
+        dot = torch.cat([a * e + b * f, a * f - b * e], dim=-1) @ torch.cat([torch.cos(phase), torch.sin(phase)], -1).t()
+        sq = (hr * hr).sum(-1, keepdim=True) + (tr * tr).sum(-1, keepdim=True) - 2.0 * dot
+        return -sq.clamp_min(1e-12).sqrt()
+
     def _score_triples(self, h, r, t):
         diff = self._rotate(self.entity(h), self.relation(r)) - self.entity(t)
         return -torch.linalg.vector_norm(diff, ord=2, dim=-1)

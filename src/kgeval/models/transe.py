@@ -58,5 +58,8 @@ class TransE(Model):
     def _heads_from(self, r, t_rows, cand_rows, out=None):
         return self._pairwise(t_rows - self.relation(r), cand_rows)
 
+    def _relations_from(self, h, t):  # -||(h - t) - (-r)||_p for every forward relation r
+        return self._pairwise(self.entity(h) - self.entity(t), -self.relation.weight[: self.num_relations])
+
     def _score_triples(self, h, r, t):
         return -torch.linalg.vector_norm(self.entity(h) + self.relation(r) - self.entity(t), ord=self.p, dim=-1)

@@ -99,6 +99,19 @@ class TuckER(Model):
     def _score_triples(self, h, r, t):
         return (self._tail_queries(self.entity(h), r) * self.entity(t)).sum(-1)
 
+    def _relations_from(self, h, t):
+        # eval mode (batch norm affine, dropout off): f = sum_m r_m [BN0(h) W[m] (s1 o t)] + b1 . t, one product
+        # of the (pair, m) values against the forward relation rows; training mode: the triples one by one
+        if self.training:
+            return super()._relations_from(h, t)
+        x, t_rows = self._bn(self.bn0, self.entity(h)), self.entity(t)
+        u, offset = t_rows, torch.zeros(t_rows.shape[0], dtype=t_rows.dtype, device=t_rows.device)
+        if self.bn1 is not None:
+            s1, b1 = self._bn_affine_params(self.bn1)
+            u, offset = t_rows * s1, (t_rows * b1).sum(-1)
+        v = torch.einsum("bi,mij,bj->bm", x, self.core, u)
+        return v @ self.relation.weight[: self.num_relations].t() + offset.unsqueeze(1)
+
     def _heads_from(self, r, t_rows, cand_rows, out=None):
         t_emb = t_rows
         u = t_emb
