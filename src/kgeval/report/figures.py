@@ -259,7 +259,9 @@ def candidates_figure(results, metric: str, label: str | None = None, num_bins: 
 
     plt = _pyplot()
     base = base_metric(metric)
-    table = results.rank_table
+    # the pooled tasks: 'both' (head + tail); a run of relation prediction alone: its relation tasks
+    side = "both" if results.rank_table.has_entity_tasks else "relation"
+    table = results.rank_table.select_side(side)
     cs = np.asarray(table.num_candidates)
     edges = np.unique(np.quantile(cs, np.linspace(0, 1, num_bins + 1)))
     which = np.clip(np.searchsorted(edges, cs, side="right") - 1, 0, max(0, len(edges) - 2))
@@ -268,8 +270,8 @@ def candidates_figure(results, metric: str, label: str | None = None, num_bins: 
         # a wrapper in the list makes Results keep the base metric's null moments
         sub = Results(table.subset(which == b), metrics=[base.key, derived_keys(base)[1]], rank_types=[RANK_TYPE])
         centres.append(float(np.median(cs[which == b])))
-        observed.append(sub.value("both", RANK_TYPE, base.key))
-        expected.append(sub.null_moments["both"][base.key].mean)
+        observed.append(sub.value(side, RANK_TYPE, base.key))
+        expected.append(sub.null_moments[side][base.key].mean)
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(centres, observed, "o-", label=mathtext_literal(label or "model"),
             color=None if label is None else model_colour(label))

@@ -213,7 +213,7 @@ def _relation_rows(results, metric, *, confidence, num_resamples, seed, why=None
     from ..results import Results
 
     table = results.rank_table
-    if table.relation is None:
+    if table.relation is None or not table.has_entity_tasks:  # the per-relation rows are 'both' (head + tail)
         return []
     adj_key, _ = derived_keys(metric, needs=("index",))
     breakdown = results.by_relation((metric.key, "hits@10", "count"), rank_type=RANK_TYPE)

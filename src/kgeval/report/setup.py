@@ -190,7 +190,7 @@ def example_rows(results, labels: Labels, split: str, k: int = NUM_EXAMPLES) -> 
     rows = []
     for j in order:
         h, r, t = triples[index[j]]
-        side = {0: "head", 1: "tail"}.get(int(sides[j]), "—")  # the entity that was ranked
+        side = {0: "head", 1: "tail", 2: "relation"}.get(int(sides[j]), "—")  # what was ranked
         rows.append({"head": name("entities", h), "relation": name("relations", r), "tail": name("entities", t),
                      "side": side, "rank": float(ranks[j]), "num_candidates": int(cs[j])})
     return rows
