@@ -70,6 +70,14 @@ def test_rank_tables_equal_single_process(reports, mode, scenario):
         assert r["protocol_diff"] == [], f"rank {rank}"
 
 
+@pytest.mark.parametrize("name", ["relation", "typed", "typed_unfiltered"])
+def test_relation_prediction_and_type_constraints_split_over_ranks(reports, name):
+    for rank, rep in enumerate(reports):
+        r = rep[f"targets/{name}"]
+        assert len(r["single"]["optimistic"]) > 0
+        assert r["distributed"] == r["single"], f"rank {rank}"
+
+
 def test_a_rank_with_no_tasks_plans_nothing_and_agrees(reports):
     """Fewer evaluation triples than ranks ("tasks"): the rank with an empty share must rank nothing
     and not fail (it raised an IndexError grouping no task by query, and its batch planning divided

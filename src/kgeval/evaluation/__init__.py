@@ -69,6 +69,9 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     that tool's defaults (tie rule and tolerances, NaN rule, sides, filtering, dropping unseen triples;
     options named in the same call win) and the rank type of the results' short keys: under
     ``protocol="libkge"`` ``results["mrr"]`` is LibKGE's MRR of its rounded mean rank.
+    ``sides`` may include ``"relation"``: relation prediction, ``(h, ?, t)`` ranked against every relation
+    (:mod:`.relations`).
+
     Parameters
     ----------
     scorer:

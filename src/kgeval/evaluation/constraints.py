@@ -14,7 +14,8 @@ split) allows every entity; the protocol counts these tasks (``type_constraints.
 relation when the constraints come from training) is ranked against the allowed set plus itself, never dropped,
 and counted in the protocol (``type_constraints.answers_outside``). ``macro`` weights are one over the tasks of
 the query, across both kinds. The unconstrained path is untouched: this module runs only when constraints are
-given. One process only (the distributed modes raise).
+given. ``distributed='tasks'``: every rank takes its share of each group's tasks (the groups run in the same order
+on every rank); entity shards are refused.
 """
 
 from __future__ import annotations
@@ -140,8 +141,9 @@ def _outside(scorer, tri, idx, side, allowed, pairs, opts, tuning, run) -> list:
 
 def evaluate_constrained(scorer, triples, known: list[np.ndarray], constraints, opts, tuning, run):
     """``(RankTable, outcome)`` of the entity tasks of ``triples`` under ``constraints`` (see the module)."""
-    if opts.distributed is not None:
-        raise InvalidInputError("type constraints are evaluated in one process (distributed= is not supported)")
+    if opts.distributed == "entities":  # each group's columns are entity ids of the whole model
+        raise InvalidInputError("type constraints cannot run on entity shards (distributed='entities'); use "
+                                "distributed='tasks' (every rank ranks its share of each group) or one process")
     if opts.num_negatives is not None:
         raise InvalidInputError("type constraints rank against every allowed entity: num_negatives is not supported")
     tri = as_triples("triples", triples)

@@ -144,8 +144,9 @@ def transpose(scorer, triples, filter_sets: list[np.ndarray], opts) -> Transpose
 def evaluate_relations(scorer, triples, filter_sets: list[np.ndarray], opts, tuning, run):
     """``(RankTable, protocol)`` of the relation tasks of ``triples`` under ``opts`` (``run``: the driver,
     :func:`kgeval.evaluation.run_evaluation`)."""
-    if opts.distributed is not None:
-        raise InvalidInputError("relation prediction runs in one process (distributed= is for entity ranking)")
+    if opts.distributed == "entities":  # an entity shard holds some entities, the relation tasks need all
+        raise InvalidInputError("relation prediction cannot run on entity shards (distributed='entities'); "
+                                "use distributed='tasks' or one process")
     t = transpose(scorer, triples, filter_sets, opts)
     inner = opts.replace(sides=("tail",), restrict_relations=None, restrict_entities=None, query_metrics_k=(),
                          num_relations=t.scorer.num_relations, check_consistency=opts.check_consistency)
