@@ -163,3 +163,18 @@ def test_a_relation_without_stated_types_allows_every_entity(tmp_path):
     rel1 = [k for k in a if test[k[0], 1] == 1]
     assert rel1 and all(a[k] == b[k] for k in rel1)
     assert typed.protocol["type_constraints"]["unconstrained_tasks"] == len(rel1)
+
+
+def test_hostile_files_are_refused_by_name(tmp_path):
+    path = tmp_path / "types.txt"
+    path.write_bytes("likes\thead\tbob\n".encode("utf-16"))
+    with pytest.raises(InvalidInputError, match="not a UTF-8 text file"):
+        TypeConstraints.from_file(path, 3, 1)
+    path.write_text("1\n0\t1\t" + "9" * 40 + "\n0\t0\n")
+    with pytest.raises(InvalidInputError, match="in range"):
+        TypeConstraints.from_file(path, 3, 1)
+    path.write_text("1\n0\tmany\t1\n0\t0\n")
+    with pytest.raises(InvalidInputError, match="line 2: count 'many' is not an integer"):
+        TypeConstraints.from_file(path, 3, 1)
+    with pytest.raises(InvalidInputError, match="cannot read type constraints"):
+        TypeConstraints.from_file(tmp_path / "absent.txt", 3, 1)

@@ -47,7 +47,10 @@ class TypeConstraints:
     def from_pairs(cls, relations, sides, entities, num_entities: int, num_relations: int,
                    source: str = "given") -> TypeConstraints:
         """From parallel arrays of (relation, side, entity) allowances (duplicates merged)."""
-        r, s, e = (np.asarray(x, dtype=np.int64).reshape(-1) for x in (relations, sides, entities))
+        try:
+            r, s, e = (np.asarray(x, dtype=np.int64).reshape(-1) for x in (relations, sides, entities))
+        except (OverflowError, ValueError, TypeError) as exc:  # an id beyond int64, or not a number
+            raise InvalidInputError(f"type constraints: ids must be integers in range ({exc})") from None
         if not (len(r) == len(s) == len(e)):
             raise InvalidInputError("relations, sides and entities must have the same length")
         for name, arr, limit in (("relation", r, num_relations), ("side", s, 2), ("entity", e, num_entities)):
