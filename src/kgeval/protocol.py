@@ -298,14 +298,6 @@ class EvaluationProtocol(Mapping):
             lines.append("candidates: the true answer + sampled negatives")
         elif self.filtered is not None and entity_tasks:
             other = " minus the other known answers of the query" if self.filtered else ""
-            typed = (self.extra or {}).get("type_constraints")
-            if typed:  # kgeval.evaluation.constraints
-                loose = typed.get("unconstrained_tasks") or 0
-                ents = (f"the entities allowed in the answer's position of its relation (type constraints: "
-                        f"{typed.get('source')}; {n(typed.get('answers_outside'))} answers outside their allowed set, "
-                        "each ranked against it plus itself"
-                        + (f"; {n(loose)} tasks of relations without stated types against every entity" if loose
-                           else "") + ")")
             lines.append(f"candidates: {ents}{other} (the true answer counted)")
         if "relation" in self.sides and self.sampling is None:
             rels = (f"the {n(self.restrict_relations)} allowed relations" if self.restrict_relations is not None

@@ -20,7 +20,7 @@ import click
 from ..errors import InvalidInputError
 from .common import check_no_filter_validation, data_dir_option, echo_wrote, format_option, headline_table, \
     metrics_payload, nonempty_path, protocol_lines, split_list
-from .grammar import SPLIT, protocol_option, sides_option, type_constraints_option
+from .grammar import SPLIT, protocol_option, sides_option
 
 
 @click.command("evaluate")
@@ -86,14 +86,13 @@ from .grammar import SPLIT, protocol_option, sides_option, type_constraints_opti
               help="Seconds a rank waits for its peers before the collective fails (with --distributed).")
 @protocol_option
 @sides_option
-@type_constraints_option
 @data_dir_option
 @format_option()
 def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, entity_ids, relation_ids,
             interaction,
             libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,
             no_filter_validation, drop_unseen, allow_dataset_mismatch, output, data_dir, fmt, distributed,
-            dist_timeout, protocol, sides, type_constraints):
+            dist_timeout, protocol, sides):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
 
@@ -152,10 +151,10 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     filter_valid = defaults["filter_validation_when_testing"] if no_filter_validation is None else not no_filter_validation
     rel = split_list(relation_whitelist) if relation_whitelist else defaults["relations"]
     ent = split_list(entity_whitelist) if entity_whitelist else defaults["entities"]
-    options, typed, as_saved = _settings(defaults, ds, protocol, sides, type_constraints)
+    options, as_saved = _settings(defaults, protocol, sides)
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False,
-                             distributed=distributed, drop_unseen=drop_unseen, **options, **typed)
+                             distributed=distributed, drop_unseen=drop_unseen, **options)
     if not leader:  # every rank holds the same results: one of them reports
         return
     if as_saved and defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
@@ -330,10 +329,10 @@ def _warn_if_differs(model_file, saved, results) -> None:
                "that produced its rank_table.npz, or the scores differ on this device", err=True)
 
 
-def _settings(defaults: dict, ds, protocol, sides, type_constraints) -> tuple[dict, dict, bool]:
-    """``(options kwargs, type-constraints kwargs, as saved)`` of a model file's evaluation: the run's own settings
-    with ``--protocol``, ``--sides`` and ``--type-constraints`` applied; ``as saved``: none of them changes the
-    run's, so its saved ranks must be reproduced (else the comparison would be a false alarm)."""
+def _settings(defaults: dict, protocol, sides) -> tuple[dict, bool]:
+    """``(options kwargs, as saved)`` of a model file's evaluation: the run's own options with ``--protocol`` and
+    ``--sides`` applied; ``as saved``: neither changes the run's, so its saved ranks must be reproduced (else the
+    comparison would be a false alarm)."""
     from ..evaluation.options import as_options
 
     options = defaults["options"]
@@ -341,16 +340,9 @@ def _settings(defaults: dict, ds, protocol, sides, type_constraints) -> tuple[di
         options = as_options(options).replace(protocol=protocol)
     if sides is not None:
         options = as_options(options).replace(sides=sides)
-    own = defaults.get("type_constraints_spec")
-    spec = type_constraints or own  # the run's own constraints, by default
-    typed = {}
-    if spec is not None:
-        from ..workflow.evaluation import dataset_constraints
-
-        typed = {"type_constraints": dataset_constraints(ds, spec)}
-    as_saved = (protocol is None and (sides is None or options is None or tuple(sides) == tuple(
-        as_options(defaults["options"]).sides)) and spec == own)
-    return ({} if options is None else {"options": options}), typed, as_saved
+    as_saved = protocol is None and (sides is None or options is None or tuple(sides) == tuple(
+        as_options(defaults["options"]).sides))
+    return ({} if options is None else {"options": options}), as_saved
 
 
 def _run_defaults(cfg) -> dict:
@@ -364,5 +356,4 @@ def _run_defaults(cfg) -> dict:
             # the run's evaluation options (filtered, sides, sampled negatives, tie tolerance, ...):
             # without them a run evaluated with filtered=False was re-evaluated filtered, another number
             # (its device is this machine's: a run evaluated on a GPU re-evaluates on the CPU too)
-            "options": cfg.evaluation.options.replace(device=None),
-            "type_constraints_spec": cfg.evaluation.type_constraints}
+            "options": cfg.evaluation.options.replace(device=None)}

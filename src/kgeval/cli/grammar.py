@@ -177,10 +177,3 @@ sides_option = click.option(
     help="The ranking tasks, comma-separated: head, tail (both = head,tail) and relation (relation prediction: "
          "(h, ?, t) ranks the true relation among all relations) [default: head,tail].")
 
-
-#: ``--type-constraints FILE|train``, declared once (``kgeval evaluate``, ``kgeval pipeline``)
-type_constraints_option = click.option(
-    "--type-constraints", metavar="FILE|train",
-    help="Rank each answer only against the entities allowed in its position of its relation: 'train' (those "
-         "seen there in training) or a types file (OpenKE's type_constrain.txt, or relation<TAB>side<TAB>entity "
-         "lines).")

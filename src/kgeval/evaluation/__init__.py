@@ -56,8 +56,7 @@ __all__ = ["evaluate", "evaluate_ranks", "EvaluationOptions", "Tuning", "warm_ke
 
 
 def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions | None = None, candidates=None,
-             train_triples=None, drop_unseen: bool | None = None, tuning: Tuning | None = None,
-             type_constraints=None, **overrides):
+             train_triples=None, drop_unseen: bool | None = None, tuning: Tuning | None = None, **overrides):
     """Rank-based link-prediction evaluation of ``scorer`` on ``triples``; returns :class:`kgeval.Results`.
 
     For each evaluation triple ``(h, r, t)`` and side, the true answer's score ``s`` is compared
@@ -95,9 +94,6 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         the training triples (default: the ``filter_triples`` set named ``train`` or ``training``, if any).
         When known, the evaluation triples with an entity or relation that no training triple has are
         counted in ``results.protocol.unseen`` (:mod:`kgeval.data.unseen`).
-    type_constraints:
-        a :class:`kgeval.data.types.TypeConstraints` or ``"train"``: rank each answer against the entities
-        allowed in its position of its relation only (:mod:`.constraints`).
     drop_unseen:
         drop those triples before the evaluation (PyKEEN's default); False: rank them, with
         the embeddings training never updated, and report how many there are. None (default): the
@@ -148,15 +144,8 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     if drop_unseen and preset.drop_unseen and opts.restrict_entities is None:
         opts = seen_candidates(opts, scorer, train_triples, filter_triples)
     if candidates is not None:
-        if type_constraints is not None:  # both choose the candidates: neither may be silently ignored
-            raise InvalidInputError("candidates= and type_constraints= both choose each task's candidates: give one")
         table, protocol = evaluate_candidates(scorer, triples, candidates, filter_triples, opts, tuning)
         out = EvaluationOutput(table, protocol)
-    elif type_constraints is not None:  # per relation and side, the allowed entities only (.constraints)
-        from .constraints import evaluate_typed
-
-        out = EvaluationOutput(*evaluate_typed(scorer, triples, filter_triples, type_constraints, train_triples,
-                                               opts, as_tuning(tuning), _run_evaluation))
     else:
         out = run_evaluation(scorer, triples, filter_triples, opts, tuning)
     from ..results import Results

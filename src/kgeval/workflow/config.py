@@ -133,9 +133,6 @@ class EvaluationSpec:
     split: str = "test"
     filter_validation_when_testing: bool = True
     options: Any = None  # EvaluationOptions; None = all defaults
-    #: type constraints: ``"train"`` (the entities seen in each position of each relation in training) or the
-    #: path of a types file (:class:`kgeval.data.types.TypeConstraints`); None = every entity is a candidate
-    type_constraints: str | None = None
 
     def __post_init__(self):
         from ..evaluation.options import EvaluationOptions
@@ -159,9 +156,6 @@ class EvaluationSpec:
         if not isinstance(options, EvaluationOptions):
             raise InvalidInputError(f"evaluation options must be EvaluationOptions or a mapping, got {options!r}")
         object.__setattr__(self, "options", options)
-        if self.type_constraints is not None and not isinstance(self.type_constraints, str):
-            raise InvalidInputError(f"evaluation.type_constraints must be 'train' or a file path, got "
-                                    f"{self.type_constraints!r}")
 
     def option_dict(self) -> dict[str, Any]:
         """The evaluation options this configuration fixes (those the pipeline sets itself left out)."""
@@ -169,12 +163,11 @@ class EvaluationSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"split": self.split, "filter_validation_when_testing": self.filter_validation_when_testing,
-                "options": self.option_dict(),
-                **({} if self.type_constraints is None else {"type_constraints": self.type_constraints})}
+                "options": self.option_dict()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EvaluationSpec:
-        check_keys("evaluation", d, ("split", "filter_validation_when_testing", "options", "type_constraints"))
+        check_keys("evaluation", d, ("split", "filter_validation_when_testing", "options"))
         return cls(**d)
 
 

@@ -186,14 +186,3 @@ def metric_direction(metric: str) -> str:
     _, _, name = parse_key(metric)
     return "maximize" if metrics.get(name).increasing else "minimize"
 
-
-def dataset_constraints(dataset, spec: str):
-    """The :class:`~kgeval.data.types.TypeConstraints` of ``dataset`` that ``spec`` names: ``"train"`` (the
-    entities seen in each position of each relation in its training split) or a types file, read with the
-    dataset's label maps (OpenKE's ``type_constrain.txt`` or a ``relation<TAB>side<TAB>entity`` TSV)."""
-    from ..data.types import TypeConstraints
-
-    if str(spec).strip().lower() in ("train", "training"):
-        return TypeConstraints.from_triples(dataset.training, dataset.num_entities, dataset.num_relations)
-    return TypeConstraints.from_file(spec, dataset.num_entities, dataset.num_relations,
-                                     entity_to_id=dataset.entity_to_id, relation_to_id=dataset.relation_to_id)

@@ -27,8 +27,7 @@ from ..errors import InvalidInputError, KGEvalError
 from ..tracking import Trackers
 from ..tracking.group import epoch_callback, log_results, tracked_run
 from .config import PipelineConfig, Restriction
-from .evaluation import (check_split_to_evaluate, dataset_constraints, evaluate_model, resolve_whitelist,
-                         validation_filter_sets)
+from .evaluation import check_split_to_evaluate, evaluate_model, resolve_whitelist, validation_filter_sets
 from .progress import Counter
 from .replicates import ReplicateSaveError, ReplicatesResult, lost_replicate, replicate_seeds, write_summary
 
@@ -171,11 +170,10 @@ def _handle_training(config: PipelineConfig, model, ds, stopper, *, progress: bo
 def _handle_evaluation(config: PipelineConfig, model, ds, *, progress: bool):
     ev = config.evaluation
     rel, ent = config.restriction.relations, config.restriction.entities
-    typed = {} if ev.type_constraints is None else {"type_constraints": dataset_constraints(ds, ev.type_constraints)}
     return evaluate_model(model, ds, split=ev.split, filter_validation_when_testing=ev.filter_validation_when_testing,
                           evaluation_relation_whitelist=None if rel is None else list(rel),
                           evaluation_entity_whitelist=None if ent is None else list(ent),
-                          progress=progress, options=ev.options, **typed)
+                          progress=progress, options=ev.options)
 
 
 # ---------------------------------------------------------------------------- pipeline
