@@ -8,8 +8,8 @@ Two layouts of type constraints, told apart by the first non-blank line (one int
   OpenKE's ``entity2id.txt`` / ``relation2id.txt`` ids, which must be the evaluation's ids.
 - **TSV**: one allowed pair per line, ``relation<TAB>side<TAB>entity``, ``side`` one of ``head`` /
   ``tail`` (also ``domain`` / ``range``, ``h`` / ``t``); labels when label maps are given (a dataset's
-  ``relation_to_id`` / ``entity_to_id``), else integer ids. Blank lines and lines starting with ``#`` are
-  skipped.
+  ``relation_to_id`` / ``entity_to_id``; a field that is no label is read as an id unless some label is a
+  digit string), else integer ids. Blank lines, lines starting with ``#`` and a header line are skipped.
 
 Entity types (for :meth:`CandidateSets.from_triples` widening): TSV ``entity<TAB>type`` per line, an entity
 on as many lines as it has types.
@@ -42,8 +42,19 @@ class _Ids:
 
     def __init__(self, what: str, limit: int, mapping=None):
         self.what, self.limit, self.mapping = what, int(limit), mapping
+        self._digits = None  # whether some label is a digit string (then a digit string is never read as an id)
+
+    def _ids_readable(self) -> bool:
+        """Whether a field that is no label may be read as an id: only when no label is a digit string (WN18RR's
+        synset offsets are: '1740' could mean the label '00001740' or id 1740, so it is an error instead)."""
+        if self._digits is None:
+            self._digits = any(isinstance(k, str) and k.isascii() and k.isdigit() for k in self.mapping)
+        return not self._digits
 
     def __call__(self, text: str, where: str) -> int:
+        if (self.mapping is not None and text not in self.mapping and text.isascii() and text.isdigit()
+                and self._ids_readable()):
+            return _int(text, where, f"{self.what} id", self.limit)  # not a label, but an id
         if self.mapping is not None:
             if text not in self.mapping:
                 err = unknown_name(self.what, text, self.mapping) if len(self.mapping) <= 100_000 else None
