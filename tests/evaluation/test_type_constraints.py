@@ -198,18 +198,20 @@ def test_a_model_scoring_disallowed_entities_minus_inf_ranks_the_same():
 
 def test_answer_outside_its_set_is_ranked_against_the_set_plus_itself():
     scores = torch.tensor([5.0, 1.0, 2.0, 3.0, 9.0])  # by tail entity
-    scorer = FunctionScorer(lambda h, r, t: scores[t], 5, num_relations=1)
+    scorer = FunctionScorer(lambda h, r, t: scores[t] + 0 * h, 5, num_relations=1)
     cs = CandidateSets.from_sets({}, {0: [1, 2, 3]}, num_entities=5, num_relations=1)
-    test = np.array([[0, 0, 0], [0, 0, 2], [1, 0, 4]])
+    test = np.array([[0, 0, 0], [0, 0, 2], [0, 0, 4], [1, 0, 4]])
     out = evaluate_ranks(scorer, test, sides="tail", filtered=False, type_constraints=cs, progress=False)
     tab = out.rank_table
-    # 0 (score 5) outside {1, 2, 3}: first of 4; 2 inside: 2nd of 3 (3 scores more); 4 (score 9): first of 4
-    assert tab.optimistic.tolist() == [1, 2, 1] and tab.num_candidates.tolist() == [4, 3, 4]
-    assert out.protocol.type_constraints.outside_tasks == 2
-    # filtered: the other known answer of the query (0, 0, ?) leaves the candidates where it is one: answer 2
-    # for the task of answer 0 ({0, 1, 3}), but not answer 0 for the task of 2 (0 is no candidate there)
+    # 0 (score 5) outside {1, 2, 3}: first of 4, the query's other outside answer 4 (score 9) no candidate of it;
+    # 2 inside: 2nd of 3 (3 scores more); 4 (score 9): first of 4, twice
+    assert tab.optimistic.tolist() == [1, 2, 1, 1] and tab.num_candidates.tolist() == [4, 3, 4, 4]
+    assert out.protocol.type_constraints.outside_tasks == 3
+    # filtered: the other known answers of the query (0, 0, ?) leave the candidates where they are ones: 2 for
+    # the tasks of 0 and 4 ({1, 3} + the answer); for the task of 2 neither 0 nor 4 is a candidate anyway
     out = evaluate_ranks(scorer, test, sides="tail", type_constraints=cs, progress=False)
-    assert out.rank_table.num_candidates.tolist() == [3, 3, 4]
+    assert out.rank_table.num_candidates.tolist() == [3, 3, 3, 4]
+    assert out.rank_table.optimistic.tolist() == [1, 2, 1, 1]
 
 
 def test_protocol_record_round_trips_and_is_printed():

@@ -9,9 +9,11 @@ so the null model, adjusted indices and z-scores are those of the constrained ta
 
 - the tasks of relation ``r`` whose answer is allowed: candidates ``A_r`` (``A_r``: the relation side's
   set, intersected with ``restrict_entities``; every entity of the restriction when the side has no set);
-- a task whose answer ``a`` is outside ``A_r``: candidates ``A_r + {a}``, one group per ``(r, a)``. This is
-  OpenKE's rule (its ``testHead`` / ``testTail`` compare the answer with the allowed entities only, wherever
-  the answer is) and keeps the task: it is counted in the protocol, never dropped.
+- a task whose answer ``a`` is outside ``A_r``: candidates ``A_r + {a}``. This is OpenKE's rule (its
+  ``testHead`` / ``testTail`` compare the answer with the allowed entities only, wherever the answer is) and
+  keeps the task: it is counted in the protocol, never dropped. All such tasks of a relation side form one
+  group over ``A_r + O`` (``O``: their answers) with ``O`` excluded from every row like known answers, the own
+  answer counted back (:class:`OutsideAnswers`): at most two groups per relation side.
 
 Nothing here runs without constraints: the unconstrained path is :func:`.full.rank_full` alone. Memory
 beyond the driver's: one ``num_entities`` int64 column map, reused by every group, and one group's
@@ -69,19 +71,17 @@ def resolve(value, inp) -> CandidateSets | None:
 
 
 def task_groups(cs: CandidateSets, relations: np.ndarray, answers: np.ndarray, side: int):
-    """The groups of one side's tasks: ``(order, bounds, relation, outside answer)``, the tasks ``order[bounds[g]:
-    bounds[g + 1]]`` forming group ``g`` of relation ``relation[g]`` whose answers are allowed (outside answer
-    ``-1``) or all ``outside answer[g]``, which its set lacks. Groups are sorted by relation, then answer."""
+    """The groups of one side's tasks: ``(order, bounds, relation, outside)``, the tasks ``order[bounds[g]:bounds[g +
+    1]]`` forming group ``g``: those of relation ``relation[g]`` whose answers are allowed (``outside[g]`` False), or
+    those whose answers are not (True). Groups are sorted by relation, the allowed group first."""
     rel = np.asarray(relations, dtype=np.int64)
     ans = np.asarray(answers, dtype=np.int64)
-    inside = cs.contains(rel, ans, side)
-    key = rel * (cs.num_entities + 1) + np.where(inside, 0, ans + 1)
+    key = rel * 2 + ~cs.contains(rel, ans, side)
     order = np.argsort(key, kind="stable")
     skey = key[order]
     starts = np.flatnonzero(np.r_[skey.size > 0, skey[1:] != skey[:-1]])
     bounds = np.r_[starts, skey.size].astype(np.int64)
-    gkey = skey[starts]
-    return order, bounds, gkey // (cs.num_entities + 1), gkey % (cs.num_entities + 1) - 1
+    return order, bounds, skey[starts] // 2, (skey[starts] % 2).astype(bool)
 
 
 class _ColumnMap:
@@ -99,19 +99,40 @@ class _ColumnMap:
         self.map[allowed] = -1
 
 
-def _allowed(cs: CandidateSets, relation: int, side: int, outside: int, restriction: np.ndarray | None):
-    """A group's sorted candidate ids (None: every entity, no restriction): the relation side's set (every
-    entity of the restriction where it has none) within the restriction, plus the outside answer."""
+class OutsideAnswers:
+    """The excluded answers of a group of tasks whose answers are outside their relation side's set ``A``: each query
+    row is ranked against ``A + O`` (``O``: the group's outside answers, its columns) with every entity of ``O``
+    excluded, besides the query's known answers (filtered). A task's own answer, in ``O``, is counted back as every
+    filtered true answer is; another task's outside answer is no candidate of it. So a task ranks against
+    ``A`` (minus the known answers) plus itself, and all of a relation side's outside tasks share one group.
+
+    Shaped as :meth:`kgeval.filtering.FilterIndex.pairs` answers: ``(row, entity)`` pairs, distinct per row. Their
+    count is ``#rows x |O|`` at most besides the known answers: within the ``#rows x (|A| + |O|)`` scores of a batch.
+    """
+
+    def __init__(self, index, outside: torch.Tensor, num_entities: int):
+        self.index, self.outside, self.num_entities = index, outside, int(num_entities)
+
+    def pairs(self, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n, m, dev = keys.shape[0], self.outside.shape[0], keys.device
+        rows = torch.arange(n, device=dev).repeat_interleave(m)
+        ents = self.outside.repeat(n)
+        if self.index is not None:  # the known answers too, each (row, entity) pair once
+            r, e = self.index.pairs(keys)
+            code = torch.unique(torch.cat([rows * self.num_entities + ents, r * self.num_entities + e]))
+            rows, ents = code // self.num_entities, code % self.num_entities
+        return rows, ents
+
+
+def _allowed(cs: CandidateSets, relation: int, side: int, outside: np.ndarray | None, restriction: np.ndarray | None):
+    """A group's sorted candidate ids (None: every entity, no restriction): the relation side's set (every entity
+    of the restriction where it has none) within the restriction, plus the group's ``outside`` answers."""
     ids = cs.allowed(relation, side)
     if ids is None:
-        if outside < 0:
-            return restriction
-        ids = restriction if restriction is not None else np.arange(cs.num_entities, dtype=np.int64)
-    elif restriction is not None:
+        return restriction
+    if restriction is not None:
         ids = np.intersect1d(ids, restriction, assume_unique=True)
-    if outside >= 0:  # the answer's own column, in order
-        ids = np.insert(ids, int(np.searchsorted(ids, outside)), outside)
-    return ids
+    return ids if outside is None else np.union1d(ids, outside)
 
 
 def rank_constrained(ctx: RunContext, inp, side: int, sub: np.ndarray, eval_idx: np.ndarray, keys: np.ndarray,
@@ -126,16 +147,20 @@ def rank_constrained(ctx: RunContext, inp, side: int, sub: np.ndarray, eval_idx:
     columns = _ColumnMap(inp.num_entities, ctx.device)
     for g in range(len(bounds) - 1):
         tasks = order[bounds[g]:bounds[g + 1]]
-        ids = _allowed(cs, int(grel[g]), side, int(gout[g]), inp.entities)
+        outside = np.unique(answers[tasks]) if gout[g] else None
+        ids = _allowed(cs, int(grel[g]), side, outside, inp.entities)
+        gindex = index
         if ids is None or ids is inp.entities:  # the relation side is unconstrained: the evaluation's own columns
             gctx, allowed = ctx, ctx.allowed
         else:
             allowed = torch.as_tensor(ids, dtype=torch.long, device=ctx.device)
             gctx = dataclasses.replace(ctx, num_columns=int(allowed.shape[0]), allowed=allowed,
                                        pos_map=columns.fill(allowed), chunk_used=None, chunk_redone_queries=0)
+            if outside is not None:
+                gindex = OutsideAnswers(index, torch.as_tensor(outside, device=ctx.device), inp.num_entities)
         try:
             part = rank_full(gctx, make_scorer(allowed), sub[tasks], eval_idx[tasks], keys[tasks], answers[tasks],
-                             index, bar, red)
+                             gindex, bar, red)
         finally:
             if gctx is not ctx:
                 columns.clear(allowed)
