@@ -274,3 +274,21 @@ def test_sharded_single_process_agrees(tmp_path):
     for other in (shard, tasks):
         assert rows(other.rank_table) == rows(one.rank_table)
         assert other.protocol.type_constraints == one.protocol.type_constraints
+
+
+def test_comparisons_refuse_other_constraints():
+    from kgeval.significance.align import Model, ProtocolMismatchError, check_protocols
+
+    table, train, test = make_graph(6)
+    scorer = FunctionScorer(lambda h, r, t: table[h, r, t], E, num_relations=R)
+
+    def model(name, value):
+        res = evaluate_ranks(scorer, test, filter_triples={"train": train}, type_constraints=value, progress=False)
+        return Model(name, [res.rank_table], res.protocol.to_dict())
+
+    inferred = CandidateSets.from_triples(train, num_entities=E, num_relations=R, source="training")
+    check_protocols(model("a", "train"), model("b", inferred))  # the same sets, worded otherwise
+    with pytest.raises(ProtocolMismatchError, match="different type constraints"):
+        check_protocols(model("a", "train"), model("b", random_sets(6)))
+    with pytest.raises(ProtocolMismatchError, match="different type constraints .*none"):
+        check_protocols(model("a", "train"), model("b", None))

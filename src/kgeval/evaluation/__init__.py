@@ -91,7 +91,7 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         the embeddings training never updated, and report how many there are.
     overrides:
         any field of :class:`EvaluationOptions` (``sides``, ``filtered``, ``num_negatives``,
-        ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
+        ``restrict_entities``, ``type_constraints``, ...), applied on top of ``options``; the fields' comments there
         document each one. PyKEEN's spellings ``entity_whitelist`` / ``relation_whitelist``
         (and ``evaluation_*_whitelist``, ``restrict_*_to``) are accepted for the restrictions.
     tuning:
