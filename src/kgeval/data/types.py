@@ -25,7 +25,7 @@ from ..errors import InvalidInputError
 from ..filtering import unique_pairs
 from ..ranks import SIDE_HEAD, SIDE_TAIL, side_code
 
-__all__ = ["CandidateSets", "EntityTypes"]
+__all__ = ["CandidateSets", "EntityTypes", "as_type_constraints"]
 
 _SIDES = (SIDE_HEAD, SIDE_TAIL)
 
@@ -286,6 +286,24 @@ class CandidateSets:
 
     def __hash__(self) -> int:
         return hash(self.sha256())
+
+
+def as_type_constraints(value):
+    """``EvaluationOptions.type_constraints`` checked: None, ``"train"``, a file path (as a string) or a
+    :class:`CandidateSets`; anything else a named error."""
+    import os
+
+    if value is None or isinstance(value, CandidateSets):
+        return value
+    if isinstance(value, str) and value.strip().lower() == "train":
+        return "train"
+    if isinstance(value, (str, os.PathLike)) and str(value).strip():
+        return os.fspath(value)
+    if isinstance(value, Mapping) and "sha256" in value:  # the summary to_dict() writes
+        raise InvalidInputError("type_constraints: a summary of constraint sets (as to_dict() writes it) cannot be "
+                                "evaluated with; pass the CandidateSets itself, 'train' or a file path")
+    raise InvalidInputError("type_constraints must be None, 'train', a file path or a kgeval.data.types.CandidateSets, "
+                            f"got {type(value).__name__}")
 
 
 def _widened(rel: np.ndarray, ent: np.ndarray, types: EntityTypes, num_relations: int):

@@ -77,25 +77,6 @@ def _id_set(name: str, value, what: str) -> tuple[int, ...] | None:
     return tuple(arr.tolist())
 
 
-def _type_constraints(value):
-    """``type_constraints`` checked: None, ``"train"``, a file path (as a string) or a CandidateSets."""
-    import os
-
-    from ..data.types import CandidateSets
-
-    if value is None or isinstance(value, CandidateSets):
-        return value
-    if isinstance(value, str) and value.strip().lower() == "train":
-        return "train"
-    if isinstance(value, (str, os.PathLike)) and str(value).strip():
-        return os.fspath(value)
-    if isinstance(value, Mapping) and "sha256" in value:  # the summary to_dict() writes
-        raise InvalidInputError("type_constraints: a summary of constraint sets (as to_dict() writes it) cannot be "
-                                "evaluated with; pass the CandidateSets itself, 'train' or a file path")
-    raise InvalidInputError("type_constraints must be None, 'train', a file path or a kgeval.data.types.CandidateSets, "
-                            f"got {type(value).__name__}")
-
-
 def _sides(value) -> tuple[str, ...]:
     if isinstance(value, (str, Side)) or not hasattr(value, "__iter__"):
         value = ("head", "tail") if isinstance(value, str) and value.strip().lower() == "both" else (value,)
@@ -231,13 +212,13 @@ class EvaluationOptions:
             )
         if self.device is not None:
             set_("device", _device_str(self.device))
-        set_("type_constraints", _type_constraints(self.type_constraints))
-        if self.type_constraints is not None and self.num_negatives is not None:
-            raise InvalidInputError("type_constraints cannot be combined with num_negatives (sampled ranking): "
-                                    "rank against every allowed candidate, or drop type_constraints")
-        if self.type_constraints is not None and ks:
-            raise InvalidInputError("type_constraints cannot be combined with query_metrics_k: evaluate query "
-                                    "metrics in a separate run")
+        from ..data.types import as_type_constraints
+
+        set_("type_constraints", as_type_constraints(self.type_constraints))
+        for name, bad in (("num_negatives", self.num_negatives is not None), ("query_metrics_k", bool(ks))):
+            if self.type_constraints is not None and bad:  # sampled ranking, query metrics: no constrained form
+                raise InvalidInputError(f"type_constraints cannot be combined with {name}: evaluate it in a "
+                                        "separate run")
         if self.entity_chunk_size is not None and ks and self.num_negatives is None:
             raise InvalidInputError(
                 "query_metrics_k needs whole score rows and cannot be combined with entity_chunk_size; "
