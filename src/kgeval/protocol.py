@@ -22,7 +22,8 @@ import numpy as np
 
 from .keys import RANK_TYPES
 
-__all__ = ["EvaluationProtocol", "FilterSet", "Sampling", "Unseen", "RANK_TYPE_MEANINGS", "tasks_digest"]
+__all__ = ["EvaluationProtocol", "FilterSet", "Sampling", "Unseen", "TypeConstraints", "RANK_TYPE_MEANINGS",
+           "tasks_digest"]
 
 #: What each rank type means (one definition, printed by :meth:`EvaluationProtocol.describe`).
 RANK_TYPE_MEANINGS = {
@@ -99,6 +100,34 @@ class Unseen:
         return f"unseen: {what}" if self.triples or self.twins else f"unseen: none in {self.reference}"
 
 
+#: how a task whose answer is outside its allowed set is ranked (type-constrained ranking)
+OUTSIDE_RULE = "ranked against the allowed set plus the answer itself (as OpenKE)"
+
+
+@dataclass(frozen=True)
+class TypeConstraints:
+    """Type-constrained ranking: each task's candidates are the entities allowed in its position of its relation
+    (:class:`kgeval.data.types.CandidateSets`); relation sides without a set allow every entity."""
+
+    source: str  #: where the sets came from (a file and its layout, or inferred from training triples)
+    sha256: str  #: digest of the sets (:meth:`kgeval.data.types.CandidateSets.sha256`)
+    constrained: int  #: relation sides (of ``2 x relations``) with a set
+    relation_sides: int  #: ``2 x relations``
+    outside_tasks: int  #: evaluated tasks whose answer is outside its allowed set
+    outside_rule: str = OUTSIDE_RULE
+
+    def describe(self) -> str:
+        from ._escape import plain_text  # the source names the caller's file: no newline or ESC
+
+        text = (f"type constraints: {plain_text(self.source)}; {_n(self.constrained)} of {_n(self.relation_sides)} "
+                f"relation sides constrained (sha256 {self.sha256[:12]})")
+        if self.outside_tasks:
+            text += f"; {_n(self.outside_tasks)} task(s) with the answer outside its allowed set, {self.outside_rule}"
+        else:
+            text += "; every answer inside its allowed set"
+        return text
+
+
 @dataclass(frozen=True)
 class EvaluationProtocol(Mapping):
     """What was evaluated and how. Every field may be None when an old results file lacks it."""
@@ -149,6 +178,8 @@ class EvaluationProtocol(Mapping):
     weighted: bool | None = None
     #: evaluation triples unseen in training (None: the training triples were not known to the evaluation)
     unseen: Unseen | None = None
+    #: type-constrained ranking (None: every (restricted) entity is a candidate of every task)
+    type_constraints: TypeConstraints | None = None
     approximate_null_moments: object = None  # bool, or the keys whose null moments are approximate
     #: keys of a loaded protocol that this version does not know, written back unchanged
     extra: Mapping = field(default_factory=dict)
@@ -200,6 +231,8 @@ class EvaluationProtocol(Mapping):
                 d[name] = getattr(self, name)
         if self.unseen is not None:
             d["unseen"] = dataclasses.asdict(self.unseen)
+        if self.type_constraints is not None:
+            d["type_constraints"] = dataclasses.asdict(self.type_constraints)
         d.update(self.extra)
         return d
 
@@ -214,10 +247,15 @@ class EvaluationProtocol(Mapping):
         samp = d.get("sampling") if isinstance(d.get("sampling"), Mapping) else None
         qm = d.get("query_metrics") if isinstance(d.get("query_metrics"), Mapping) else {}
         cc = d.get("consistency_check") if isinstance(d.get("consistency_check"), Mapping) else {}
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "filter_sets", "sampling", "macro", "unseen"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "filter_sets", "sampling", "macro", "unseen",
+                                                              "type_constraints"}
         unseen = d.get("unseen") if isinstance(d.get("unseen"), Mapping) else None
         if unseen is not None and not {"policy", "triples", "entities", "relations"} <= unseen.keys():
             unseen = None  # not this version's record: kept unread in extra
+        tc = d.get("type_constraints") if isinstance(d.get("type_constraints"), Mapping) else None
+        tc_fields = [f.name for f in dataclasses.fields(TypeConstraints)]
+        if tc is not None and not set(tc_fields[:-1]) <= tc.keys():
+            tc = None  # not this version's record: kept unread in extra
         kw = {k: d[k] for k in names if k in d}
         kw.pop("restrict_entities", None)
         kw.pop("restrict_relations", None)
@@ -239,8 +277,9 @@ class EvaluationProtocol(Mapping):
             unseen=None if unseen is None else Unseen(**{k: unseen[k] for k in
                                                          ("policy", "triples", "entities", "relations", "reference",
                                                           "twins") if k in unseen}),
+            type_constraints=None if tc is None else TypeConstraints(**{k: tc[k] for k in tc_fields if k in tc}),
             extra={k: v for k, v in d.items() if k not in names and k not in _DERIVED and k != "macro"
-                   and not (k == "unseen" and unseen is not None)},
+                   and not (k == "unseen" and unseen is not None) and not (k == "type_constraints" and tc is not None)},
         )
         for k in ("tie_tolerance", "tie_rtol"):
             if kw.get(k) is None:
@@ -294,6 +333,9 @@ class EvaluationProtocol(Mapping):
         ents = (f"the {n(self.restrict_entities)} allowed entities" if self.restrict_entities is not None
                 else f"all {n(self.num_entities)} entities" if self.num_entities is not None else "all entities")
         entity_tasks = any(s != "relation" for s in self.sides) or not self.sides
+        if self.type_constraints is not None:  # each relation side's allowed entities (within the restriction)
+            ents = ("the entities allowed in the task's position of its relation"
+                    + (f" among {ents}" if self.restrict_entities is not None else ""))
         if self.sampling is not None:
             lines.append("candidates: the true answer + sampled negatives")
         elif self.filtered is not None and entity_tasks:
@@ -304,6 +346,8 @@ class EvaluationProtocol(Mapping):
                     else f"all {n(self.num_relations)} relations")
             other = " minus the other known relations of the pair (h, t)" if self.filtered else ""
             lines.append(f"relation candidates: {rels}{other} (the true relation counted)")
+        if self.type_constraints is not None:
+            lines.append(self.type_constraints.describe())
         if self.filtered is not None:
             if self.filtered and self.filter_sets:
                 from ._escape import plain_text  # a filter set's name is the caller's: no newline or ESC

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 import kgeval
+from kgeval.data.types import CandidateSets
 from kgeval.models import DistMultScorer
 from kgeval.models import EntityShard, from_embeddings, get_model, shard_embeddings
 
@@ -33,7 +34,11 @@ def table(res):
                                                            "triple_index", "side")}
 
 
+#: type constraints inferred from a part of graph()'s training triples: many test answers lie outside their sets
+TYPED = CandidateSets.from_triples(graph()[1][:25], num_entities=30, num_relations=4)
+
 SCENARIOS = {
+    "typed": dict(type_constraints=TYPED, macro=True),
     "filtered": dict(),
     "unfiltered": dict(filtered=False),
     "restricted": dict(restrict_entities=tuple(range(0, 30, 2)) + (1, 3), restrict_relations=(0, 1, 2)),
@@ -216,6 +221,9 @@ ENTITY_SCENARIOS = {
     "restricted_empty_slice": dict(restrict_entities=tuple(range(12))),
     "restricted_empty_slice_chunked": dict(restrict_entities=tuple(range(12)), entity_chunk_size=5, batch_size=6),
     "restricted_empty_slice_sampled": dict(restrict_entities=tuple(range(12)), num_negatives=4, seed=2),
+    # groups over the allowed entities of each relation side: rank 1's slice [15, 30) holds two of them at most
+    "typed_chunked_restricted": dict(type_constraints=TYPED, restrict_entities=tuple(range(12)) + (20, 25),
+                                     entity_chunk_size=4, batch_size=5),
 }
 
 

@@ -52,9 +52,10 @@ def _spawn_two(args, timeout: float):
     return procs, logs
 
 
-SCENARIOS = ["filtered", "unfiltered", "restricted", "sampled", "macro_small_batches"]
+SCENARIOS = ["filtered", "unfiltered", "restricted", "sampled", "macro_small_batches", "typed"]
 ENTITY_SCENARIOS = SCENARIOS + ["sampled_unfiltered_restricted", "chunked", "head_only_worst", "restricted_empty_slice",
-                                 "restricted_empty_slice_chunked", "restricted_empty_slice_sampled"]
+                                 "restricted_empty_slice_chunked", "restricted_empty_slice_sampled",
+                                 "typed_chunked_restricted"]
 FLOAT_MODELS = ["tucker", "rotate", "pairre", "transe_float"]
 FLOAT_SCENARIOS = ["filtered", "sampled"]
 CORE_SCENARIOS = ["filtered", "unfiltered", "restricted", "sampled"]

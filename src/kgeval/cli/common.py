@@ -30,6 +30,29 @@ data_dir_option = click.option("--data-dir", type=click.Path(file_okay=False),
                                help="Where large datasets live (else $KGEVAL_DATA).")
 
 
+def _type_constraints(ctx, param, value):
+    """``--type-constraints``: ``train``, or an existing file (made absolute: a saved configuration names it)."""
+    if value is None:
+        return None
+    if value.strip().lower() == "train":
+        return "train"
+    from pathlib import Path
+
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise click.BadParameter(f"{value!r} is neither 'train' nor an existing file")
+    return str(path.resolve())
+
+
+#: ``--type-constraints``, declared once (kgeval evaluate and kgeval pipeline)
+type_constraints_option = click.option(
+    "--type-constraints", metavar="FILE|train", callback=_type_constraints,
+    help="Type-constrained ranking: rank each task against the entities allowed in its position of its relation "
+         "only. FILE: OpenKE's type_constrain.txt (ids) or relation<TAB>side<TAB>entity lines (labels or ids); "
+         "train: the entities seen in that position in the training split. Answers outside their set are ranked "
+         "against the set plus themselves and counted in the header.")
+
+
 def echo_wrote(path, what: str, fmt: str) -> None:
     """Say what a command wrote and where, after the table; with ``--format json`` the JSON on stdout is the
     whole output (a script parses it), and its ``output`` field says where the file went."""

@@ -19,7 +19,7 @@ import click
 
 from ..errors import InvalidInputError
 from .common import check_no_filter_validation, data_dir_option, echo_wrote, format_option, headline_table, \
-    metrics_payload, nonempty_path, protocol_lines, split_list
+    metrics_payload, nonempty_path, protocol_lines, split_list, type_constraints_option
 from .grammar import SPLIT, protocol_option, sides_option
 
 
@@ -70,6 +70,10 @@ from .grammar import SPLIT, protocol_option, sides_option
 @click.option("--drop-unseen/--keep-unseen", default=None,
               help="With --model-file: drop the split's triples whose entity or relation never occurs in training "
                    "(PyKEEN drops them), or keep them [default: as trained, else keep]. The header says how many.")
+@type_constraints_option
+@click.option("--entity-types", type=click.Path(exists=True, dir_okay=False),
+              help="With --type-constraints train: widen each inferred set to every entity sharing a type with one "
+                   "of its entities (entity<TAB>type lines, labels or ids; an entity may have several types).")
 @click.option("--allow-dataset-mismatch", is_flag=True,
               help="Evaluate even on a dataset whose labels or splits differ from the training dataset's.")
 @click.option("--output", "-o", type=click.Path(), callback=nonempty_path,
@@ -91,8 +95,8 @@ from .grammar import SPLIT, protocol_option, sides_option
 def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_embeddings, entity_ids, relation_ids,
             interaction,
             libkge_checkpoint, libkge_data, dataset, split, relation_whitelist, entity_whitelist,
-            no_filter_validation, drop_unseen, allow_dataset_mismatch, output, data_dir, fmt, distributed,
-            dist_timeout, protocol, sides):
+            no_filter_validation, drop_unseen, type_constraints, entity_types, allow_dataset_mismatch, output, data_dir,
+            fmt, distributed, dist_timeout, protocol, sides):
     """Re-evaluate a saved model on a split, with the pipeline's filtering rules."""
     from ..workflow.evaluation import evaluate_model
 
@@ -105,6 +109,9 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
                           libkge_data=libkge_data, trust_pickle=trust_pickle,
                           allow_dataset_mismatch=allow_dataset_mismatch, distributed=distributed,
                           drop_unseen=drop_unseen is not None)
+    if entity_types is not None and type_constraints != "train":
+        raise InvalidInputError("--entity-types widens --type-constraints train only")
+    typed = {k: v for k, v in (("type_constraints", type_constraints), ("entity_types", entity_types)) if v is not None}
     replaced = _check_output(output, model_file, pykeen_dir, libkge_checkpoint, distributed)
     leader, shard = _start_distributed(distributed, dist_timeout)
     if model_file is None:
@@ -120,7 +127,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             source, dataset, split=split, data_dir=data_dir, output=output if leader else None, shard=shard,
             filter_validation_when_testing=not no_filter_validation,
             evaluation_relation_whitelist=split_list(relation_whitelist),
-            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed,
+            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed, **typed,
             **({} if protocol is None else {"protocol": protocol}), **({} if sides is None else {"sides": sides}))
         if leader:  # every rank holds the same results: one of them reports
             _report(results, ds, split, what, fmt, output)
@@ -134,7 +141,7 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
             pykeen_dir, dataset, trust_pickle=trust_pickle, split=split, data_dir=data_dir,
             output=output if leader else None, filter_validation_when_testing=not no_filter_validation,
             progress=False, evaluation_relation_whitelist=split_list(relation_whitelist),
-            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed,
+            evaluation_entity_whitelist=split_list(entity_whitelist), distributed=distributed, **typed,
             **({} if protocol is None else {"protocol": protocol}), **({} if sides is None else {"sides": sides}))
         if leader:
             _report(results, ds, split, f"PyKEEN model from {pykeen_dir}", fmt, output)
@@ -154,10 +161,10 @@ def command(model_file, pykeen_dir, trust_pickle, entity_embeddings, relation_em
     options, as_saved = _settings(defaults, protocol, sides)
     results = evaluate_model(model, ds, split=split, filter_validation_when_testing=filter_valid,
                              evaluation_relation_whitelist=rel, evaluation_entity_whitelist=ent, progress=False,
-                             distributed=distributed, drop_unseen=drop_unseen, **options)
+                             distributed=distributed, drop_unseen=drop_unseen, **typed, **options)
     if not leader:  # every rank holds the same results: one of them reports
         return
-    if as_saved and defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
+    if as_saved and not typed and defaults.get("saved") is not None and (split, filter_valid, rel, ent) == (
             defaults["split"], defaults["filter_validation_when_testing"], defaults["relations"], defaults["entities"]) \
             and _unseen_policy(results) == _unseen_policy(defaults["saved"]):
         _warn_if_differs(model_file, defaults["saved"], results)  # evaluated as the run was: the same ranks

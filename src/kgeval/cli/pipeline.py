@@ -20,7 +20,7 @@ from .._validation import check_seed
 from ..errors import InvalidInputError, KGEvalError
 from ..tracking import Trackers
 from .common import count, data_dir_option, echo_above_progress, format_option, headline_table, metrics_payload, \
-    nonempty_path, protocol_lines, split_list
+    nonempty_path, protocol_lines, split_list, type_constraints_option
 from .grammar import OPTION_PATHS, progress_enabled, progress_option, protocol_option, sides_option
 
 #: the help of --tracker (kgeval hpo has the same option)
@@ -62,6 +62,7 @@ TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboar
                    "drop under --protocol pykeen]")
 @protocol_option
 @sides_option
+@type_constraints_option
 @data_dir_option
 @format_option()
 @click.option("--threads", type=click.IntRange(min=1, max=1024),
@@ -72,7 +73,7 @@ TRACKER_HELP = ("Log the run to an experiment tracker: mlflow, wandb, tensorboar
 @progress_option
 @click.option("--tracker", "trackers", multiple=True, metavar="NAME[=LOCATION]", help=TRACKER_HELP)
 def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist, no_filter_validation, drop_unseen,
-            output, data_dir, fmt, progress, replicates, trackers, protocol, sides, **options):
+            type_constraints, output, data_dir, fmt, progress, replicates, trackers, protocol, sides, **options):
     """Train MODEL on DATASET, evaluate on test and save everything to an output directory.
 
     Example: kgeval pipeline --dataset nations --model complex
@@ -102,6 +103,8 @@ def command(dataset, model, early_stopping, relation_whitelist, entity_whitelist
         paths["evaluation.options.protocol"] = protocol
     if sides is not None:
         paths["evaluation.options.sides"] = list(sides)
+    if type_constraints is not None:  # an evaluation option of the configuration, saved with the run
+        paths["evaluation.options.type_constraints"] = type_constraints
     paths.update({OPTION_PATHS[name]: value for name, value in options.items() if value is not None})
     config = PipelineConfig().with_paths(paths)  # validates model name, seed, ... before any loading
     ds = get_dataset(dataset, data_dir=data_dir, drop_unseen=drop_unseen)

@@ -23,6 +23,8 @@ from . import io
 from .splits import ATTRIBUTES, FILE_STEMS, SPLITS, canonical_split
 from .dataset import Dataset, map_triples
 from .registry import DATASETS, ENV_VAR, DatasetInfo, data_dirs, dataset_names, locate, lookup
+from .type_files import read_entity_types, read_type_constraints
+from .types import CandidateSets, EntityTypes
 
 __all__ = [
     "Dataset",
@@ -35,6 +37,10 @@ __all__ = [
     "data_dirs",
     "canonical_split",
     "SPLITS",
+    "CandidateSets",
+    "EntityTypes",
+    "read_type_constraints",
+    "read_entity_types",
 ]
 
 

@@ -38,7 +38,7 @@ from ..filtering import FilterIndex, answer_column, query_keys
 from ..protocol import EvaluationProtocol, FilterSet, Sampling, tasks_digest
 from ..ranks import SIDE_NAMES, RankTable
 from . import counting as count_kernel  # noqa: F401 - the kernel's former module, for existing imports
-from . import distributed
+from . import constraints, distributed
 from .batches import RunContext
 from .collectives import ShardReduce
 from .counting import ConsistencyCheck, Counter, use_kernel, warm_kernel
@@ -100,7 +100,7 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
         protocol preset's choice (True for ``protocol="pykeen"``, else False).
     overrides:
         any field of :class:`EvaluationOptions` (``sides``, ``filtered``, ``num_negatives``,
-        ``restrict_entities``, ...), applied on top of ``options``; the fields' comments there
+        ``restrict_entities``, ``type_constraints``, ...), applied on top of ``options``; the fields' comments there
         document each one. PyKEEN's spellings ``entity_whitelist`` / ``relation_whitelist``
         (and ``evaluation_*_whitelist``, ``restrict_*_to``) are accepted for the restrictions.
     tuning:
@@ -140,6 +140,9 @@ def evaluate(scorer, triples, *, filter_triples=(), options: EvaluationOptions |
     if drop_unseen and candidates is not None:
         raise InvalidInputError("drop_unseen=True cannot be used with candidates= (each row of negatives belongs "
                                 "to one evaluation triple): drop the triples and their negatives beforehand")
+    if candidates is not None and opts.type_constraints is not None:
+        raise InvalidInputError("candidates= cannot be combined with type_constraints: the given negatives are "
+                                "the candidates (draw them from the allowed entities instead)")
     triples, unseen = for_evaluation(triples, filter_triples, train_triples, drop_unseen)
     if drop_unseen and preset.drop_unseen and opts.restrict_entities is None:
         opts = seen_candidates(opts, scorer, train_triples, filter_triples)
@@ -201,9 +204,9 @@ def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions, tu
                       stacklevel=3)
     plan = None if opts.distributed is None else distributed.start(opts.distributed)
     if plan is None:
-        inp = prepare_inputs(scorer, triples, filter_triples, opts)
+        inp = _prepared(scorer, triples, filter_triples, opts)
     else:  # a rank whose inputs fail to load ends every rank; then the inputs must agree
-        inp = plan.guard(prepare_inputs, scorer, triples, filter_triples, opts)
+        inp = plan.guard(_prepared, scorer, triples, filter_triples, opts)
         plan.check_same(distributed.fingerprint(inp, opts))
         if plan.mode == "tasks":  # each rank ranks its share with its own copy of the model
             distributed.check_replicas(plan, inp)
@@ -291,6 +294,14 @@ class QueryMetricAccumulator:
         return out
 
 
+def _prepared(scorer, triples, filter_triples, opts: EvaluationOptions) -> Inputs:
+    """:func:`.inputs.prepare_inputs`, with the type constraints resolved (:func:`.constraints.resolve`)."""
+    inp = prepare_inputs(scorer, triples, filter_triples, opts)
+    if opts.type_constraints is not None:
+        inp.constraints = constraints.resolve(opts.type_constraints, inp)
+    return inp
+
+
 def _context(inp: Inputs, opts: EvaluationOptions, tuning: Tuning) -> RunContext:
     dev = inp.device
     pos_map = allowed = None
@@ -348,12 +359,23 @@ def _rank_side(ctx: RunContext, inp: Inputs, side: int, eval_idx: np.ndarray, ba
         return index, sc, negs, counts
 
     # a rank failing here (out of memory, say) ends every rank instead of leaving them waiting
+    def scorer_over(allowed):  # the side's scorer over the candidate ids ``allowed`` (type constraints: a group's)
+        if sharded:
+            return ShardSideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device,
+                                   allowed=allowed, threads=ctx.score_threads, layout=ctx.shard)
+        return SideScorer(inp.scorer, side, num_entities=inp.num_entities, device=ctx.device, allowed=allowed,
+                          threads=ctx.score_threads)
+
     index, sc, negs, counts = setup() if ctx.dist is None else ctx.dist.guard(setup)
     capped = 0
     # distributed="tasks": this rank's slice of the side's tasks; "entities": all, summed over ranks
     part = slice(None) if ctx.dist is None or sharded else ctx.dist.task_slice(sub.shape[0])
     red = ShardReduce(ctx.dist) if sharded else ONE_PROCESS
-    if opts.num_negatives is None:
+    if opts.num_negatives is None and inp.constraints is not None:  # per relation side (and outside answer)
+        def local():
+            return constraints.rank_constrained(ctx, inp, side, sub[part], eval_idx[part], keys[part], answers[part],
+                                                index, bar, red, scorer_over)
+    elif opts.num_negatives is None:
         def local():
             return rank_full(ctx, sc, sub[part], eval_idx[part], keys[part], answers[part], index, bar, red)
     else:
@@ -426,9 +448,12 @@ def _protocol(inp: Inputs, opts: EvaluationOptions, ctx: RunContext, table: Rank
         preset=opts.protocol,
         candidates=(
             "1 + sampled negatives" if sampling is not None
-            else "allowed entities" + (" minus the other known true answers of the query" if filtered else "")
+            else ("the entities allowed in the task's position of its relation (type constraints)"
+                  if inp.constraints is not None else "allowed entities")
+            + (" minus the other known true answers of the query" if filtered else "")
             + "; the true answer counted"
         ),
+        type_constraints=constraints.protocol_record(inp, eval_idx),
         query_metrics_k=opts.query_metrics_k if ctx.want_query_metrics else (),
         consistency_checked=None if cc is None else cc.checked,
         consistency_mismatches=None if cc is None else cc.mismatches,

@@ -159,6 +159,8 @@ class Inputs:
     #: the filter sets with what evaluations derive from them (the caller's :class:`KnownTriples`, or this
     #: evaluation's own)
     known_triples: KnownTriples | None = None
+    #: type constraints (a :class:`kgeval.data.types.CandidateSets`, :mod:`.constraints`); None = none
+    constraints: object | None = None
 
     @property
     def known_sets(self) -> list[np.ndarray]:

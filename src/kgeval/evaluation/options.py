@@ -167,6 +167,13 @@ class EvaluationOptions:
     #: It sets :data:`kgeval.presets.OPTION_FIELDS` (filtered, sides, tie tolerances, NaN rule) unless the
     #: same call names them, and the rank type the results' short keys resolve to.
     protocol: str = presets.DEFAULT
+    #: Type-constrained ranking (OpenKE's ``type_constrain``): each task is ranked only against the entities
+    #: allowed in its position of its relation. A :class:`kgeval.data.types.CandidateSets`, ``"train"``
+    #: (inferred from the filter set named ``train`` / ``training``: the entities seen there in that
+    #: position) or the path of a type-constraint file with ids (:mod:`kgeval.data.type_files`); None = all
+    #: entities. A task whose answer is outside its allowed set is ranked against that set plus the answer
+    #: itself, and counted in ``results.protocol``. Full ranking only.
+    type_constraints: object = None
 
     def __post_init__(self):
         def set_(name, value):  # frozen: normalise the stored values once, here
@@ -220,6 +227,13 @@ class EvaluationOptions:
             )
         if self.device is not None:
             set_("device", _device_str(self.device))
+        from ..data.types import as_type_constraints
+
+        set_("type_constraints", as_type_constraints(self.type_constraints))
+        for name, bad in (("num_negatives", self.num_negatives is not None), ("query_metrics_k", bool(ks))):
+            if self.type_constraints is not None and bad:  # sampled ranking, query metrics: no constrained form
+                raise InvalidInputError(f"type_constraints cannot be combined with {name}: evaluate it in a "
+                                        "separate run")
         if self.entity_chunk_size is not None and ks and self.num_negatives is None:
             raise InvalidInputError(
                 "query_metrics_k needs whole score rows and cannot be combined with entity_chunk_size; "
@@ -233,6 +247,8 @@ class EvaluationOptions:
         for f in _fields():
             v = getattr(self, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
+        if callable(getattr(self.type_constraints, "to_dict", None)):  # a CandidateSets: its summary
+            out["type_constraints"] = self.type_constraints.to_dict()
         return out
 
     @classmethod

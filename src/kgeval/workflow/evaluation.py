@@ -112,9 +112,31 @@ def _protocol_of(evaluate_kwargs) -> str:
     return as_options(evaluate_kwargs.get("options")).protocol
 
 
+def dataset_type_constraints(dataset, value, entity_types=None):
+    """The type constraints ``value`` for ``dataset``: ``"train"`` (inferred from its training split, widened by
+    the entity-type file ``entity_types`` when given), a type-constraint file (labels through the dataset's maps,
+    see :mod:`kgeval.data.type_files`), or a :class:`~kgeval.data.types.CandidateSets` as it is."""
+    from ..data.type_files import read_entity_types, read_type_constraints
+    from ..data.types import CandidateSets
+
+    if entity_types is not None and value != "train":
+        raise InvalidInputError("entity types widen the constraints inferred from training (type constraints "
+                                f"'train'), got type constraints {value!r}")
+    if value is None or isinstance(value, CandidateSets):
+        return value
+    sizes = dict(num_entities=dataset.num_entities, num_relations=dataset.num_relations)
+    if value == "train":
+        types = None if entity_types is None else read_entity_types(entity_types, num_entities=dataset.num_entities,
+                                                                    entity_to_id=dataset.entity_to_id)
+        return CandidateSets.from_triples(dataset.training, entity_types=types, source="training", **sizes)
+    return read_type_constraints(value, entity_to_id=dataset.entity_to_id, relation_to_id=dataset.relation_to_id,
+                                 **sizes)
+
+
 def evaluate_model(model, dataset, *, split: str = "test", filter_validation_when_testing: bool = True,
                    evaluation_relation_whitelist=None, evaluation_entity_whitelist=None, progress: bool = False,
-                   drop_unseen: bool | None = None, known=None, **evaluate_kwargs):
+                   drop_unseen: bool | None = None, known=None, type_constraints=None, entity_types=None,
+                   **evaluate_kwargs):
     """Evaluate ``model`` on one split of ``dataset`` with the pipeline's filtering rules.
 
     ``split="test"``: filter training + validation + test (or training + test);
@@ -126,7 +148,9 @@ def evaluate_model(model, dataset, *, split: str = "test", filter_validation_whe
     (:func:`testing_filter_sets`, :func:`validation_filter_sets`).
     ``known``: a :class:`~kgeval.evaluation.KnownTriples` of those filter sets, built once by a caller
     that evaluates the same split repeatedly (its filter indexes are then reused).
-    Returns :class:`~kgeval.Results`.
+    ``type_constraints``: ``"train"``, a type-constraint file or a CandidateSets (default: the ``options``' own),
+    resolved with the dataset's labels (:func:`dataset_type_constraints`; ``entity_types``: an entity-type file
+    widening ``"train"``). Returns :class:`~kgeval.Results`.
     """
     import torch
 
@@ -157,6 +181,10 @@ def evaluate_model(model, dataset, *, split: str = "test", filter_validation_whe
     drop = bool(drop_unseen) and not already
     if known is not None:
         filters = known
+    if type_constraints is None:  # a run's saved options may name them (a file path is read with the labels)
+        type_constraints = getattr(evaluate_kwargs.get("options"), "type_constraints", None)
+    if type_constraints is not None or entity_types is not None:
+        evaluate_kwargs["type_constraints"] = dataset_type_constraints(dataset, type_constraints, entity_types)
     model.eval()
     with torch.no_grad():
         results = evaluate(model, dataset.split(split_name), filter_triples=filters, restrict_entities=ent,

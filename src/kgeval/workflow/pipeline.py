@@ -27,7 +27,8 @@ from ..errors import InvalidInputError, KGEvalError
 from ..tracking import Trackers
 from ..tracking.group import epoch_callback, log_results, tracked_run
 from .config import PipelineConfig, Restriction
-from .evaluation import check_split_to_evaluate, evaluate_model, resolve_whitelist, validation_filter_sets
+from .evaluation import (check_split_to_evaluate, dataset_type_constraints, evaluate_model, resolve_whitelist,
+                         validation_filter_sets)
 from .progress import Counter
 from .replicates import ReplicateSaveError, ReplicatesResult, lost_replicate, replicate_seeds, write_summary
 
@@ -120,6 +121,8 @@ def _handle_stopper(config: PipelineConfig, ds):
     options = dict(config.early_stopping.options)
     options.setdefault("metric", DEFAULT_METRIC)
     evaluation = config.evaluation.options.replace(restrict_relations=rel, restrict_entities=ent)
+    if evaluation.type_constraints is not None:  # a file's labels read with the dataset's maps
+        evaluation = evaluation.replace(type_constraints=dataset_type_constraints(ds, evaluation.type_constraints))
     # the stopper resolves larger_is_better from the metric (and refuses a contradiction); recorded as used
     # "filtered with test" (record or select, as LibKGE): the test split as one more filter set of validation
     test = ds.testing if options.get("filtered_with_test") else None
