@@ -77,7 +77,7 @@ def _expected_cartesian(triples: set, threshold: float) -> set[str]:
     out = set()
     for r, pairs in by_relation.items():
         heads, tails = {h for h, _ in pairs}, {t for _, t in pairs}
-        if len(heads) >= 2 and len(tails) >= 2 and len(pairs) / (len(heads) * len(tails)) >= threshold:
+        if len(pairs) >= 2 and len(pairs) / (len(heads) * len(tails)) >= threshold:
             out.add(r)
     return out
 
@@ -153,6 +153,7 @@ def test_cartesian_product_relation():
     d = diagnose(_toy(train, [("a", "other", "y")], [("b", "other", "z")]), cartesian_threshold=0.8)
     assert [(c.label, c.num_triples, c.num_heads, c.num_tails) for c in d.cartesian] == [("near", 8, 3, 3)]
     assert abs(d.cartesian[0].ratio - 8 / 9) < 1e-12
+    # "other" holds 3 pairs (a, x), (a, y), (b, z) of 2 x 3: 50%, below both thresholds
     assert not diagnose(_toy(train, [("a", "other", "y")], [("b", "other", "z")]), cartesian_threshold=0.9).cartesian
 
 

@@ -17,9 +17,9 @@ relations against each other:
   Jaccard similarity ``|A ∩ B| / |A ∪ B|`` of at least ``threshold`` (0.97, Toutanova & Chen, 2015), ``B``
   reversed for inverses, as PyKEEN's ``Sealant`` (``pykeen.triples.leakage``) finds them; a relation similar
   to its own reverse is symmetric.
-- **Cartesian-product relations** (Akrami et al., 2020, §4.3): relations whose training triples fill at least
-  ``cartesian_threshold`` (80%) of ``heads x tails``, the product of their distinct heads and tails (both at
-  least 2): "every such pair is true" predicts them.
+- **Cartesian-product relations** (Akrami et al., 2020, §4.3): relations with more than one triple that fill at
+  least ``cartesian_threshold`` (80%) of ``heads x tails``, the product of their distinct heads and tails (as
+  their released code): "every such pair is true" predicts them.
 
 Everything is counted on distinct id triples with sorted arrays and one sparse product over relations
 (``relations x (head, tail) pairs``); memory grows with the number of triples, never with entities squared.
@@ -304,15 +304,16 @@ def relation_matrices(train: np.ndarray, num_relations: int):
 
 
 def cartesian_relations(train: np.ndarray, threshold: float) -> list[CartesianRelation]:
-    """Relations of the distinct training triples ``train`` whose triples fill at least ``threshold`` of
-    ``heads x tails`` (both with at least 2 distinct entities), largest first."""
+    """Relations of the distinct triples ``train`` with more than one triple that fill at least ``threshold`` of
+    ``heads x tails``, largest first (the rule of Akrami et al.'s released code, ``idirlab/kgcompletion``,
+    on distinct pairs with the exact ratio; it rounds the ratio to two decimals)."""
     relations, num_triples = np.unique(train[:, 1], return_counts=True)
     heads = _distinct_rows(train[:, [1, 0]])[:, 0]
     tails = _distinct_rows(train[:, [1, 2]])[:, 0]
     num_heads = np.bincount(heads, minlength=relations.max() + 1)[relations]
     num_tails = np.bincount(tails, minlength=relations.max() + 1)[relations]
     ratio = num_triples / (num_heads.astype(np.float64) * num_tails)
-    keep = (ratio >= threshold) & (num_heads >= 2) & (num_tails >= 2)
+    keep = (ratio >= threshold) & (num_triples >= 2)  # as Akrami et al.'s released code: more than one triple
     out = [CartesianRelation(int(r), int(n), int(h), int(t), float(q))
            for r, n, h, t, q in zip(relations[keep], num_triples[keep], num_heads[keep], num_tails[keep], ratio[keep])]
     return sorted(out, key=lambda c: (-c.num_triples, c.relation))

@@ -149,6 +149,7 @@ def evaluate_relations(scorer, triples, filter_sets: list[np.ndarray], opts, tun
                                 "use distributed='tasks' or one process")
     t = transpose(scorer, triples, filter_sets, opts)
     inner = opts.replace(sides=("tail",), restrict_relations=None, restrict_entities=None, query_metrics_k=(),
+                         type_constraints=None,  # entity positions: the relation tasks have none
                          num_relations=t.scorer.num_relations, check_consistency=opts.check_consistency)
     out = run(t.scorer, t.triples, [t.known[len(t.triples):]] if len(t.known) > len(t.triples) else (), inner,
               tuning)
