@@ -35,7 +35,7 @@ from .. import presets
 from .._threads import torch_threads
 from ..errors import InvalidInputError
 from ..filtering import FilterIndex, answer_column, query_keys
-from ..protocol import EvaluationProtocol, FilterSet, Sampling, tasks_digest
+from ..protocol import EvaluationProtocol
 from ..ranks import SIDE_NAMES, RankTable
 from . import counting as count_kernel  # noqa: F401 - the kernel's former module, for existing imports
 from . import constraints, distributed
@@ -46,7 +46,9 @@ from .ties import tie_rule
 from .full import ONE_PROCESS, rank_full
 from .inputs import Inputs, KnownTriples, default_memory_budget, prepare_inputs, seen_candidates
 from .listed import evaluate_candidates, rank_listed, sample_negatives
-from .options import EvaluationOptions, Tuning, as_options, as_tuning, canonical_names
+from .options import EvaluationOptions, as_options, canonical_names
+from .tuning import Tuning, as_tuning
+from .record import run_protocol
 from .scorers import FunctionScorer, PyKEENScorer, Scorer, as_scorer
 from .scoring import ShardSideScorer, SideScorer, eval_mode
 
@@ -255,7 +257,7 @@ def _run_evaluation(scorer, triples, filter_triples, opts: EvaluationOptions, tu
     table = RankTable.concat(tables)
     # the protocol's distinct known triples: memoised by a KnownTriples passed again
     num_known = inp.known_triples.num_distinct(inp.triples, inp.num_entities, inp.num_relations) if opts.filtered else None
-    protocol = _protocol(inp, opts, ctx, table, eval_idx, capped, num_known)
+    protocol = run_protocol(inp, opts, ctx, table, eval_idx, capped, num_known)
     extra = qacc.to_flat_dict() if qacc is not None else {}
     return EvaluationOutput(table, protocol, extra, sampled or None)
 
@@ -410,55 +412,3 @@ def _index_order(values: np.ndarray, upper: int) -> np.ndarray:
         if order.size == values.size:  # distinct: no slot was written twice
             return order
     return np.argsort(values, kind="stable")
-
-
-def _protocol(inp: Inputs, opts: EvaluationOptions, ctx: RunContext, table: RankTable, eval_idx, capped: int,
-              num_known: int | None):
-    """The run's :class:`EvaluationProtocol` (``num_known``: distinct known triples of a filtered run,
-    the (query, answer) pairs of either side's filter index)."""
-    tri, ne, nr = inp.triples, inp.num_entities, inp.num_relations
-    filtered = opts.filtered
-    sampling = None
-    if opts.num_negatives is not None:
-        sampling = Sampling(
-            num_negatives=opts.num_negatives, seed=opts.seed,
-            excludes="known true answers" if filtered else "the true answer", capped_tasks=capped,
-            scoring="candidates method" if ctx.used_candidates_method else "full rows, gathered",
-        )
-    cc = ctx.consistency
-    return EvaluationProtocol(
-        sides=tuple(SIDE_NAMES[c] for c in inp.side_codes),
-        filtered=filtered,
-        filter_sets=(FilterSet("evaluation", int(tri.shape[0])),
-                     *(FilterSet(n, int(a.shape[0])) for n, a in inp.filter_sets)) if filtered else (),
-        num_known_triples=num_known,
-        num_triples=int(tri.shape[0]),
-        num_evaluated_triples=int(eval_idx.shape[0]),
-        num_tasks=len(table),
-        num_entities=ne,
-        num_relations=nr,
-        restrict_entities=None if inp.entities is None else int(inp.entities.size),
-        restrict_relations=None if inp.relations is None else int(inp.relations.size),
-        num_triples_dropped=int((~inp.keep).sum()),
-        sampling=sampling,
-        macro=opts.macro,
-        tie_tolerance=opts.tie_tolerance,
-        tie_rtol=opts.tie_rtol,
-        nan_policy=opts.nan_policy,
-        preset=opts.protocol,
-        candidates=(
-            "1 + sampled negatives" if sampling is not None
-            else ("the entities allowed in the task's position of its relation (type constraints)"
-                  if inp.constraints is not None else "allowed entities")
-            + (" minus the other known true answers of the query" if filtered else "")
-            + "; the true answer counted"
-        ),
-        type_constraints=constraints.protocol_record(inp, eval_idx),
-        query_metrics_k=opts.query_metrics_k if ctx.want_query_metrics else (),
-        consistency_checked=None if cc is None else cc.checked,
-        consistency_mismatches=None if cc is None else cc.mismatches,
-        entity_chunk_size=ctx.chunk_used,
-        chunk_redone_queries=ctx.chunk_redone_queries,
-        device=str(ctx.device),
-        tasks_sha256=tasks_digest(tri),
-    )

@@ -16,7 +16,8 @@ import torch
 
 from ..filtering import FilterIndex
 from .counting import ConsistencyCheck, Counter
-from .options import EvaluationOptions, Tuning
+from .options import EvaluationOptions
+from .tuning import Tuning
 
 __all__ = ["RunContext", "SideResult", "BatchPlan", "plan_full", "walkers", "auto_batch",
            "is_out_of_memory", "run_batches", "Batch", "Queries", "group_by_query", "known_answers", "batch_tasks",

@@ -28,7 +28,8 @@ from .batches import Batch, RunContext, SideResult
 from .counting import ConsistencyCheck, Counter, apply_nan_policy, check_nan, tie_rule
 from .full import ONE_PROCESS, OneProcess
 from .inputs import default_memory_budget, prepare_inputs
-from .options import EvaluationOptions, Tuning, as_tuning
+from .options import EvaluationOptions
+from .tuning import Tuning, as_tuning
 from .scoring import SideScorer, eval_mode
 
 __all__ = ["sample_negatives", "rank_listed", "evaluate_candidates", "parse_candidates"]
