@@ -13,6 +13,7 @@ from kgeval.errors import InvalidInputError
 from kgeval.evaluation import FunctionScorer, evaluate_ranks, sample_negatives
 from kgeval.filtering import FilterIndex, query_keys
 from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
+from eval_graphs import table_graph
 
 E, R = 17, 3
 
@@ -26,12 +27,7 @@ def count_kernel(request, monkeypatch):
 
 
 def make_graph(seed: int):
-    rng = np.random.default_rng(seed)
-    table = torch.as_tensor(rng.integers(0, 4, size=(E, R, E)), dtype=torch.float32)
-    allt = rng.integers(0, [E, R, E], size=(160, 3))
-    train, test = allt[:120], allt[120:]
-    test = np.concatenate([test, test[:3], train[:2]])  # duplicates and overlap are harmless
-    return table, train, test
+    return table_graph(seed, E, R)
 
 
 def table_scorer(table):

@@ -15,17 +15,13 @@ from kgeval.evaluation import EvaluationOptions, FunctionScorer, evaluate_ranks
 from kgeval.models import get_model, model_names
 from kgeval.protocol import EvaluationProtocol
 from kgeval.ranks import SIDE_HEAD, SIDE_TAIL
+from eval_graphs import table_graph
 
 E, R = 17, 3
 
 
 def make_graph(seed: int):
-    rng = np.random.default_rng(seed)
-    table = torch.as_tensor(rng.integers(0, 4, size=(E, R, E)), dtype=torch.float32)
-    allt = rng.integers(0, [E, R, E], size=(160, 3))
-    train, test = allt[:120], allt[120:]
-    test = np.concatenate([test, test[:3], train[:2]])  # duplicates and overlap with train
-    return table, train, test
+    return table_graph(seed, E, R)
 
 
 def random_sets(seed: int) -> CandidateSets:
