@@ -91,11 +91,12 @@ class Transposed:
     """The transposed evaluation: its triples, known triples and scorer, and the way back."""
 
     triples: np.ndarray  # (0, q, candidate index)
-    known: np.ndarray
+    known: list  # the other known triples of the evaluated pairs, (0, q, candidate index) arrays (the filter sets)
     scorer: RelationScorer
     kept: np.ndarray  # indices of the evaluated triples among the given ones
     relations: np.ndarray  # candidate index -> relation id
     dropped: int
+    true_relation: np.ndarray  # the true relation of each given triple
 
 
 def _num_relations(scorer, triples: np.ndarray, opts) -> int:
@@ -122,7 +123,7 @@ def transpose(scorer, triples, filter_sets: list[np.ndarray], opts) -> Transpose
     index_of = np.full(num_relations, -1, dtype=np.int64)
     index_of[allowed] = np.arange(allowed.size)
     transposed = np.stack([np.zeros(kept.size, dtype=np.int64), query, index_of[tri[kept][:, 1]]], axis=1)
-    known = [transposed]
+    known = []  # the evaluation triples are known anyway: the driver adds them
     for arr in filter_sets:  # the known relations of every evaluated pair, among the candidates
         arr = as_triples("filter_triples", arr)
         arr = arr[np.isin(arr[:, 1], allowed)]
@@ -138,7 +139,7 @@ def transpose(scorer, triples, filter_sets: list[np.ndarray], opts) -> Transpose
         hit = q >= 0
         known.append(np.stack([np.zeros(hit.sum(), dtype=np.int64), q[hit], index_of[arr[hit, 1]]], axis=1))
     scorer_t = RelationScorer(scorer, pairs[:, 0], pairs[:, 1], allowed)
-    return Transposed(transposed, np.concatenate(known), scorer_t, kept, allowed, int(tri.shape[0] - kept.size))
+    return Transposed(transposed, known, scorer_t, kept, allowed, int(tri.shape[0] - kept.size), tri[:, 1])
 
 
 def evaluate_relations(scorer, triples, filter_sets: list[np.ndarray], opts, tuning, run):
@@ -150,16 +151,14 @@ def evaluate_relations(scorer, triples, filter_sets: list[np.ndarray], opts, tun
     t = transpose(scorer, triples, filter_sets, opts)
     inner = opts.replace(sides=("tail",), restrict_relations=None, restrict_entities=None, query_metrics_k=(),
                          type_constraints=None,  # entity positions: the relation tasks have none
-                         num_relations=t.scorer.num_relations, check_consistency=opts.check_consistency)
-    out = run(t.scorer, t.triples, [t.known[len(t.triples):]] if len(t.known) > len(t.triples) else (), inner,
-              tuning)
+                         num_relations=t.scorer.num_relations)
+    out = run(t.scorer, t.triples, t.known, inner, tuning)
     inner_table = out.rank_table
     kept = t.kept[np.asarray(inner_table.triple_index)]
-    tri = as_triples("triples", triples)
     table = RankTable(side=np.full(len(inner_table), int(Side.RELATION), dtype=np.int8),
                       optimistic=inner_table.optimistic, pessimistic=inner_table.pessimistic,
                       num_candidates=inner_table.num_candidates, weight=inner_table.weight, triple_index=kept,
-                      relation=tri[kept, 1])
+                      relation=t.true_relation[kept])
     return table, out.protocol, t
 
 
